@@ -1,0 +1,52 @@
+# kipling: two commands that work on a fresh machine.
+#   make run   — create .venv, install kipling, start the main job
+#   make test  — create .venv, install the test extras and system packages, run lint and the whole suite
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+
+.PHONY: run test install install-test system-deps lint format bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(STAMP)
+
+install-test: $(TEST_STAMP)
+
+# Debian packages the tests need (none yet; kcat arrives with the broker's client tests).
+system-deps:
+	@true
+
+run: $(STAMP)
+	$(BIN)/kipling --help
+
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(TEST_STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: $(TEST_STAMP) system-deps lint
+	$(BIN)/pytest
+
+bench: $(TEST_STAMP)
+	$(BIN)/python -m bench.codec
+	$(BIN)/python -m bench.log
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

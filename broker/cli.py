@@ -1,0 +1,40 @@
+"""The `kipling` command: one entry point, one subcommand per job.
+
+Subcommands register themselves from :mod:`broker.commands`; each module exposes
+``register(subparsers)`` and sets ``func`` on its parser, so adding a command touches one file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from broker.commands import decode_frame, dump_log
+
+COMMANDS = (decode_frame, dump_log)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kipling",
+        description="kipling: a Kafka-compatible, replicated log broker, and the tools to inspect its "
+        "wire traffic and on-disk logs.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in COMMANDS:
+        command.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

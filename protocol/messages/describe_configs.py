@@ -1,0 +1,67 @@
+"""DescribeConfigs (key 32): the configuration entries of topics and brokers, with their
+sources, synonyms and (v3+) types and documentation."""
+
+from protocol.schema import Field, request, response
+
+DESCRIBE_CONFIGS_REQUEST = request(
+    32,
+    "DescribeConfigs",
+    "1-4",
+    "4+",
+    Field(
+        "resources",
+        "[]DescribeConfigsResource",
+        "0+",
+        fields=(
+            Field("resource_type", "int8", "0+"),
+            Field("resource_name", "string", "0+"),
+            Field("configuration_keys", "[]string", "0+", nullable_versions="0+"),
+        ),
+    ),
+    Field("include_synonyms", "bool", "1+", default=False),
+    Field("include_documentation", "bool", "3+", default=False),
+)
+
+DESCRIBE_CONFIGS_RESPONSE = response(
+    32,
+    "DescribeConfigs",
+    "1-4",
+    "4+",
+    Field("throttle_time_ms", "int32", "0+"),
+    Field(
+        "results",
+        "[]DescribeConfigsResult",
+        "0+",
+        fields=(
+            Field("error_code", "int16", "0+"),
+            Field("error_message", "string", "0+", nullable_versions="0+"),
+            Field("resource_type", "int8", "0+"),
+            Field("resource_name", "string", "0+"),
+            Field(
+                "configs",
+                "[]DescribeConfigsResourceResult",
+                "0+",
+                fields=(
+                    Field("name", "string", "0+"),
+                    Field("value", "string", "0+", nullable_versions="0+"),
+                    Field("read_only", "bool", "0+"),
+                    Field("config_source", "int8", "1+", default=-1),
+                    Field("is_default", "bool", "0"),
+                    Field("is_sensitive", "bool", "0+"),
+                    Field(
+                        "synonyms",
+                        "[]DescribeConfigsSynonym",
+                        "1+",
+                        fields=(
+                            Field("name", "string", "1+"),
+                            Field("value", "string", "1+", nullable_versions="0+"),
+                            Field("source", "int8", "1+"),
+                        ),
+                    ),
+                    Field("config_type", "int8", "3+", default=0),
+                    Field("documentation", "string", "3+", nullable_versions="0+"),
+                ),
+            ),
+        ),
+    ),
+)

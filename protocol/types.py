@@ -1,0 +1,337 @@
+"""``construct`` types for Kafka's wire format, each interpretable and compilable.
+
+Every class here implements both construct paths: ``_parse``/``_build`` (interpreted) and
+``_emitparse``/``_emitbuild`` (the source that ``Construct.compile()`` turns into one Python
+function per struct). Both paths call the same primitive readers in :mod:`protocol.wire`, so a
+length rule lives in one place. Kafka schemas never refer to sibling fields, so the generated
+code ignores construct's context (``this``) entirely: no per-struct context objects, which is
+what makes a compiled 10,000-partition Fetch cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from io import BytesIO
+from typing import Any
+
+from construct import Construct, Flag, Float64b, Int8sb, Int16sb, Int16ub, Int32sb, Int32ub, Int64sb
+
+from protocol import wire
+from protocol.data import MessageData
+from protocol.errors import DecodeError, EncodeError
+
+_WIRE_IMPORT = (
+    "from protocol.wire import *\n"
+    "from protocol.data import MessageData\n"
+    "from protocol.errors import DecodeError, EncodeError"
+)
+
+
+class WireType(Construct):
+    """A primitive whose reader and writer are functions of :mod:`protocol.wire`."""
+
+    def __init__(
+        self, reader: Callable[[BytesIO], Any], writer: Callable[[BytesIO, Any], None], min_size: int
+    ):
+        super().__init__()
+        self.reader = reader
+        self.writer = writer
+        self.min_size = min_size
+
+    def _parse(self, stream: BytesIO, context: Any, path: str) -> Any:
+        return self.reader(stream)
+
+    def _build(self, obj: Any, stream: BytesIO, context: Any, path: str) -> Any:
+        self.writer(stream, obj)
+        return obj
+
+    def _emitparse(self, code: Any) -> str:
+        code.append(_WIRE_IMPORT)
+        return f"{self.reader.__name__}(io)"
+
+    def _emitbuild(self, code: Any) -> str:
+        code.append(_WIRE_IMPORT)
+        return f"({self.writer.__name__}(io, obj), obj)[1]"
+
+
+def _fixed(con: Construct, size: int) -> Construct:
+    con.min_size = size  # type: ignore[attr-defined]
+    return con
+
+
+INT8 = _fixed(Int8sb, 1)
+INT16 = _fixed(Int16sb, 2)
+INT32 = _fixed(Int32sb, 4)
+INT64 = _fixed(Int64sb, 8)
+UINT16 = _fixed(Int16ub, 2)
+UINT32 = _fixed(Int32ub, 4)
+FLOAT64 = _fixed(Float64b, 8)
+BOOL = _fixed(Flag, 1)
+UUID = WireType(wire.read_uuid, wire.write_uuid, 16)
+UVARINT = WireType(wire.read_uvarint, wire.write_uvarint, 1)
+VARINT = WireType(wire.read_varint, wire.write_varint, 1)
+VARLONG = WireType(wire.read_varlong, wire.write_varlong, 1)
+STRING = WireType(wire.read_string, wire.write_string, 2)
+NULLABLE_STRING = WireType(wire.read_nullable_string, wire.write_nullable_string, 2)
+COMPACT_STRING = WireType(wire.read_compact_string, wire.write_compact_string, 1)
+COMPACT_NULLABLE_STRING = WireType(wire.read_compact_nullable_string, wire.write_compact_nullable_string, 1)
+BYTES = WireType(wire.read_bytes, wire.write_bytes, 4)
+NULLABLE_BYTES = WireType(wire.read_nullable_bytes, wire.write_nullable_bytes, 4)
+COMPACT_BYTES = WireType(wire.read_compact_bytes, wire.write_compact_bytes, 1)
+COMPACT_NULLABLE_BYTES = WireType(wire.read_compact_nullable_bytes, wire.write_compact_nullable_bytes, 1)
+
+
+def min_size(con: Construct) -> int:
+    """Fewest bytes one value of ``con`` can occupy: the bound used to check array counts."""
+    return getattr(con, "min_size", 1)
+
+
+class Array(Construct):
+    """Kafka ARRAY (int32 count) or COMPACT_ARRAY (uvarint count + 1), optionally nullable."""
+
+    def __init__(self, element: Construct, *, compact: bool, nullable: bool):
+        super().__init__()
+        self.element = element
+        self.compact = compact
+        self.nullable = nullable
+        self.min_size = 1 if compact else 4
+
+    def _read_count(self, stream: BytesIO) -> int:
+        if self.compact:
+            return wire.read_compact_array_count(stream, min_size(self.element))
+        return wire.read_array_count(stream, min_size(self.element))
+
+    def _parse(self, stream: BytesIO, context: Any, path: str) -> list[Any] | None:
+        n = self._read_count(stream)
+        if n < 0:
+            if not self.nullable:
+                raise DecodeError("null array in a non-nullable field")
+            return None
+        return [self.element._parsereport(stream, context, path) for _ in range(n)]
+
+    def _build(self, obj: Sequence[Any] | None, stream: BytesIO, context: Any, path: str) -> Any:
+        if obj is None:
+            if not self.nullable:
+                raise EncodeError("null array in a non-nullable field")
+            stream.write(b"\x00" if self.compact else b"\xff\xff\xff\xff")
+            return obj
+        if self.compact:
+            wire.write_compact_array_count(stream, len(obj))
+        else:
+            wire.write_array_count(stream, len(obj))
+        for item in obj:
+            self.element._build(item, stream, context, path)
+        return obj
+
+    def _emitparse(self, code: Any) -> str:
+        code.append(_WIRE_IMPORT)
+        fname = f"parse_array_{code.allocateId()}"
+        reader = "read_compact_array_count" if self.compact else "read_array_count"
+        null = "return None" if self.nullable else "raise DecodeError('null array in a non-nullable field')"
+        element = self.element._compileparse(code)
+        code.append(f"""
+            def {fname}(io, this):
+                n = {reader}(io, {min_size(self.element)})
+                if n < 0:
+                    {null}
+                return [{element} for _ in range(n)]
+        """)
+        return f"{fname}(io, this)"
+
+    def _emitbuild(self, code: Any) -> str:
+        code.append(_WIRE_IMPORT)
+        fname = f"build_array_{code.allocateId()}"
+        writer = "write_compact_array_count" if self.compact else "write_array_count"
+        null_bytes = b"\x00" if self.compact else b"\xff\xff\xff\xff"
+        null = (
+            f"io.write({null_bytes!r})"
+            if self.nullable
+            else "raise EncodeError('null array in a non-nullable field')"
+        )
+        element = self.element._compilebuild(code)
+        code.append(f"""
+            def {fname}(obj, io, this):
+                if obj is None:
+                    {null}
+                    return obj
+                items = obj
+                {writer}(io, len(items))
+                for obj in items:
+                    {element}
+                return items
+        """)
+        return f"{fname}(obj, io, this)"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldCodec:
+    """One field of a struct in one version: where it goes and what it holds when absent."""
+
+    name: str
+    construct: Construct
+    default: Any
+    """The value written when a caller leaves the field out, and compared to decide whether a
+    tagged field needs writing."""
+    make_default: Callable[[], Any]
+    """Produces a fresh default for decoded objects (lists and structs are mutable)."""
+    tag: int | None = None
+
+
+_LITERAL_TYPES = (int, str, bool, float, type(None))
+
+
+def _default_expr(field: FieldCodec, index_expr: str) -> str:
+    if isinstance(field.default, _LITERAL_TYPES):
+        return repr(field.default)
+    return f"{index_expr}.make_default()"
+
+
+def _build_default_expr(field: FieldCodec, index_expr: str) -> str:
+    if isinstance(field.default, _LITERAL_TYPES):
+        return repr(field.default)
+    return f"{index_expr}.default"
+
+
+class Struct(Construct):
+    """A Kafka struct in one version: its fields in wire order, then (flexible versions) tags.
+
+    Decoding yields a :class:`MessageData` holding every field the schema declares: the ones on
+    the wire, tagged ones (decoded, or defaulted when absent) and the ones this version lacks
+    (defaulted). Encoding takes any mapping and defaults what it leaves out. Tagged fields are
+    written when they differ from their default or were present when the object was decoded;
+    unknown tags read from the wire are written back unchanged.
+    """
+
+    def __init__(
+        self,
+        fields: Sequence[FieldCodec],
+        tagged: Sequence[FieldCodec],
+        absent: Sequence[FieldCodec],
+        *,
+        flexible: bool,
+    ):
+        super().__init__()
+        self.fields = tuple(fields)
+        self.tagged = tuple(sorted(tagged, key=lambda f: f.tag or 0))
+        self.tag_map = {f.tag: f for f in self.tagged}
+        self.absent = tuple(absent)
+        self.flexible = flexible
+        self.min_size = sum(min_size(f.construct) for f in self.fields) + (1 if flexible else 0)
+
+    # -- tagged section ------------------------------------------------------------------------
+
+    def parse_tagged_section(self, stream: BytesIO, result: MessageData) -> None:
+        count = wire.read_uvarint(stream)
+        present: set[int] = set()
+        last_tag = -1
+        for _ in range(count):
+            tag = wire.read_uvarint(stream)
+            size = wire.read_uvarint(stream)
+            if tag <= last_tag:
+                raise DecodeError(f"tagged fields out of order: tag {tag} after {last_tag}")
+            last_tag = tag
+            if size > wire.remaining(stream):
+                raise DecodeError(
+                    f"tagged field {tag} claims {size} bytes, only {wire.remaining(stream)} left"
+                )
+            data = stream.read(size)
+            field = self.tag_map.get(tag)
+            if field is None:
+                if result.unknown_tags is None:
+                    result.unknown_tags = {}
+                result.unknown_tags[tag] = data
+                continue
+            present.add(tag)
+            result[field.name] = field.construct._parsereport(BytesIO(data), None, "(tagged)")
+        for field in self.tagged:
+            if field.tag not in present:
+                result[field.name] = field.make_default()
+        if present:
+            result.present_tags = frozenset(present)
+
+    def build_tagged_section(self, obj: Any, stream: BytesIO) -> None:
+        present = getattr(obj, "present_tags", frozenset())
+        entries: list[tuple[int, bytes]] = []
+        for field in self.tagged:
+            value = obj.get(field.name, field.default)
+            if field.tag in present or value != field.default:
+                body = BytesIO()
+                field.construct._build(value, body, None, "(tagged)")
+                entries.append((field.tag, body.getvalue()))  # type: ignore[arg-type]
+        unknown = getattr(obj, "unknown_tags", None)
+        if unknown:
+            entries.extend(unknown.items())
+            entries.sort(key=lambda e: e[0])
+        wire.write_uvarint(stream, len(entries))
+        for tag, body in entries:
+            wire.write_uvarint(stream, tag)
+            wire.write_uvarint(stream, len(body))
+            stream.write(body)
+
+    # -- interpreted -----------------------------------------------------------------------------
+
+    def _parse(self, stream: BytesIO, context: Any, path: str) -> MessageData:
+        result = MessageData()
+        for field in self.fields:
+            result[field.name] = field.construct._parsereport(stream, context, path)
+        if self.flexible:
+            self.parse_tagged_section(stream, result)
+        for field in self.absent:
+            result[field.name] = field.make_default()
+        return result
+
+    def _build(self, obj: Any, stream: BytesIO, context: Any, path: str) -> Any:
+        for field in self.fields:
+            field.construct._build(obj.get(field.name, field.default), stream, context, path)
+        if self.flexible:
+            self.build_tagged_section(obj, stream)
+        return obj
+
+    # -- compiled --------------------------------------------------------------------------------
+
+    def _link(self, code: Any) -> str:
+        code.linkedinstances[id(self)] = self
+        return f"linkedinstances[{id(self)}]"
+
+    def _emitparse(self, code: Any) -> str:
+        code.append(_WIRE_IMPORT)
+        me = self._link(code)
+        fname = f"parse_struct_{code.allocateId()}"
+        lines = [f"def {fname}(io, this):", "    result = MessageData()"]
+        for field in self.fields:
+            lines.append(f"    result[{field.name!r}] = {field.construct._compileparse(code)}")
+        if self.flexible:
+            lines.append("    if io.read(1) == b'\\x00':")
+            for i, field in enumerate(self.tagged):
+                lines.append(f"        result[{field.name!r}] = {_default_expr(field, f'{me}.tagged[{i}]')}")
+            lines.append("        pass")
+            lines.append("    else:")
+            lines.append("        io.seek(-1, 1)")
+            lines.append(f"        {me}.parse_tagged_section(io, result)")
+        for i, field in enumerate(self.absent):
+            lines.append(f"    result[{field.name!r}] = {_default_expr(field, f'{me}.absent[{i}]')}")
+        lines.append("    return result")
+        code.append("\n".join(lines))
+        return f"{fname}(io, this)"
+
+    def _emitbuild(self, code: Any) -> str:
+        code.append(_WIRE_IMPORT)
+        me = self._link(code)
+        fname = f"build_struct_{code.allocateId()}"
+        lines = [f"def {fname}(obj, io, this):", "    objdict = obj", "    get = obj.get"]
+        for i, field in enumerate(self.fields):
+            default = _build_default_expr(field, f"{me}.fields[{i}]")
+            lines.append(f"    obj = get({field.name!r}, {default})")
+            lines.append(f"    {field.construct._compilebuild(code)}")
+        if self.flexible:
+            if self.tagged:
+                lines.append(f"    {me}.build_tagged_section(objdict, io)")
+            else:
+                lines.append("    if getattr(objdict, 'unknown_tags', None):")
+                lines.append(f"        {me}.build_tagged_section(objdict, io)")
+                lines.append("    else:")
+                lines.append("        io.write(b'\\x00')")
+        lines.append("    return objdict")
+        code.append("\n".join(lines))
+        return f"{fname}(obj, io, this)"
