@@ -10,12 +10,24 @@ what makes a compiled 10,000-partition Fetch cheap.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from io import BytesIO
 from typing import Any
 
-from construct import Construct, Flag, Float64b, Int8sb, Int16sb, Int16ub, Int32sb, Int32ub, Int64sb
+from construct import (
+    Construct,
+    Flag,
+    Float64b,
+    FormatField,
+    Int8sb,
+    Int16sb,
+    Int16ub,
+    Int32sb,
+    Int32ub,
+    Int64sb,
+)
 
 from protocol import wire
 from protocol.data import MessageData
@@ -193,6 +205,26 @@ def _build_default_expr(field: FieldCodec, index_expr: str) -> str:
     return f"{index_expr}.default"
 
 
+def _fixed_runs(fields: Sequence[FieldCodec]) -> list[list[FieldCodec]]:
+    """Group consecutive fixed-size numeric fields, so compiled code reads each group with one
+    ``struct`` call (a Fetch partition's six numbers become one unpack of 32 bytes)."""
+    runs: list[list[FieldCodec]] = []
+    for field in fields:
+        fixed = isinstance(field.construct, FormatField)
+        if fixed and runs and isinstance(runs[-1][-1].construct, FormatField):
+            runs[-1].append(field)
+        else:
+            runs.append([field])
+    return runs
+
+
+def _run_packer(code: Any, run: Sequence[FieldCodec]) -> tuple[str, int]:
+    fmt = ">" + "".join(f.construct.fmtstr.lstrip("<>=!@") for f in run)  # type: ignore[attr-defined]
+    name = f"packer_{fmt[1:]}"
+    code.append(f"{name} = struct.Struct({fmt!r})")
+    return name, struct.calcsize(fmt)
+
+
 class Struct(Construct):
     """A Kafka struct in one version: its fields in wire order, then (flexible versions) tags.
 
@@ -299,8 +331,14 @@ class Struct(Construct):
         me = self._link(code)
         fname = f"parse_struct_{code.allocateId()}"
         lines = [f"def {fname}(io, this):", "    result = MessageData()"]
-        for field in self.fields:
-            lines.append(f"    result[{field.name!r}] = {field.construct._compileparse(code)}")
+        for run in _fixed_runs(self.fields):
+            if len(run) == 1:
+                field = run[0]
+                lines.append(f"    result[{field.name!r}] = {field.construct._compileparse(code)}")
+                continue
+            packer, size = _run_packer(code, run)
+            targets = ", ".join(f"result[{f.name!r}]" for f in run)
+            lines.append(f"    {targets} = {packer}.unpack(io.read({size}))")
         if self.flexible:
             lines.append("    if io.read(1) == b'\\x00':")
             for i, field in enumerate(self.tagged):
@@ -320,10 +358,16 @@ class Struct(Construct):
         me = self._link(code)
         fname = f"build_struct_{code.allocateId()}"
         lines = [f"def {fname}(obj, io, this):", "    objdict = obj", "    get = obj.get"]
-        for i, field in enumerate(self.fields):
-            default = _build_default_expr(field, f"{me}.fields[{i}]")
-            lines.append(f"    obj = get({field.name!r}, {default})")
-            lines.append(f"    {field.construct._compilebuild(code)}")
+        index = {id(f): i for i, f in enumerate(self.fields)}
+        for run in _fixed_runs(self.fields):
+            defaults = [_build_default_expr(f, f"{me}.fields[{index[id(f)]}]") for f in run]
+            if len(run) == 1:
+                lines.append(f"    obj = get({run[0].name!r}, {defaults[0]})")
+                lines.append(f"    {run[0].construct._compilebuild(code)}")
+                continue
+            packer, _ = _run_packer(code, run)
+            values = ", ".join(f"get({f.name!r}, {d})" for f, d in zip(run, defaults))
+            lines.append(f"    io.write({packer}.pack({values}))")
         if self.flexible:
             if self.tagged:
                 lines.append(f"    {me}.build_tagged_section(objdict, io)")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.errors import ProtocolError
-from protocol.records.batch import LOG_OVERHEAD, RecordBatchHeader, is_crc_valid, read_header
+from protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader, is_crc_valid, read_header
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,16 +48,17 @@ def segment_files(path: Path) -> list[Path]:
 def _walk(data: bytes | mmap.mmap | memoryview) -> Iterator[BatchInfo | SegmentProblem]:
     pos, end = 0, len(data)
     while pos < end:
-        if end - pos < LOG_OVERHEAD:
+        if end - pos < HEADER_SIZE:
             yield SegmentProblem(pos, f"torn tail: {end - pos} trailing bytes, less than a batch header")
+            return
+        declared = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True) + LOG_OVERHEAD
+        if declared > end - pos:
+            yield SegmentProblem(pos, f"torn tail: batch declares {declared} bytes, {end - pos} remain")
             return
         try:
             header = read_header(data, pos)
         except ProtocolError as exc:
             yield SegmentProblem(pos, f"corrupt batch header: {exc}")
-            return
-        if header.size > end - pos:
-            yield SegmentProblem(pos, f"torn tail: batch declares {header.size} bytes, {end - pos} remain")
             return
         yield BatchInfo(pos, header, is_crc_valid(data, pos, header))
         pos += header.size
