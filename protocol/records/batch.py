@@ -197,7 +197,7 @@ def stamp_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: i
 
 def rewrite_crc(buf: bytearray | memoryview, pos: int) -> None:
     """Recompute and store the CRC after a change to CRC-covered bytes (e.g. LogAppendTime)."""
-    size = _INT32.unpack_from(buf, pos + 8)[0] + LOG_OVERHEAD
+    size = _INT32.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)[0] + LOG_OVERHEAD
     _UINT32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, size))
 
 

@@ -106,11 +106,7 @@ def build_batch(
         max_timestamp = max(r.timestamp for r in records)
     else:
         base_timestamp = max_timestamp = NO_TIMESTAMP
-    payload = b"".join(encode_record(r, i, base_timestamp) for i, r in enumerate(records))
-    if compress is not None:
-        payload = compress(payload)
-    elif codec != CompressionType.NONE:
-        payload = compress_with(codec, payload)
+    payload = _record_stream(records, base_timestamp, codec, compress)
     try:
         return _assemble(
             payload,
@@ -142,6 +138,24 @@ def _assemble(
         + _UINT32.pack(crc32c(after_crc))
         + after_crc
     )
+
+
+def _record_stream(
+    records: Sequence[Record],
+    base_timestamp: int,
+    codec: CompressionType,
+    compress: Callable[[bytes], bytes] | None,
+) -> bytes:
+    """The bytes after RecordsCount. An empty batch has none at all, whatever its codec, as
+    compaction writes it (Kafka never produces one otherwise)."""
+    if not records:
+        return b""
+    payload = b"".join(encode_record(r, i, base_timestamp) for i, r in enumerate(records))
+    if compress is not None:
+        return compress(payload)
+    if codec != CompressionType.NONE:
+        return compress_with(codec, payload)
+    return payload
 
 
 def _codec(compression: CompressionType | int, attributes: int) -> CompressionType:
