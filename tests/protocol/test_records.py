@@ -41,7 +41,7 @@ from protocol.records import (
     verify_batch,
 )
 from protocol.records.control import encode_control_record_key
-from tests.protocol.test_records_support import raw_batch, raw_record, with_new_crc, zigzag
+from tests.protocol.records_support import raw_batch, raw_record, with_new_crc, zigzag
 
 # A batch whose every header field has a distinct, recognisable value.
 HAND_RECORDS = raw_record(0, 0, b"k0", b"v0", [(b"h", b"x")]) + raw_record(1, 7, None, b"", [(b"n", None)])

@@ -39,7 +39,7 @@ from protocol.records import (
     validate_message_set,
     verify_batch,
 )
-from tests.protocol.test_records_support import (
+from tests.protocol.records_support import (
     HEADER_LAYOUT,
     kafka_python_snappy,  # noqa: F401 - module fixture used by name
     raw_batch,
