@@ -178,6 +178,9 @@ def _fresh_default(f: Field) -> Callable[[], Any]:
             return lambda: None
         return list
     if f.is_struct:
+        if not any(m.is_struct or m.is_array for m in f.fields):
+            template = f.default_value()  # flat: a C-level dict copy is a fresh default
+            return lambda: MessageData(template)
         members = [(m.name, _fresh_default(m)) for m in f.fields]
         return lambda: MessageData((name, make()) for name, make in members)
     value = f.default_value()

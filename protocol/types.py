@@ -370,7 +370,16 @@ class Struct(Construct):
             lines.append(f"    io.write({packer}.pack({values}))")
         if self.flexible:
             if self.tagged:
-                lines.append(f"    {me}.build_tagged_section(objdict, io)")
+                # Fast path: nothing to tag (every tagged field at its default, none seen on
+                # the wire) is one byte, without a call into the generic section writer.
+                checks = ["getattr(objdict, 'present_tags', None)", "getattr(objdict, 'unknown_tags', None)"]
+                for i, field in enumerate(self.tagged):
+                    default = _build_default_expr(field, f"{me}.tagged[{i}]")
+                    checks.append(f"get({field.name!r}, {default}) != {default}")
+                lines.append(f"    if {' or '.join(checks)}:")
+                lines.append(f"        {me}.build_tagged_section(objdict, io)")
+                lines.append("    else:")
+                lines.append("        io.write(b'\\x00')")
             else:
                 lines.append("    if getattr(objdict, 'unknown_tags', None):")
                 lines.append(f"        {me}.build_tagged_section(objdict, io)")
