@@ -1,0 +1,120 @@
+"""Per-partition log configuration: Kafka's topic-level keys, their defaults and their bounds.
+
+The broker resolves topic overrides against its ``log.*`` defaults and hands a :class:`LogConfig` to
+each :class:`~storage.log.PartitionLog`; the log never reads server properties itself. Field names
+are Kafka's keys with dots turned into underscores (``segment.index.bytes`` is ``max_index_size``,
+as Kafka's ``LogConfig.maxIndexSize``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+LONG_MAX = 9223372036854775807
+INT_MAX = 2147483647
+CREATE_TIME = "CreateTime"
+LOG_APPEND_TIME = "LogAppendTime"
+TIMESTAMP_TYPES = (CREATE_TIME, LOG_APPEND_TIME)
+MIN_SEGMENT_BYTES = 14
+"""Kafka's lower bound for segment.bytes (LegacyRecord.RECORD_OVERHEAD_V0)."""
+MIN_INDEX_BYTES = 4
+
+_PROPERTY_TO_FIELD = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "segment.jitter.ms": "segment_jitter_ms",
+    "index.interval.bytes": "index_interval_bytes",
+    "segment.index.bytes": "max_index_size",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "flush.messages": "flush_messages",
+    "flush.ms": "flush_ms",
+    "max.message.bytes": "max_message_bytes",
+    "message.timestamp.type": "message_timestamp_type",
+    "file.delete.delay.ms": "file_delete_delay_ms",
+}
+_FIELD_TO_PROPERTY = {field: key for key, field in _PROPERTY_TO_FIELD.items()}
+
+# (lowest allowed value, highest allowed value) per integer field, as in Kafka's ConfigDef.
+_INT_BOUNDS: dict[str, tuple[int, int]] = {
+    "segment_bytes": (MIN_SEGMENT_BYTES, INT_MAX),
+    "segment_ms": (1, LONG_MAX),
+    "segment_jitter_ms": (0, LONG_MAX),
+    "index_interval_bytes": (0, INT_MAX),
+    "max_index_size": (MIN_INDEX_BYTES, INT_MAX),
+    "retention_ms": (-1, LONG_MAX),
+    "retention_bytes": (-(2**63), LONG_MAX),
+    "flush_messages": (1, LONG_MAX),
+    "flush_ms": (0, LONG_MAX),
+    "max_message_bytes": (0, INT_MAX),
+    "file_delete_delay_ms": (0, LONG_MAX),
+}
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Topic-level log settings with Kafka's defaults; validated on construction."""
+
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    segment_jitter_ms: int = 0
+    index_interval_bytes: int = 4096
+    max_index_size: int = 10485760
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = CREATE_TIME
+    file_delete_delay_ms: int = 60000
+
+    def __post_init__(self) -> None:
+        for name, (low, high) in _INT_BOUNDS.items():
+            _check_int(name, getattr(self, name), low, high)
+        if self.message_timestamp_type not in TIMESTAMP_TYPES:
+            raise ValueError(
+                f"message.timestamp.type must be one of {', '.join(TIMESTAMP_TYPES)}, "
+                f"got {self.message_timestamp_type!r}"
+            )
+
+    @property
+    def log_append_time(self) -> bool:
+        """True when the broker, not the producer, sets record timestamps."""
+        return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> LogConfig:
+        """Build from Kafka topic properties; unknown keys are ignored (they belong to other layers)."""
+        values: dict[str, Any] = {}
+        for key, raw in props.items():
+            name = _PROPERTY_TO_FIELD.get(key)
+            if name is None:
+                continue
+            parse: Callable[[str, str], Any] = _parse_str if name == "message_timestamp_type" else _parse_int
+            values[name] = parse(key, raw)
+        return cls(**values)
+
+    def to_properties(self) -> dict[str, str]:
+        """The inverse of :meth:`from_properties` (for DescribeConfigs and tests)."""
+        return {_FIELD_TO_PROPERTY[f.name]: str(getattr(self, f.name)) for f in fields(self)}
+
+
+def _parse_int(key: str, raw: str) -> int:
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"{key} must be an integer, got {raw!r}") from None
+
+
+def _parse_str(key: str, raw: str) -> str:
+    return str(raw).strip()
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> None:
+    key = _FIELD_TO_PROPERTY[name]
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{key} must be an integer, got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{key} must be in [{low}, {high}], got {value}")

@@ -1,0 +1,429 @@
+"""Memory-mapped segment indexes: the sparse offset index (.index) and the time index (.timeindex).
+
+Both follow Kafka's on-disk formats (kafka-behaviour.md 7.3/7.4): fixed-size big-endian entries, no
+header and no checksum. A writable index is preallocated to ``max_index_size`` so appends are plain
+stores into the mapping, and trimmed to its used size when the segment becomes inactive or is closed.
+
+Because the file is preallocated, a crash leaves a tail of zero entries after the real ones. On open
+the valid prefix is found by binary search (entries after the first are never all-zero), and
+truncation zeroes the entries it drops so that stale entries can never be mistaken for valid ones
+after a later crash. Anything else that looks wrong is reported by :meth:`sanity_check` as
+:class:`CorruptIndexError`, and the log rebuilds the index from the .log file.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import pathlib
+import struct
+from array import array
+from operator import le, lt
+from sys import byteorder
+from typing import BinaryIO
+
+from storage.errors import CorruptIndexError, StorageError
+
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+_MAX_INT32 = 2**31 - 1
+
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+def _column(data: bytes, entry_size: int, start: int, width: int, typecode: str) -> array:
+    """One big-endian field of every entry as an array, gathered with C-speed extended slices.
+
+    Sanity checks scan whole indexes at log load; unpacking entry by entry would dominate start-up.
+    """
+    count = len(data) // entry_size
+    packed = bytearray(width * count)
+    for byte in range(width):
+        packed[byte::width] = data[start + byte :: entry_size]
+    values = array(typecode, packed)
+    if byteorder == "little":
+        values.byteswap()
+    return values
+
+
+def _is_increasing(values: array, strictly: bool) -> bool:
+    following = iter(values)
+    next(following, None)
+    return all(map(lt if strictly else le, values, following))
+
+
+class _MappedIndex:
+    """Shared machinery of both indexes: the file, its mapping, the entry count and truncation.
+
+    Subclasses give the entry size and where the relative offset sits in an entry; both search by a
+    big-endian field that never decreases (the offset, or the timestamp for time lookups).
+    """
+
+    ENTRY_SIZE: int = 0
+    _OFFSET_FIELD_START: int = 0
+
+    def __init__(self, path: pathlib.Path, base_offset: int, max_index_size: int, writable: bool) -> None:
+        self.path = pathlib.Path(path)
+        self.base_offset = base_offset
+        self._writable = writable
+        self._mmap: mmap.mmap | None = None
+        self._file: BinaryIO | None = self._open_file()
+        found_size = os.fstat(self._file.fileno()).st_size
+        self._size_is_corrupt = found_size % self.ENTRY_SIZE != 0
+        self._map(found_size - found_size % self.ENTRY_SIZE)
+        self._entries = self._valid_entries_on_open()
+        if writable:
+            self.resize(max(self._round(max_index_size), self._entries * self.ENTRY_SIZE))
+
+    def _open_file(self) -> BinaryIO:
+        """Open the existing file, or create it when writable (a read-only index must exist)."""
+        if self.path.exists():
+            return open(self.path, "r+b" if self._writable else "rb")
+        if not self._writable:
+            raise FileNotFoundError(self.path)
+        return open(self.path, "w+b")
+
+    # -- mapping ---------------------------------------------------------------------------------
+
+    def _round(self, size: int) -> int:
+        return size - size % self.ENTRY_SIZE
+
+    def _map(self, size: int) -> None:
+        """(Re)map the first ``size`` bytes; an empty file cannot be mapped, so it has no mapping."""
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        if size > 0:
+            access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
+            self._mmap = mmap.mmap(self._file_or_raise().fileno(), size, access=access)
+
+    def _file_or_raise(self) -> BinaryIO:
+        if self._file is None:
+            raise StorageError(f"index {self.path} is closed")
+        return self._file
+
+    def _require_writable(self) -> None:
+        self._file_or_raise()
+        if not self._writable:
+            raise StorageError(f"index {self.path} was opened read-only")
+
+    @property
+    def _capacity(self) -> int:
+        return 0 if self._mmap is None else len(self._mmap) // self.ENTRY_SIZE
+
+    def _slot_is_zero(self, n: int) -> bool:
+        assert self._mmap is not None
+        start = n * self.ENTRY_SIZE
+        return self._mmap[start : start + self.ENTRY_SIZE] == bytes(self.ENTRY_SIZE)
+
+    def _valid_entries_on_open(self) -> int:
+        """Entries of an existing file: all of a trimmed file, the non-zero prefix of a preallocated one.
+
+        A file whose last slot holds data was trimmed (clean close). Otherwise it was left preallocated
+        by a crash: entries after the first are never all-zero, so the first all-zero slot at n >= 1 ends
+        the valid prefix (binary search: the prefix is non-zero, the tail is zero). A lone all-zero first
+        slot in such a file means nothing was ever written.
+        """
+        count = self._capacity
+        if count <= 1 or not self._slot_is_zero(count - 1):
+            return count
+        low, high = 1, count - 1  # the first zero slot is in [low, high]
+        while low < high:
+            mid = (low + high) // 2
+            if self._slot_is_zero(mid):
+                high = mid
+            else:
+                low = mid + 1
+        return 0 if low == 1 and self._slot_is_zero(0) else low
+
+    # -- state -----------------------------------------------------------------------------------
+
+    @property
+    def entries(self) -> int:
+        """Number of valid entries."""
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        """How many entries the current file size can hold."""
+        return self._capacity
+
+    @property
+    def is_full(self) -> bool:
+        """True when no entry can be appended; the segment must roll."""
+        return self._entries >= self._capacity
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes used by valid entries (the file size after trimming)."""
+        return self._entries * self.ENTRY_SIZE
+
+    def _relative(self, offset: int) -> int:
+        relative = offset - self.base_offset
+        if not 0 <= relative <= _MAX_INT32:
+            raise ValueError(f"offset {offset} does not fit in index {self.path} (base {self.base_offset})")
+        return relative
+
+    # -- binary search ---------------------------------------------------------------------------
+
+    def _last_slot_at_most(self, field: struct.Struct, field_start: int, target: int) -> int:
+        """Index of the last entry whose ``field`` is <= target, or -1 (the field never decreases).
+
+        The loop reads the mapping directly (no per-step method call): lookups are on the fetch path.
+        """
+        buffer, unpack_from, size = self._mmap, field.unpack_from, self.ENTRY_SIZE
+        low, high = 0, self._entries
+        while low < high:
+            mid = (low + high) // 2
+            if unpack_from(buffer, mid * size + field_start)[0] <= target:  # type: ignore[arg-type]
+                low = mid + 1
+            else:
+                high = mid
+        return low - 1
+
+    def _first_slot_with_offset_at_least(self, offset: int) -> int:
+        """Index of the first entry whose offset is >= offset (``entries`` when there is none)."""
+        target = offset - self.base_offset
+        return self._last_slot_at_most(_INT32, self._OFFSET_FIELD_START, target - 1) + 1
+
+    # -- truncation ------------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry whose offset is >= ``offset`` (the log was truncated to ``offset``)."""
+        self._truncate_to_entries(self._first_slot_with_offset_at_least(offset))
+
+    def truncate(self) -> None:
+        """Drop all entries."""
+        self._truncate_to_entries(0)
+
+    def _truncate_to_entries(self, count: int) -> None:
+        """Keep ``count`` entries and zero the dropped ones so a crash cannot resurrect them."""
+        if count >= self._entries:
+            return
+        self._require_writable()
+        assert self._mmap is not None
+        start, end = count * self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE
+        self._mmap[start:end] = bytes(end - start)
+        self._entries = count
+
+    # -- file management -------------------------------------------------------------------------
+
+    def trim_to_valid_size(self) -> None:
+        """Shrink the file to the used entries: done when the segment becomes inactive or is closed."""
+        self.resize(self.size_in_bytes)
+
+    def resize(self, new_size: int) -> None:
+        """Set the file (and mapping) size, rounded down to whole entries; never below the used size."""
+        self._require_writable()
+        rounded = self._round(new_size)
+        if rounded < self.size_in_bytes:
+            raise ValueError(f"cannot resize {self.path} to {new_size} bytes: {self._entries} entries in use")
+        if self._mmap is not None and len(self._mmap) == rounded:
+            return
+        self._map(0)
+        self._file_or_raise().truncate(rounded)
+        self._map(rounded)
+
+    def flush(self) -> None:
+        """Write dirty pages of the mapping to disk (msync)."""
+        if self._mmap is not None and self._writable:
+            self._mmap.flush()
+
+    def close(self) -> None:
+        """Trim (when writable) and release the file; closing twice is harmless."""
+        if self._file is None:
+            return
+        if self._writable:
+            self.trim_to_valid_size()
+            self.flush()
+        self._map(0)
+        self._file.close()
+        self._file = None
+
+    def delete(self) -> None:
+        """Close and remove the file."""
+        if self._file is not None:
+            self._map(0)
+            self._file.close()
+            self._file = None
+        self.path.unlink(missing_ok=True)
+
+    def rename(self, new_path: pathlib.Path) -> None:
+        """Rename the file (e.g. to a .deleted or .swap name); the open mapping stays valid."""
+        new_path = pathlib.Path(new_path)
+        os.replace(self.path, new_path)
+        self.path = new_path
+
+    def _check_size(self) -> None:
+        if self._size_is_corrupt:
+            raise CorruptIndexError(
+                f"index file {self.path} has a size that is not a multiple of {self.ENTRY_SIZE} bytes"
+            )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path}, base_offset={self.base_offset}, entries={self._entries})"
+
+
+class OffsetIndex(_MappedIndex):
+    """Sparse offset index of one segment.
+
+    8-byte big-endian entries: int32 offset - base_offset, int32 position in the .log.
+
+    A lookup gives the log position from which a forward scan of the .log finds a given offset.
+    """
+
+    ENTRY_SIZE = 8
+
+    def __init__(
+        self,
+        path: pathlib.Path,
+        base_offset: int,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        writable: bool = True,
+    ) -> None:
+        super().__init__(path, base_offset, max_index_size, writable)
+        self._last_offset = self._compute_last_offset()
+
+    def _compute_last_offset(self) -> int:
+        return self.entry(self._entries - 1)[0] if self._entries else self.base_offset
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last entry, or the base offset when the index is empty."""
+        return self._last_offset
+
+    def entry(self, n: int) -> tuple[int, int]:
+        """The n-th entry as (absolute offset, position)."""
+        if not 0 <= n < self._entries:
+            raise IndexError(f"entry {n} out of range: {self.path} has {self._entries} entries")
+        assert self._mmap is not None
+        relative, position = _OFFSET_ENTRY.unpack_from(self._mmap, n * 8)
+        return self.base_offset + relative, position
+
+    def append(self, offset: int, position: int) -> None:
+        """Add (offset, position); offsets must be strictly increasing (Kafka's InvalidOffsetException)."""
+        self._require_writable()
+        if self._entries and offset <= self._last_offset:
+            raise ValueError(f"index {self.path}: offset {offset} is not above {self._last_offset}")
+        relative = self._relative(offset)
+        if not 0 <= position <= _MAX_INT32:
+            raise ValueError(f"index {self.path}: position {position} does not fit in an int32")
+        if self.is_full:
+            raise ValueError(f"index {self.path} is full ({self._entries} entries)")
+        assert self._mmap is not None
+        _OFFSET_ENTRY.pack_into(self._mmap, self._entries * 8, relative, position)
+        self._entries += 1
+        self._last_offset = offset
+
+    def lookup(self, target_offset: int) -> tuple[int, int]:
+        """(offset, position) of the largest entry <= target_offset, or (base_offset, 0) if there is none."""
+        slot = self._last_slot_at_most(_INT32, 0, target_offset - self.base_offset)
+        return (self.base_offset, 0) if slot < 0 else self.entry(slot)
+
+    def _truncate_to_entries(self, count: int) -> None:
+        super()._truncate_to_entries(count)
+        self._last_offset = self._compute_last_offset()
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError if the size is not whole entries or entries are out of order."""
+        self._check_size()
+        if not self._entries:
+            return
+        assert self._mmap is not None
+        data = self._mmap[: self.size_in_bytes]
+        offsets, positions = _column(data, 8, 0, 4, "i"), _column(data, 8, 4, 4, "i")
+        if offsets[0] < 0 or positions[0] < 0:
+            raise CorruptIndexError(f"index {self.path}: first entry is negative")
+        if not _is_increasing(offsets, strictly=True):
+            raise CorruptIndexError(f"index {self.path}: entry offsets are not strictly increasing")
+        if not _is_increasing(positions, strictly=False):
+            raise CorruptIndexError(f"index {self.path}: entry positions go backwards")
+
+
+class TimeIndex(_MappedIndex):
+    """12-byte entries: int64 timestamp, int32 offset - base_offset; timestamps never decrease.
+
+    Entry (T, O) means "the largest timestamp seen up to offset O is T"; it serves ListOffsets by
+    timestamp and time-based retention.
+    """
+
+    ENTRY_SIZE = 12
+    _OFFSET_FIELD_START = 8
+
+    def __init__(
+        self,
+        path: pathlib.Path,
+        base_offset: int,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        writable: bool = True,
+    ) -> None:
+        super().__init__(path, base_offset, max_index_size, writable)
+        self._last_entry = self._compute_last_entry()
+
+    def _compute_last_entry(self) -> tuple[int, int]:
+        return self.entry(self._entries - 1) if self._entries else (-1, self.base_offset)
+
+    @property
+    def is_full(self) -> bool:
+        """One slot is kept free for the final entry written when the segment rolls (as Kafka does)."""
+        return self._entries >= self._capacity - 1
+
+    @property
+    def last_entry(self) -> tuple[int, int]:
+        """(timestamp, offset) of the last entry, or (-1, base_offset) when empty."""
+        return self._last_entry
+
+    def entry(self, n: int) -> tuple[int, int]:
+        """The n-th entry as (timestamp, absolute offset)."""
+        if not 0 <= n < self._entries:
+            raise IndexError(f"entry {n} out of range: {self.path} has {self._entries} entries")
+        assert self._mmap is not None
+        timestamp, relative = _TIME_ENTRY.unpack_from(self._mmap, n * 12)
+        return timestamp, self.base_offset + relative
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Append (timestamp, offset) if timestamp is above the last entry's; offsets never go backwards.
+
+        ``skip_full_check`` is for the final entry on roll/close, which may use the reserved slot; if even
+        that is gone (a trimmed index), the file grows by one entry.
+        """
+        self._require_writable()
+        if self._entries and offset < self._last_entry[1]:
+            raise ValueError(f"time index {self.path}: offset {offset} is below {self._last_entry[1]}")
+        relative = self._relative(offset)
+        if timestamp <= self._last_entry[0]:
+            return
+        if self.is_full and not skip_full_check:
+            raise ValueError(f"time index {self.path} is full ({self._entries} entries)")
+        if self._entries >= self._capacity:
+            self.resize((self._entries + 1) * 12)
+        assert self._mmap is not None
+        _TIME_ENTRY.pack_into(self._mmap, self._entries * 12, timestamp, relative)
+        self._entries += 1
+        self._last_entry = (timestamp, offset)
+
+    def lookup(self, target_timestamp: int) -> tuple[int, int]:
+        """(timestamp, offset) of the largest entry with timestamp <= target, or (-1, base_offset)."""
+        slot = self._last_slot_at_most(_INT64, 0, target_timestamp)
+        return (-1, self.base_offset) if slot < 0 else self.entry(slot)
+
+    def _truncate_to_entries(self, count: int) -> None:
+        super()._truncate_to_entries(count)
+        self._last_entry = self._compute_last_entry()
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError if the size is not whole entries or timestamps/offsets are out of order."""
+        self._check_size()
+        if not self._entries:
+            return
+        assert self._mmap is not None
+        data = self._mmap[: self.size_in_bytes]
+        timestamps, offsets = _column(data, 12, 0, 8, "q"), _column(data, 12, 8, 4, "i")
+        if offsets[0] < 0:
+            raise CorruptIndexError(f"time index {self.path}: first entry has a negative offset")
+        if not _is_increasing(timestamps, strictly=True):
+            raise CorruptIndexError(f"time index {self.path}: timestamps are not strictly increasing")
+        if not _is_increasing(offsets, strictly=False):
+            raise CorruptIndexError(f"time index {self.path}: offsets go backwards")

@@ -1,0 +1,212 @@
+"""Opening a partition directory: leftovers, segment loading and crash recovery (kafka-behaviour.md 7.9).
+
+Order, as in Kafka's LogLoader:
+
+1. remove files of interrupted operations (``.deleted``, ``.cleaned``, index ``.swap``), restore a
+   ``.log.swap`` over the segments it replaced, delete indexes whose .log is gone;
+2. open every segment; an index that is missing or fails its sanity check is rebuilt from the .log;
+3. without a clean shutdown, re-validate every segment from the one holding the recovery point: at
+   the first invalid or torn batch the segment is truncated and every later segment deleted;
+4. make offsets consistent: an empty directory gets a segment at the log start offset, a log that
+   ends below its checkpointed log start offset is emptied and restarted there, and the leader
+   epoch cache is cut to [log start offset, log end offset].
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from bisect import bisect_right
+from collections.abc import Callable
+from typing import NamedTuple
+
+import structlog
+
+from protocol.errors import ProtocolError
+from storage.config import LogConfig
+from storage.epoch import LeaderEpochFileCache
+from storage.errors import CorruptIndexError
+from storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    parse_base_offset,
+    segment_file_name,
+    walk_batches,
+)
+
+_log = structlog.get_logger(__name__)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+
+class LoadedLog(NamedTuple):
+    """The state a :class:`~storage.log.PartitionLog` starts from."""
+
+    segments: list[LogSegment]
+    log_start_offset: int
+    log_end_offset: int
+    recovered: bool
+    """True when segments were re-validated (their contents are then flushed by the loader)."""
+
+
+def load_log(
+    directory: pathlib.Path,
+    config: LogConfig,
+    now_ms: int,
+    epoch_cache: LeaderEpochFileCache,
+    *,
+    recovery_point: int,
+    log_start_offset: int | None,
+    clean_shutdown: bool,
+    roll_jitter: Callable[[], int],
+) -> LoadedLog:
+    """Bring ``directory`` to a consistent state and open its segments (oldest first)."""
+    _remove_leftovers(directory)
+    _restore_swapped_segments(directory)
+    _delete_orphan_indexes(directory)
+    bases = _segment_bases(directory)
+    recover_from = len(bases) if clean_shutdown else max(0, bisect_right(bases, recovery_point) - 1)
+
+    def open_segment(base: int) -> LogSegment:
+        return LogSegment(directory, base, config, created_ms=now_ms, roll_jitter_ms=roll_jitter())
+
+    segments = [
+        _open_checked(open_segment(base), epoch_cache) if i < recover_from else open_segment(base)
+        for i, base in enumerate(bases)
+    ]
+    segments = _recover_segments(segments, recover_from, epoch_cache)
+    start = log_start_offset if log_start_offset is not None else (bases[0] if bases else 0)
+    if not segments or segments[-1].next_offset < start:
+        _discard(segments, directory, start, epoch_cache)
+        segments = [open_segment(start)]
+    for segment in segments[:-1]:
+        segment.on_becoming_inactive()
+    log_end_offset = segments[-1].next_offset
+    start = max(start, segments[0].base_offset)
+    _align_epoch_cache(epoch_cache, start, log_end_offset)
+    return LoadedLog(segments, start, log_end_offset, recover_from < len(bases))
+
+
+def _align_epoch_cache(epoch_cache: LeaderEpochFileCache, start: int, end: int) -> None:
+    """Entries may not start at or past the log end offset, nor before the log start offset.
+
+    The checkpoint is written before the data it describes, so after a crash it can name epochs
+    whose batches never reached the disk. Cutting the start is skipped when it would change nothing,
+    because it rewrites (and fsyncs) the checkpoint file.
+    """
+    epoch_cache.truncate_from_end(end)
+    first = next(iter(epoch_cache.entries()), None)
+    if first is not None and first.start_offset < start:
+        epoch_cache.truncate_from_start(start)
+
+
+def _open_checked(segment: LogSegment, epoch_cache: LeaderEpochFileCache) -> LogSegment:
+    """A trusted segment still gets its indexes checked; a broken or missing one is rebuilt."""
+    if not segment.needs_recovery:
+        try:
+            segment.sanity_check()
+        except CorruptIndexError as exc:
+            _log.warning("rebuilding corrupt index", segment=str(segment.log_path), reason=str(exc))
+            segment.needs_recovery = True
+    if segment.needs_recovery:
+        segment.recover(epoch_cache)
+        segment.needs_recovery = False
+    return segment
+
+
+def _recover_segments(
+    segments: list[LogSegment], recover_from: int, epoch_cache: LeaderEpochFileCache
+) -> list[LogSegment]:
+    """Re-validate ``segments[recover_from:]``; after the first truncation, delete every later segment."""
+    for i in range(recover_from, len(segments)):
+        segment = segments[i]
+        truncated = segment.recover(epoch_cache)
+        segment.needs_recovery = False
+        if truncated:
+            _log.warning(
+                "truncated invalid bytes at the end of a segment",
+                segment=str(segment.log_path),
+                bytes=truncated,
+                deleted_segments=len(segments) - i - 1,
+            )
+            for later in segments[i + 1 :]:
+                later.delete()
+            del segments[i + 1 :]
+            break
+    for segment in segments[recover_from:]:
+        segment.flush()
+    return segments
+
+
+def _discard(
+    segments: list[LogSegment], directory: pathlib.Path, start: int, epoch_cache: LeaderEpochFileCache
+) -> None:
+    """The log ends below its log start offset (data was lost): start over, empty, at that offset."""
+    if segments:
+        _log.warning(
+            "log ends below its log start offset; deleting all segments",
+            directory=str(directory),
+            log_end_offset=segments[-1].next_offset,
+            log_start_offset=start,
+        )
+        epoch_cache.clear()
+    for segment in segments:
+        segment.delete()
+
+
+def _segment_bases(directory: pathlib.Path) -> list[int]:
+    bases = (parse_base_offset(path.name) for path in directory.glob("*" + LOG_SUFFIX))
+    return sorted(base for base in bases if base is not None)
+
+
+def _remove_leftovers(directory: pathlib.Path) -> None:
+    """Delete files of interrupted deletions and cleanings, and swapped index files (rebuilt)."""
+    for path in directory.iterdir():
+        name = path.name
+        is_index_swap = name.endswith(SWAP_SUFFIX) and not name.endswith(LOG_SUFFIX + SWAP_SUFFIX)
+        if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)) or is_index_swap:
+            path.unlink(missing_ok=True)
+
+
+def _restore_swapped_segments(directory: pathlib.Path) -> None:
+    """A ``.log.swap`` replaces the segments whose base offsets fall inside its offset range."""
+    for swap in sorted(directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX)):
+        base = parse_base_offset(swap.name)
+        if base is None:
+            continue
+        last_offset = _last_offset_in(swap, base)
+        for replaced in _segment_bases(directory):
+            if base <= replaced <= last_offset:
+                for suffix in _SEGMENT_SUFFIXES:
+                    (directory / segment_file_name(replaced, suffix)).unlink(missing_ok=True)
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # rebuilt when the segment is opened
+            (directory / segment_file_name(base, suffix)).unlink(missing_ok=True)
+        os.replace(swap, directory / segment_file_name(base, LOG_SUFFIX))
+        _log.info("restored swapped segment", segment=str(swap), base_offset=base, last_offset=last_offset)
+
+
+def _last_offset_in(path: pathlib.Path, base: int) -> int:
+    """Last offset of the readable batches of a .log file (``base`` when it has none)."""
+    last = base
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for batch in walk_batches(fd, 0, os.fstat(fd).st_size):
+            last = batch.last_offset
+    except ProtocolError:
+        pass
+    finally:
+        os.close(fd)
+    return last
+
+
+def _delete_orphan_indexes(directory: pathlib.Path) -> None:
+    """An index without its .log is useless and would confuse a later segment at that offset."""
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for index in directory.glob("*" + suffix):
+            base = parse_base_offset(index.name)
+            if base is not None and not (directory / segment_file_name(base, LOG_SUFFIX)).exists():
+                index.unlink()

@@ -1,0 +1,348 @@
+"""All partition logs of a broker (or follower process) across its log directories.
+
+Per log dir it owns what Kafka keeps there besides the partitions: the ``.lock`` file (so two
+processes never write the same logs), the offset checkpoints (recovery points, high watermarks, log
+start offsets) and the clean-shutdown marker. On startup it loads every ``<topic>-<partition>``
+directory, telling each log whether it may skip recovery; on shutdown it flushes, checkpoints and
+leaves the marker behind. The marker is deleted right after loading so that a crash later is noticed.
+
+One owner drives a LogManager at a time (it is not thread-safe).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pathlib
+import re
+import shutil
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from typing import TextIO
+
+import structlog
+
+from storage.checkpoint import (
+    CLEAN_SHUTDOWN_MARKER,
+    LOG_START_OFFSET_CHECKPOINT,
+    PARTITION_METADATA,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+    PartitionMetadataFile,
+    fsync_directory,
+)
+from storage.clock import Clock
+from storage.config import LogConfig
+from storage.errors import KiplingStorageError
+from storage.log import PartitionLog
+
+LOCK_FILE = ".lock"
+DELETE_DIR_SUFFIX = "-delete"
+MAX_FILE_NAME_LENGTH = 255
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+
+TopicPartition = tuple[str, int]
+
+_log = structlog.get_logger(__name__)
+
+
+def parse_partition_dir_name(name: str) -> TopicPartition | None:
+    """(topic, partition) of a "<topic>-<partition>" directory, or None for any other directory.
+
+    Topic names may contain '-' and '.', so the partition is what follows the LAST '-'.
+    """
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isascii() or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def delete_dir_name(topic: str, partition: int) -> str:
+    """ "<topic>-<partition>.<uuid hex>-delete", the topic cut so the name fits in 255 characters."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return topic[: MAX_FILE_NAME_LENGTH - len(suffix)] + suffix
+
+
+def validate_topic_partition(topic: str, partition: int) -> None:
+    """Refuse names Kafka refuses: they could not be parsed back from the directory name."""
+    if topic in (".", "..") or len(topic) > MAX_TOPIC_NAME_LENGTH or not _LEGAL_TOPIC.fullmatch(topic):
+        raise ValueError(f"illegal topic name {topic!r}")
+    if partition < 0:
+        raise ValueError(f"illegal partition {partition} for topic {topic!r}")
+
+
+class LogDirLock:
+    """An exclusive flock on ``<log dir>/.lock``, held for the life of the LogManager."""
+
+    def __init__(self, directory: pathlib.Path) -> None:
+        self.path = directory / LOCK_FILE
+        self._file: TextIO | None = open(self.path, "a")  # noqa: SIM115 (held until release)
+        try:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            self._file.close()
+            self._file = None
+            raise KiplingStorageError(
+                f"log directory {directory} is in use by another broker (could not lock {self.path})"
+            ) from exc
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
+
+
+class LogManager:
+    """Loads, creates, checkpoints, retains and deletes the partition logs of a set of log dirs."""
+
+    def __init__(
+        self,
+        log_dirs: Sequence[pathlib.Path],
+        config: LogConfig,
+        clock: Clock,
+        topic_configs: Callable[[str], LogConfig] | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log directory is required")
+        self._log_dirs = [pathlib.Path(directory) for directory in log_dirs]
+        self._config = config
+        self._clock = clock
+        self._topic_configs = topic_configs
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._dir_of: dict[TopicPartition, pathlib.Path] = {}
+        self._locks: list[LogDirLock] = []
+        self._shut_down = False
+        try:
+            for directory in self._log_dirs:
+                directory.mkdir(parents=True, exist_ok=True)
+                self._locks.append(LogDirLock(directory))
+            for directory in self._log_dirs:
+                self._load_log_dir(directory)
+        except BaseException:
+            self._abandon()
+            raise
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    def _load_log_dir(self, log_dir: pathlib.Path) -> None:
+        """Open every partition of ``log_dir``, then delete the marker and restore high watermarks."""
+        marker = log_dir / CLEAN_SHUTDOWN_MARKER
+        clean_shutdown = marker.exists()
+        recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
+        log_start_offsets = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read()
+        for child in sorted(log_dir.iterdir()):
+            key = self._partition_of(child)
+            if key is None:
+                continue
+            if key in self._logs:
+                raise KiplingStorageError(
+                    f"partition {key[0]}-{key[1]} is in both {self._dir_of[key]} and {log_dir}"
+                )
+            self._logs[key] = self._open_log(
+                child, key, recovery_points.get(key, 0), log_start_offsets.get(key), clean_shutdown
+            )
+            self._dir_of[key] = log_dir
+        marker.unlink(missing_ok=True)
+        fsync_directory(log_dir)
+        self._restore_high_watermarks(log_dir)
+        _log.info("log dir loaded", log_dir=str(log_dir), clean_shutdown=clean_shutdown)
+
+    def _partition_of(self, child: pathlib.Path) -> TopicPartition | None:
+        """The partition held by ``child``; removes leftovers of interrupted deletions."""
+        if not child.is_dir():
+            return None
+        if child.name.endswith(DELETE_DIR_SUFFIX):
+            _log.info("removing partition directory left pending deletion", directory=str(child))
+            shutil.rmtree(child, ignore_errors=True)
+            return None
+        key = parse_partition_dir_name(child.name)
+        if key is None:
+            _log.warning("skipping directory that is not a partition", directory=str(child))
+        return key
+
+    def _open_log(
+        self,
+        directory: pathlib.Path,
+        key: TopicPartition,
+        recovery_point: int,
+        log_start_offset: int | None,
+        clean_shutdown: bool,
+    ) -> PartitionLog:
+        return PartitionLog.open(
+            directory,
+            self._config_for(key[0]),
+            self._clock,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown,
+            topic_id=PartitionMetadataFile(directory / PARTITION_METADATA).read(),
+        )
+
+    def _restore_high_watermarks(self, log_dir: pathlib.Path) -> None:
+        """Set each log's high watermark from replication-offset-checkpoint, clamped to [start, LEO]."""
+        for key, high_watermark in (
+            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read().items()
+        ):
+            log = self._logs.get(key)
+            if log is None or self._dir_of[key] != log_dir:
+                continue
+            log.update_high_watermark(min(max(high_watermark, log.log_start_offset), log.log_end_offset))
+
+    def _config_for(self, topic: str) -> LogConfig:
+        return self._topic_configs(topic) if self._topic_configs is not None else self._config
+
+    # -- access ----------------------------------------------------------------------------------
+
+    @property
+    def log_dirs(self) -> list[pathlib.Path]:
+        return list(self._log_dirs)
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> list[PartitionLog]:
+        return list(self._logs.values())
+
+    def log_dir_of(self, topic: str, partition: int) -> pathlib.Path | None:
+        """The log dir holding the partition, or None if it has no log here."""
+        return self._dir_of.get((topic, partition))
+
+    def get_or_create_log(
+        self, topic: str, partition: int, topic_id: uuid.UUID | None, config: LogConfig | None = None
+    ) -> PartitionLog:
+        """The partition's log, created (with its partition.metadata) in the least loaded log dir if absent.
+
+        An existing log whose recorded topic id differs from ``topic_id`` belongs to an older topic of
+        the same name: that is an error rather than silently mixing the two.
+        """
+        key = (topic, partition)
+        existing = self._logs.get(key)
+        if existing is not None:
+            self._check_topic_id(existing, topic_id)
+            return existing
+        validate_topic_partition(topic, partition)
+        log_dir = self._least_loaded_log_dir()
+        directory = log_dir / partition_dir_name(topic, partition)
+        directory.mkdir(exist_ok=True)
+        if topic_id is not None:
+            PartitionMetadataFile(directory / PARTITION_METADATA).write(topic_id)
+        fsync_directory(log_dir)
+        log = PartitionLog.open(directory, config or self._config_for(topic), self._clock, topic_id=topic_id)
+        self._logs[key], self._dir_of[key] = log, log_dir
+        _log.info("created log", topic=topic, partition=partition, log_dir=str(log_dir))
+        return log
+
+    def _check_topic_id(self, log: PartitionLog, topic_id: uuid.UUID | None) -> None:
+        known = log.topic_id
+        if topic_id is not None and known is not None and known != topic_id:
+            raise KiplingStorageError(
+                f"log {log.directory} belongs to topic id {known}, not {topic_id}: delete it first"
+            )
+
+    def _least_loaded_log_dir(self) -> pathlib.Path:
+        counts = Counter(self._dir_of.values())
+        return min(self._log_dirs, key=lambda directory: counts[directory])
+
+    # -- deletion --------------------------------------------------------------------------------
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Close the log and remove its files; a crash midway leaves a "-delete" dir removed at load."""
+        key = (topic, partition)
+        log = self._logs.pop(key, None)
+        if log is None:
+            return
+        log_dir = self._dir_of.pop(key)
+        log.close()
+        pending = log_dir / delete_dir_name(topic, partition)
+        os.replace(log.directory, pending)
+        fsync_directory(log_dir)
+        shutil.rmtree(pending)
+        self._write_checkpoints(log_dir)
+        _log.info("deleted log", topic=topic, partition=partition, log_dir=str(log_dir))
+
+    # -- checkpoints, flush, retention -----------------------------------------------------------
+
+    def _logs_in(self, log_dir: pathlib.Path) -> Iterator[tuple[TopicPartition, PartitionLog]]:
+        return ((key, log) for key, log in self._logs.items() if self._dir_of[key] == log_dir)
+
+    def _checkpoint(self, name: str, value: Callable[[PartitionLog], int], log_dir: pathlib.Path) -> None:
+        offsets = {key: value(log) for key, log in self._logs_in(log_dir)}
+        OffsetCheckpointFile(log_dir / name).write(offsets)
+
+    def _write_checkpoints(self, log_dir: pathlib.Path) -> None:
+        self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point, log_dir)
+        self._checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset, log_dir)
+        self._checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark, log_dir)
+
+    def checkpoint_recovery_points(self) -> None:
+        """Record, per log dir, the offset up to which each log is known to be on disk."""
+        for log_dir in self._log_dirs:
+            self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point, log_dir)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Record, per log dir, each log's high watermark (restored, clamped, at the next start)."""
+        for log_dir in self._log_dirs:
+            self._checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark, log_dir)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Record, per log dir, each log's log start offset (it may be above its first segment's base)."""
+        for log_dir in self._log_dirs:
+            self._checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset, log_dir)
+
+    def flush_all(self) -> None:
+        for log in self._logs.values():
+            log.flush()
+
+    def run_retention(self) -> int:
+        """Apply retention to every log; returns the number of segments deleted."""
+        deleted = sum(log.delete_old_segments() for log in self._logs.values())
+        if deleted:
+            self.checkpoint_log_start_offsets()
+        return deleted
+
+    # -- shutdown --------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Flush, checkpoint, close every log and leave the clean-shutdown marker; idempotent.
+
+        The marker is written only once everything before it succeeded, so that any failure means a
+        full recovery at the next start. The directory locks are released in every case.
+        """
+        if self._shut_down:
+            return
+        self._shut_down = True
+        try:
+            self.flush_all()
+            for log_dir in self._log_dirs:
+                self._write_checkpoints(log_dir)
+            for log in self._logs.values():
+                log.close()
+            for log_dir in self._log_dirs:
+                (log_dir / CLEAN_SHUTDOWN_MARKER).touch()
+                fsync_directory(log_dir)
+            _log.info("log manager shut down cleanly", log_dirs=[str(d) for d in self._log_dirs])
+        finally:
+            self._logs.clear()
+            self._dir_of.clear()
+            self._release_locks()
+
+    def _abandon(self) -> None:
+        """Undo a failed start: close what was opened and release the locks, without a marker."""
+        for log in self._logs.values():
+            log.close()
+        self._logs.clear()
+        self._dir_of.clear()
+        self._release_locks()
+
+    def _release_locks(self) -> None:
+        for lock in self._locks:
+            lock.release()
+        self._locks.clear()
