@@ -121,3 +121,24 @@ def test_dump_log_verify_finds_a_corrupt_batch(tmp_path: Path, capsys: pytest.Ca
 
 def test_dump_log_missing_path(tmp_path: Path) -> None:
     assert main(["dump-log", str(tmp_path / "nope")]) == 2
+
+
+def test_dump_log_on_a_real_partition_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A log written by storage, then torn by cutting its active segment mid-batch."""
+    from storage.clock import SystemClock
+    from storage.config import LogConfig
+    from storage.log import PartitionLog
+
+    directory = tmp_path / "orders-3"
+    log = PartitionLog.open(directory, LogConfig(segment_bytes=4096), SystemClock())
+    for i in range(40):
+        log.append_as_leader(build_batch([Record(b"v" * 100, f"k{i}".encode())]), leader_epoch=2)
+    log.close()
+    segments = sorted(directory.glob("*.log"))
+    assert len(segments) > 1
+    assert main(["dump-log", "--verify", str(directory)]) == 0
+    assert capsys.readouterr().out.count("partitionLeaderEpoch: 2") == 40
+    active = segments[-1]
+    active.write_bytes(active.read_bytes()[:-7])
+    assert main(["dump-log", "--verify", str(directory)]) == 1
+    assert "torn tail" in capsys.readouterr().out
