@@ -1,0 +1,567 @@
+"""Every configuration key kipling reads, declared once as data, with Kafka's names and defaults.
+
+The table drives everything else: parsing and validation of ``server.properties`` and overrides, the
+broker's DescribeConfigs answer, topic-level validation for CreateTopics, and the test that
+``config/server.properties`` documents every key. Values are parsed as Kafka's ``ConfigDef`` does:
+the text is trimmed, integers are plain decimal within the type's width, booleans are ``true`` or
+``false`` in any case, and lists are comma-separated with the items trimmed.
+
+A broker key that provides the default of a topic-level key names it in ``topic_name``. Several broker
+keys may feed one topic key; they are then listed in precedence order (``log.retention.ms`` before
+``log.retention.minutes`` before ``log.retention.hours``) and ``topic_scale`` turns their unit into
+the topic key's unit. :data:`TOPIC_DEFINITIONS` declares the topic-level keys themselves, whose
+allowed values can differ from the broker keys' (``retention.ms`` must be at least -1 where the
+broker keys accept any number and treat every negative one as -1, as Kafka does).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum, IntEnum, StrEnum
+
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+SHORT_MIN, SHORT_MAX = -(2**15), 2**15 - 1
+MIN_SEGMENT_BYTES = 14
+"""Kafka's lower bound for segment sizes: the overhead of the smallest legacy record."""
+MIN_FETCH_MAX_BYTES = 1024
+MS_PER_MINUTE = 60_000
+MS_PER_HOUR = 3_600_000
+
+CLEANUP_DELETE = "delete"
+CLEANUP_COMPACT = "compact"
+CREATE_TIME = "CreateTime"
+LOG_APPEND_TIME = "LogAppendTime"
+ROLE_BROKER = "broker"
+ROLE_CONTROLLER = "controller"
+
+
+class ConfigError(ValueError):
+    """A configuration that kipling refuses: the message names the key, the value and what is allowed.
+
+    Raised at start-up (the broker does not start) and for CreateTopics configs (INVALID_CONFIG).
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, value: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.value = value
+
+    @classmethod
+    def invalid(cls, key: str, value: str | None, allowed: str) -> ConfigError:
+        """The standard message for a value that is not allowed."""
+        return cls(f"Invalid value {value!r} for configuration {key}: {allowed}", key=key, value=value)
+
+
+class ConfigType(IntEnum):
+    """Kafka's ``ConfigDef.Type``; the numbers are those of DescribeConfigs' ConfigType field (v3+)."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+_TYPE_TEXT = {
+    ConfigType.BOOLEAN: "true or false",
+    ConfigType.STRING: "a string",
+    ConfigType.INT: "a 32-bit integer",
+    ConfigType.SHORT: "a 16-bit integer",
+    ConfigType.LONG: "a 64-bit integer",
+    ConfigType.LIST: "a comma-separated list",
+}
+_INTEGER_BOUNDS = {
+    ConfigType.INT: (INT_MIN, INT_MAX),
+    ConfigType.SHORT: (SHORT_MIN, SHORT_MAX),
+    ConfigType.LONG: (LONG_MIN, LONG_MAX),
+}
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+
+
+class Importance(Enum):
+    """Kafka's documentation ranking of a key; informative only."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class ConfigSource(StrEnum):
+    """Where a described value comes from; ``code`` is DescribeConfigs' ConfigSource number."""
+
+    UNKNOWN = "UNKNOWN"
+    DYNAMIC_TOPIC_CONFIG = "DYNAMIC_TOPIC_CONFIG"
+    DYNAMIC_BROKER_CONFIG = "DYNAMIC_BROKER_CONFIG"
+    DYNAMIC_DEFAULT_BROKER_CONFIG = "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    STATIC_BROKER_CONFIG = "STATIC_BROKER_CONFIG"
+    DEFAULT_CONFIG = "DEFAULT_CONFIG"
+
+    @property
+    def code(self) -> int:
+        return _SOURCE_CODES[self]
+
+
+_SOURCE_CODES = {
+    ConfigSource.UNKNOWN: 0,
+    ConfigSource.DYNAMIC_TOPIC_CONFIG: 1,
+    ConfigSource.DYNAMIC_BROKER_CONFIG: 2,
+    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: 3,
+    ConfigSource.STATIC_BROKER_CONFIG: 4,
+    ConfigSource.DEFAULT_CONFIG: 5,
+}
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    """One key that can supply a described value, with where its value comes from."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One configuration as DescribeConfigs reports it."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    is_sensitive: bool
+    read_only: bool
+    doc: str
+    type: ConfigType
+    synonyms: tuple[ConfigSynonym, ...] = ()
+
+
+# -- validators ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Range:
+    """An integer between ``low`` and ``high`` inclusive; ``None`` leaves that side open."""
+
+    low: int | None = None
+    high: int | None = None
+
+    def __call__(self, value: object) -> bool:
+        assert isinstance(value, int)
+        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+
+    def describe(self) -> str:
+        if self.high is None:
+            return f"at least {self.low}"
+        if self.low is None:
+            return f"at most {self.high}"
+        return f"between {self.low} and {self.high}"
+
+
+def at_least(low: int) -> Range:
+    return Range(low=low)
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """A string that must be one of ``choices`` (case-sensitive, as Kafka's ``ValidString``)."""
+
+    choices: tuple[str, ...]
+
+    def __call__(self, value: object) -> bool:
+        return value in self.choices
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(self.choices)
+
+
+@dataclass(frozen=True)
+class SubsetOf:
+    """A list whose items are all in ``choices``, without repeats; empty only if ``allow_empty``."""
+
+    choices: tuple[str, ...]
+    allow_empty: bool = False
+
+    def __call__(self, value: object) -> bool:
+        assert isinstance(value, list)
+        if not value and not self.allow_empty:
+            return False
+        return len(set(value)) == len(value) and all(item in self.choices for item in value)
+
+    def describe(self) -> str:
+        need = "" if self.allow_empty else "one or more "
+        return f"{need}distinct items from " + ", ".join(self.choices)
+
+
+Validator = Range | OneOf | SubsetOf
+
+
+# -- parsing -------------------------------------------------------------------------------------
+
+
+def parse_value(key: str, type_: ConfigType, raw: str, validator: Validator | None) -> object:
+    """Convert text to the key's type and check it, raising a :class:`ConfigError` that names the key."""
+    text = raw.strip()
+    value: object
+    if type_ in _INTEGER_BOUNDS:
+        low, high = _INTEGER_BOUNDS[type_]
+        if not _DECIMAL.fullmatch(text) or not low <= int(text) <= high:
+            raise ConfigError.invalid(key, raw, _allowed_text(type_, validator))
+        value = int(text)
+    elif type_ is ConfigType.BOOLEAN:
+        if text.lower() not in ("true", "false"):
+            raise ConfigError.invalid(key, raw, _allowed_text(type_, validator))
+        value = text.lower() == "true"
+    elif type_ is ConfigType.LIST:
+        value = [item.strip() for item in text.split(",") if item.strip()]
+    elif type_ is ConfigType.STRING:
+        value = text
+    else:  # pragma: no cover - no key of another type is declared
+        raise TypeError(f"{key}: unsupported type {type_.name}")
+    if validator is not None and not validator(value):
+        raise ConfigError.invalid(key, raw, _allowed_text(type_, validator))
+    return value
+
+
+def format_value(value: object) -> str | None:
+    """Kafka's textual form of a typed value (``true``, ``a,b``), for DescribeConfigs."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+def _allowed_text(type_: ConfigType, validator: Validator | None) -> str:
+    text = _TYPE_TEXT[type_]
+    if validator is not None:
+        text += ", " + validator.describe()
+    return f"expected {text}"
+
+
+# -- broker keys ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    """The declaration of one broker key.
+
+    ``default`` is the typed value used when the key is not given (``None``: unset, some other key or
+    rule decides). ``topic_name`` is the topic-level key whose default this key provides, and
+    ``topic_scale`` multiplies this key's value into that key's unit. ``aliases`` are other names
+    accepted for the same key (``broker.id`` for ``node.id``). ``ignored`` keys are accepted for
+    compatibility with Kafka files but have no effect, so setting one draws a warning.
+    """
+
+    name: str
+    type: ConfigType
+    default: object
+    importance: Importance
+    doc: str
+    validator: Validator | None = None
+    topic_name: str | None = None
+    topic_scale: int = 1
+    aliases: tuple[str, ...] = ()
+    ignored: bool = False
+
+    def parse(self, raw: str, name: str | None = None) -> object:
+        """Parse a value given for this key (under ``name`` when an alias was used)."""
+        return parse_value(name or self.name, self.type, raw, self.validator)
+
+    def allowed(self) -> str:
+        """What the key accepts, for documentation and messages."""
+        return _allowed_text(self.type, self.validator)
+
+
+H, M, L = Importance.HIGH, Importance.MEDIUM, Importance.LOW
+T = ConfigType
+
+# fmt: off
+DEFINITIONS: tuple[ConfigDef, ...] = (
+    # -- node identity and roles
+    ConfigDef("node.id", T.INT, 1, H, "Id of this node; unique in the cluster. broker.id is accepted as "
+              "another name for it.", at_least(0), aliases=("broker.id",)),
+    ConfigDef("process.roles", T.LIST, [ROLE_BROKER, ROLE_CONTROLLER], H, "What this process runs: "
+              "broker, controller, or both (the default, a self-contained single node).",
+              SubsetOf((ROLE_BROKER, ROLE_CONTROLLER))),
+    ConfigDef("controller.quorum.voters", T.LIST, [], H, "The controllers as id@host:port entries. "
+              "Empty means this node is its own controller, which needs the controller role."),
+    ConfigDef("controller.listener.names", T.LIST, [], H, "Names of the listeners that serve "
+              "controller traffic; they are not advertised to clients."),
+    ConfigDef("cluster.id", T.STRING, None, M, "The cluster's id. Unset: generated when the log "
+              "directories are first formatted and kept in meta.properties."),
+    # -- network
+    ConfigDef("listeners", T.STRING, "PLAINTEXT://127.0.0.1:9092", H, "Comma-separated NAME://host:port "
+              "addresses to accept connections on; an empty host binds every interface, port 0 an "
+              "ephemeral port."),
+    ConfigDef("advertised.listeners", T.STRING, None, H, "The NAME://host:port addresses given to "
+              "clients and other brokers, if they differ from listeners (the default)."),
+    ConfigDef("listener.security.protocol.map", T.STRING,
+              "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+              "SASL_SSL:SASL_SSL", M, "LISTENER_NAME:PROTOCOL pairs giving each listener's security "
+              "protocol. kipling speaks PLAINTEXT only; a listener with another protocol is refused."),
+    ConfigDef("inter.broker.listener.name", T.STRING, None, M, "The listener brokers use to reach each "
+              "other. Unset: the PLAINTEXT listener, else the first advertised one."),
+    ConfigDef("metrics.listener", T.STRING, "127.0.0.1:9404", M, "host:port of the Prometheus /metrics "
+              "endpoint (a kipling key); empty disables it."),
+    ConfigDef("socket.request.max.bytes", T.INT, 104857600, H, "Largest request frame accepted; a "
+              "bigger one closes the connection.", at_least(1)),
+    ConfigDef("connections.max.idle.ms", T.LONG, 600000, M, "Close connections idle for longer than "
+              "this.", at_least(0)),
+    ConfigDef("max.connections", T.INT, INT_MAX, M, "Most client connections the broker accepts at "
+              "once.", at_least(0)),
+    ConfigDef("num.network.threads", T.INT, 3, H, "Accepted for Kafka compatibility and ignored: an "
+              "asyncio broker has no network thread pool.", at_least(1), ignored=True),
+    ConfigDef("num.io.threads", T.INT, 8, H, "Accepted for Kafka compatibility and ignored: an "
+              "asyncio broker has no request handler pool.", at_least(1), ignored=True),
+    # -- topics
+    ConfigDef("num.partitions", T.INT, 1, M, "Partitions of an automatically created topic, and of a "
+              "CreateTopics request that leaves the count to the broker.", at_least(1)),
+    ConfigDef("default.replication.factor", T.INT, 1, M, "Replication factor of topics whose creator "
+              "leaves it to the broker.", at_least(1)),
+    ConfigDef("auto.create.topics.enable", T.BOOLEAN, True, H, "Create a topic when a client asks for "
+              "metadata of one that does not exist."),
+    ConfigDef("delete.topic.enable", T.BOOLEAN, True, H, "Allow DeleteTopics; when false such requests "
+              "are refused."),
+    # -- log directories and segments
+    ConfigDef("log.dirs", T.LIST, None, H, "Comma-separated directories holding partition logs. Unset: "
+              "log.dir."),
+    ConfigDef("log.dir", T.STRING, "./kipling-data", H, "The single log directory used when log.dirs "
+              "is unset."),
+    ConfigDef("message.max.bytes", T.INT, 1048588, H, "Largest record batch a partition accepts, after "
+              "compression.", at_least(0), topic_name="max.message.bytes"),
+    ConfigDef("log.segment.bytes", T.INT, 1073741824, H, "Roll to a new segment file once the active "
+              "one reaches this size.", at_least(MIN_SEGMENT_BYTES), topic_name="segment.bytes"),
+    ConfigDef("log.roll.ms", T.LONG, None, H, "Roll to a new segment once the active one is this old. "
+              "Unset: log.roll.hours.", at_least(1), topic_name="segment.ms"),
+    ConfigDef("log.roll.hours", T.INT, 168, H, "log.roll.ms in hours, used when log.roll.ms is unset.",
+              at_least(1), topic_name="segment.ms", topic_scale=MS_PER_HOUR),
+    ConfigDef("log.roll.jitter.ms", T.LONG, None, H, "Random time subtracted from the roll time so that "
+              "partitions do not all roll at once. Unset: log.roll.jitter.hours.", at_least(0),
+              topic_name="segment.jitter.ms"),
+    ConfigDef("log.roll.jitter.hours", T.INT, 0, H, "log.roll.jitter.ms in hours, used when "
+              "log.roll.jitter.ms is unset.", at_least(0), topic_name="segment.jitter.ms",
+              topic_scale=MS_PER_HOUR),
+    ConfigDef("log.index.interval.bytes", T.INT, 4096, M, "Bytes of records between two offset index "
+              "entries.", at_least(0), topic_name="index.interval.bytes"),
+    ConfigDef("log.index.size.max.bytes", T.INT, 10485760, M, "Size preallocated for each offset and "
+              "time index file; a full index rolls the segment.", at_least(4),
+              topic_name="segment.index.bytes"),
+    ConfigDef("log.message.timestamp.type", T.STRING, CREATE_TIME, M, "Whether record timestamps are "
+              "the producer's (CreateTime) or the broker's append time (LogAppendTime).",
+              OneOf((CREATE_TIME, LOG_APPEND_TIME)), topic_name="message.timestamp.type"),
+    # -- retention and deletion
+    ConfigDef("log.retention.ms", T.LONG, None, H, "Delete segments whose newest record is older than "
+              "this; any negative value keeps them forever. Unset: log.retention.minutes.",
+              topic_name="retention.ms"),
+    ConfigDef("log.retention.minutes", T.INT, None, H, "log.retention.ms in minutes, used when "
+              "log.retention.ms is unset. Unset: log.retention.hours.", topic_name="retention.ms",
+              topic_scale=MS_PER_MINUTE),
+    ConfigDef("log.retention.hours", T.INT, 168, H, "log.retention.ms in hours, used when neither "
+              "log.retention.ms nor log.retention.minutes is set.", topic_name="retention.ms",
+              topic_scale=MS_PER_HOUR),
+    ConfigDef("log.retention.bytes", T.LONG, -1, H, "Delete the oldest segments while a partition is "
+              "bigger than this; -1 means no size limit.", topic_name="retention.bytes"),
+    ConfigDef("log.retention.check.interval.ms", T.LONG, 300000, M, "How often retention is applied.",
+              at_least(1)),
+    ConfigDef("log.cleanup.policy", T.LIST, [CLEANUP_DELETE], M, "delete: retention removes old "
+              "segments. compact is accepted but not implemented (such logs are kept whole).",
+              SubsetOf((CLEANUP_COMPACT, CLEANUP_DELETE)), topic_name="cleanup.policy"),
+    ConfigDef("log.segment.delete.delay.ms", T.LONG, 60000, H, "How long a segment removed from a log "
+              "stays on disk (as .deleted) before its files are deleted.", at_least(0),
+              topic_name="file.delete.delay.ms"),
+    # -- flushing and checkpoints
+    ConfigDef("log.flush.interval.messages", T.LONG, LONG_MAX, H, "fsync a partition's log after this "
+              "many appended records. The default leaves durability to replication.", at_least(1),
+              topic_name="flush.messages"),
+    ConfigDef("log.flush.interval.ms", T.LONG, None, H, "fsync a partition's log once unflushed data "
+              "is this old. Unset: never on a timer.", at_least(0), topic_name="flush.ms"),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", T.INT, 60000, H, "How often the "
+              "recovery-point-offset-checkpoint files are written.", at_least(0)),
+    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", T.INT, 60000, H, "How often the "
+              "log-start-offset-checkpoint files are written.", at_least(0)),
+    # -- replication
+    ConfigDef("min.insync.replicas", T.INT, 1, H, "Replicas that must be in sync for an acks=all "
+              "produce to succeed.", at_least(1), topic_name="min.insync.replicas"),
+    ConfigDef("unclean.leader.election.enable", T.BOOLEAN, False, H, "Let a replica outside the ISR "
+              "become leader when no in-sync one is left, losing records.",
+              topic_name="unclean.leader.election.enable"),
+    ConfigDef("replica.lag.time.max.ms", T.LONG, 30000, H, "A follower that has not caught up with the "
+              "leader for this long leaves the ISR.", at_least(1)),
+    ConfigDef("replica.fetch.wait.max.ms", T.INT, 500, M, "Longest time a follower's fetch waits at the "
+              "leader for data; keep it below replica.lag.time.max.ms.", at_least(0)),
+    ConfigDef("replica.fetch.min.bytes", T.INT, 1, M, "Bytes a follower's fetch waits for before the "
+              "leader answers.", at_least(0)),
+    ConfigDef("replica.fetch.max.bytes", T.INT, 1048576, M, "Bytes a follower asks for per partition "
+              "(a soft limit: a bigger first batch still comes whole).", at_least(0)),
+    ConfigDef("replica.fetch.response.max.bytes", T.INT, 10485760, M, "Bytes a follower asks for per "
+              "fetch response (a soft limit, like replica.fetch.max.bytes).", at_least(0)),
+    ConfigDef("replica.fetch.backoff.ms", T.INT, 1000, M, "Pause after a follower's fetch fails, or when "
+              "it has nothing to fetch.", at_least(0)),
+    ConfigDef("replica.high.watermark.checkpoint.interval.ms", T.LONG, 5000, H, "How often high "
+              "watermarks are written to replication-offset-checkpoint.", at_least(1)),
+    ConfigDef("num.replica.fetchers", T.INT, 1, H, "Follower processes per broker; each fetches for "
+              "its share of the followed partitions.", at_least(1)),
+    ConfigDef("replica.socket.timeout.ms", T.INT, 30000, H, "Network timeout of a follower's requests; "
+              "at least replica.fetch.wait.max.ms.", at_least(1)),
+    # -- controller liveness
+    ConfigDef("broker.session.timeout.ms", T.INT, 9000, M, "A broker whose heartbeats stop for this "
+              "long is fenced by the controller.", at_least(1)),
+    ConfigDef("broker.heartbeat.interval.ms", T.INT, 2000, M, "Time between a broker's heartbeats to "
+              "the controller.", at_least(1)),
+    # -- fetch requests and sessions
+    ConfigDef("fetch.max.bytes", T.INT, 57671680, M, "Upper bound on the bytes of any fetch response, "
+              "whatever the request asks for.", at_least(MIN_FETCH_MAX_BYTES)),
+    ConfigDef("max.incremental.fetch.session.cache.slots", T.INT, 1000, M, "Incremental fetch sessions "
+              "(KIP-227) the broker keeps.", at_least(0)),
+    ConfigDef("min.incremental.fetch.session.eviction.ms", T.LONG, 120000, M, "A fetch session unused "
+              "for this long may be evicted for a new one (a constant in Kafka, a key in kipling).",
+              at_least(0)),
+    ConfigDef("fetch.purgatory.purge.interval.requests", T.INT, 1000, M, "Completed delayed fetches "
+              "after which their watch lists are purged.", at_least(1)),
+    ConfigDef("producer.purgatory.purge.interval.requests", T.INT, 1000, M, "Completed delayed "
+              "produces after which their watch lists are purged.", at_least(1)),
+    ConfigDef("producer.id.expiration.ms", T.INT, 86400000, L, "Forget a producer id's sequence state "
+              "once it has written nothing for this long.", at_least(1)),
+    # -- consumer groups
+    ConfigDef("offsets.topic.num.partitions", T.INT, 50, H, "Partitions of __consumer_offsets; fixed "
+              "once the topic exists.", at_least(1)),
+    ConfigDef("offsets.topic.replication.factor", T.SHORT, 3, H, "Replication factor of "
+              "__consumer_offsets; it is not created until that many brokers are up.", at_least(1)),
+    ConfigDef("offsets.retention.minutes", T.INT, 10080, H, "Committed offsets of a group that has no "
+              "members are dropped after this long.", at_least(1)),
+    ConfigDef("group.initial.rebalance.delay.ms", T.INT, 3000, M, "How long the first rebalance of an "
+              "empty group waits for more members to join.", at_least(0)),
+    ConfigDef("group.min.session.timeout.ms", T.INT, 6000, M, "Smallest session timeout a group member "
+              "may ask for.", at_least(0)),
+    ConfigDef("group.max.session.timeout.ms", T.INT, 1800000, M, "Largest session timeout a group "
+              "member may ask for.", at_least(0)),
+)
+# fmt: on
+
+BY_NAME: Mapping[str, ConfigDef] = {d.name: d for d in DEFINITIONS}
+ALIASES: Mapping[str, str] = {alias: d.name for d in DEFINITIONS for alias in d.aliases}
+
+
+# -- topic-level keys ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopicConfigDef:
+    """The declaration of one topic-level key.
+
+    Its default comes from the broker keys that name it as ``topic_name`` (in table order, the first
+    one set wins, times its ``topic_scale``), then ``fallback`` if none is set, then ``normalise``.
+    """
+
+    name: str
+    type: ConfigType
+    doc: str
+    validator: Validator | None = None
+    fallback: object = None
+    normalise: Callable[[object], object] | None = None
+
+    @property
+    def broker_keys(self) -> tuple[ConfigDef, ...]:
+        """The broker keys supplying this key's default, highest precedence first."""
+        return _BROKER_KEYS_OF[self.name]
+
+    def parse(self, raw: str) -> object:
+        return parse_value(self.name, self.type, raw, self.validator)
+
+    def allowed(self) -> str:
+        return _allowed_text(self.type, self.validator)
+
+    def resolve(self, broker_values: Mapping[str, object]) -> object:
+        """This key's value derived from the broker's typed values (keyed by broker key name)."""
+        value = self.fallback
+        for definition in self.broker_keys:
+            given = broker_values.get(definition.name)
+            if given is not None:
+                if definition.topic_scale != 1:
+                    assert isinstance(given, int)
+                    given = given * definition.topic_scale
+                value = given
+                break
+        return self.normalise(value) if self.normalise is not None else value
+
+
+def _unlimited_if_negative(value: object) -> object:
+    """Kafka treats every negative retention time as -1 (keep forever)."""
+    assert isinstance(value, int)
+    return -1 if value < 0 else value
+
+
+# fmt: off
+TOPIC_DEFINITIONS: tuple[TopicConfigDef, ...] = (
+    TopicConfigDef("cleanup.policy", T.LIST, "delete: retention removes old segments; compact is "
+                   "accepted but not implemented, and without delete nothing is ever removed.",
+                   SubsetOf((CLEANUP_COMPACT, CLEANUP_DELETE))),
+    TopicConfigDef("file.delete.delay.ms", T.LONG, "How long a removed segment stays on disk before "
+                   "its files are deleted.", at_least(0)),
+    TopicConfigDef("flush.messages", T.LONG, "fsync the log after this many appended records.",
+                   at_least(1)),
+    TopicConfigDef("flush.ms", T.LONG, "fsync the log once unflushed data is this old.", at_least(0),
+                   fallback=LONG_MAX),
+    TopicConfigDef("index.interval.bytes", T.INT, "Bytes of records between two offset index entries.",
+                   at_least(0)),
+    TopicConfigDef("max.message.bytes", T.INT, "Largest record batch the topic accepts, after "
+                   "compression.", at_least(0)),
+    TopicConfigDef("message.timestamp.type", T.STRING, "CreateTime keeps the producer's timestamps, "
+                   "LogAppendTime replaces them with the broker's clock.",
+                   OneOf((CREATE_TIME, LOG_APPEND_TIME))),
+    TopicConfigDef("min.insync.replicas", T.INT, "Replicas that must be in sync for an acks=all "
+                   "produce to succeed.", at_least(1)),
+    TopicConfigDef("retention.bytes", T.LONG, "Delete the oldest segments while a partition is bigger "
+                   "than this; -1 means no size limit."),
+    TopicConfigDef("retention.ms", T.LONG, "Delete segments whose newest record is older than this; "
+                   "-1 keeps them forever.", at_least(-1), normalise=_unlimited_if_negative),
+    TopicConfigDef("segment.bytes", T.INT, "Roll to a new segment once the active one reaches this "
+                   "size.", at_least(MIN_SEGMENT_BYTES)),
+    TopicConfigDef("segment.index.bytes", T.INT, "Size preallocated for each index file of a "
+                   "segment.", at_least(4)),
+    TopicConfigDef("segment.jitter.ms", T.LONG, "Random time subtracted from segment.ms for each "
+                   "segment.", at_least(0)),
+    TopicConfigDef("segment.ms", T.LONG, "Roll to a new segment once the active one is this old.",
+                   at_least(1)),
+    TopicConfigDef("unclean.leader.election.enable", T.BOOLEAN, "Let a replica outside the ISR become "
+                   "leader when no in-sync one is left, losing records."),
+)
+# fmt: on
+
+TOPIC_BY_NAME: Mapping[str, TopicConfigDef] = {d.name: d for d in TOPIC_DEFINITIONS}
+
+
+def _broker_keys_by_topic_name(definitions: Sequence[ConfigDef]) -> dict[str, tuple[ConfigDef, ...]]:
+    grouped: dict[str, list[ConfigDef]] = {}
+    for definition in definitions:
+        if definition.topic_name is not None:
+            grouped.setdefault(definition.topic_name, []).append(definition)
+    return {name: tuple(defs) for name, defs in grouped.items()}
+
+
+_BROKER_KEYS_OF = _broker_keys_by_topic_name(DEFINITIONS)
+assert set(_BROKER_KEYS_OF) == set(TOPIC_BY_NAME), "every topic key needs broker keys and vice versa"
+
+SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
+    ("log.dirs", "log.dir"),
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+)
+"""Broker keys that set the same thing, highest precedence first (DescribeConfigs' synonyms)."""
+
+
+def broker_synonyms(key: str) -> tuple[str, ...]:
+    """The keys that can supply ``key``'s setting, highest precedence first (just ``key`` if none)."""
+    for group in SYNONYM_GROUPS:
+        if key in group:
+            return group
+    return (key,)
