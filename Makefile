@@ -31,7 +31,7 @@ system-deps:
 	@true
 
 run: $(STAMP)
-	$(BIN)/kipling --help
+	$(BIN)/kipling broker $(ARGS)
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .

@@ -1,0 +1,181 @@
+"""From one request frame to the buffers of its response.
+
+bytes → header → version check against the handler's declared range → decode → handler →
+encode. Which failures close the connection and which are answered follows Kafka: an unknown
+API key or an unreadable header closes it; an ApiVersions version the broker does not know
+gets the v0-format UNSUPPORTED_VERSION answer listing what it serves; an API or version
+without a handler, or a malformed body, gets the API's error response where its schema has a
+place for the error, and the connection is closed otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from io import BytesIO
+from typing import Any
+
+import structlog
+
+from broker.handlers.api_versions import api_versions_body
+from broker.handlers.base import NO_RESPONSE, EncodedResponse, Handler, RequestContext
+from broker.handlers.registry import HandlerRegistry
+from broker.request_metrics import RequestMetrics, api_name
+from protocol.api import read_request_header
+from protocol.api_keys import ApiKey
+from protocol.error_codes import ErrorCode, KafkaError
+from protocol.errors import DecodeError, ProtocolError
+from protocol.framing import frame_header
+from protocol.headers import RESPONSE_HEADER, peek_api, response_header_version
+from protocol.messages import REQUESTS, RESPONSES
+
+log = structlog.get_logger("kipling.dispatcher")
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; the connection must be closed (Kafka does the same)."""
+
+
+@dataclass(slots=True)
+class Reply:
+    """A response ready to write: buffers (size prefix included) and their total size."""
+
+    parts: list[Any]
+    size: int
+
+
+class RequestDispatcher:
+    def __init__(self, registry: HandlerRegistry, metrics: RequestMetrics) -> None:
+        self._registry = registry
+        self._metrics = metrics
+
+    async def dispatch(self, frame: memoryview, peer: str, connection_id: int) -> Reply | None:
+        """Handle one request frame. Returns None when no response is due (acks=0)."""
+        started = time.perf_counter()
+        ctx, handler, body = self._decode(frame, peer, connection_id)
+        if handler is None:
+            result = body  # an error response already built
+        else:
+            result = await self._call(handler, ctx, body)
+        if result is NO_RESPONSE:
+            self._metrics.observe(ctx.api_key, time.perf_counter() - started, len(frame), 0)
+            return None
+        reply = self._encode(ctx, result)
+        self._metrics.observe(ctx.api_key, time.perf_counter() - started, len(frame), reply.size)
+        return reply
+
+    # -- decoding ------------------------------------------------------------------------------
+
+    def _decode(
+        self, frame: memoryview, peer: str, connection_id: int
+    ) -> tuple[RequestContext, Handler | None, Any]:
+        api = peek_api(frame)
+        if api is None or api[0] not in REQUESTS:
+            self._refuse(api[0] if api else -1, "unknown api key", peer)
+        try:
+            header, io = read_request_header(frame)
+        except ProtocolError as exc:
+            self._refuse(api[0], f"unreadable request header: {exc}", peer)  # type: ignore[index]
+        ctx = RequestContext(
+            header.request_api_key,
+            header.request_api_version,
+            header.correlation_id,
+            header.client_id,
+            peer,
+            connection_id,
+            time.monotonic_ns(),
+        )
+        handler = self._registry.get(ctx.api_key)
+        if not self._registry.supports(ctx.api_key, ctx.api_version):
+            return ctx, None, self._unsupported(ctx, handler)
+        assert handler is not None
+        try:
+            return ctx, handler, REQUESTS[ctx.api_key].codec(ctx.api_version).read(io)
+        except DecodeError as exc:
+            log.warning(
+                "malformed request body",
+                api=api_name(ctx.api_key),
+                version=ctx.api_version,
+                peer=peer,
+                error=str(exc),
+            )
+            return ctx, None, self._error_or_close(handler, ctx, ErrorCode.INVALID_REQUEST)
+
+    def _refuse(self, api_key: int, reason: str, peer: str) -> Any:
+        log.warning("closing connection", reason=reason, api_key=api_key, peer=peer)
+        self._metrics.errors.labels(api_name(api_key), "CLOSED").inc()
+        raise CloseConnection(reason)
+
+    def _unsupported(self, ctx: RequestContext, handler: Handler | None) -> Any:
+        if ctx.api_key == ApiKey.API_VERSIONS:
+            # Kafka answers an unknown ApiVersions version in the v0 format so any client can read it.
+            ctx_v0 = dataclasses.replace(ctx, api_version=0)
+            self._metrics.errors.labels("ApiVersions", "UNSUPPORTED_VERSION").inc()
+            return _ForcedVersion(
+                ctx_v0, api_versions_body(self._registry.api_ranges(), ErrorCode.UNSUPPORTED_VERSION)
+            )
+        if ctx.api_version not in RESPONSES[ctx.api_key].versions:
+            self._refuse(
+                ctx.api_key, f"version {ctx.api_version} is not a version kipling can encode", ctx.peer
+            )
+        return self._error_or_close(handler, ctx, ErrorCode.UNSUPPORTED_VERSION)
+
+    def _error_or_close(self, handler: Handler | None, ctx: RequestContext, code: ErrorCode) -> Any:
+        body = handler.error_response(ctx, None, code) if handler is not None else None
+        if body is None:
+            body = _generic_error(ctx, code)
+        if body is None:
+            self._refuse(ctx.api_key, f"{code.name} and no place for it in the response", ctx.peer)
+        self._metrics.errors.labels(api_name(ctx.api_key), code.name).inc()
+        return body
+
+    # -- handling ------------------------------------------------------------------------------
+
+    async def _call(self, handler: Handler, ctx: RequestContext, body: Any) -> Any:
+        try:
+            return await handler.handle(ctx, body)
+        except KafkaError as exc:
+            return self._error_or_close(handler, ctx, exc.code)
+        except CloseConnection:
+            raise
+        except Exception:
+            log.exception("handler failed", api=api_name(ctx.api_key), version=ctx.api_version, peer=ctx.peer)
+            return self._error_or_close(handler, ctx, ErrorCode.UNKNOWN_SERVER_ERROR)
+
+    # -- encoding ------------------------------------------------------------------------------
+
+    def _encode(self, ctx: RequestContext, result: Any) -> Reply:
+        if isinstance(result, _ForcedVersion):
+            ctx, result = result.ctx, result.body
+        spec = RESPONSES[ctx.api_key]
+        io = BytesIO()
+        io.write(b"\x00\x00\x00\x00")  # size prefix, patched below
+        header_version = response_header_version(ctx.api_key, ctx.api_version, spec.flexible_versions)
+        RESPONSE_HEADER.codec(header_version).write({"correlation_id": ctx.correlation_id}, io)
+        if isinstance(result, EncodedResponse):
+            head = io.getbuffer()
+            size = len(head) - 4 + result.size
+            head[0:4] = frame_header(size)
+            return Reply([bytes(head), *result.parts], size + 4)
+        spec.codec(ctx.api_version).write(result, io)
+        buf = io.getbuffer()
+        size = len(buf) - 4
+        buf[0:4] = frame_header(size)
+        return Reply([io.getvalue()], size + 4)
+
+
+@dataclass(slots=True)
+class _ForcedVersion:
+    """A response that must be encoded in another version than the request's."""
+
+    ctx: RequestContext
+    body: Any
+
+
+def _generic_error(ctx: RequestContext, code: ErrorCode) -> dict[str, Any] | None:
+    """A response whose only content is a top-level error code, when the schema has one."""
+    for field in RESPONSES[ctx.api_key].fields:
+        if field.name == "error_code" and field.exists_in(ctx.api_version):
+            return {"error_code": int(code)}
+    return None

@@ -1,0 +1,91 @@
+"""The broker's listening sockets and the set of open connections.
+
+Shutdown is graceful: stop accepting, let every connection finish the request it is
+handling (and send its response), then close; connections still busy after the grace period
+are aborted so that SIGTERM always ends the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import structlog
+
+from broker.request_metrics import RequestMetrics
+from broker.server.connection import KafkaConnection
+from broker.server.dispatcher import RequestDispatcher
+
+log = structlog.get_logger("kipling.server")
+
+
+class BrokerServer:
+    def __init__(
+        self,
+        dispatcher: RequestDispatcher,
+        addresses: list[tuple[str, int]],
+        metrics: RequestMetrics,
+        *,
+        max_frame_size: int,
+        idle_timeout_ms: int,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._addresses = addresses
+        self._metrics = metrics
+        self._max_frame_size = max_frame_size
+        self._idle_timeout_ms = idle_timeout_ms
+        self._servers: list[asyncio.Server] = []
+        self._connections: set[KafkaConnection] = set()
+        self._ids = itertools.count(1)
+        self.bound: list[tuple[str, int]] = []
+
+    async def start(self) -> list[tuple[str, int]]:
+        loop = asyncio.get_running_loop()
+        for host, port in self._addresses:
+            server = await loop.create_server(
+                self._new_connection, host, port, reuse_address=True, backlog=1024
+            )
+            self._servers.append(server)
+            for sock in server.sockets:
+                bound = sock.getsockname()
+                self.bound.append((bound[0], bound[1]))
+        log.info("listening", addresses=[f"{h}:{p}" for h, p in self.bound])
+        return self.bound
+
+    def _new_connection(self) -> KafkaConnection:
+        connection = KafkaConnection(
+            self._dispatcher,
+            next(self._ids),
+            max_frame_size=self._max_frame_size,
+            idle_timeout_ms=self._idle_timeout_ms,
+            on_close=self._closed,
+        )
+        self._connections.add(connection)
+        self._metrics.connections.inc()
+        return connection
+
+    def _closed(self, connection: KafkaConnection) -> None:
+        if connection in self._connections:
+            self._connections.discard(connection)
+            self._metrics.connections.dec()
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        for server in self._servers:
+            server.close()
+        connections = list(self._connections)
+        for connection in connections:
+            connection.close_when_idle()
+        waits = [asyncio.ensure_future(c.wait_closed()) for c in connections]
+        if waits:
+            _, pending = await asyncio.wait(waits, timeout=grace_s)
+            for connection in connections:
+                connection.abort()
+            for task in pending:
+                task.cancel()
+        for server in self._servers:
+            await server.wait_closed()
+        log.info("listeners stopped", connections_closed=len(connections))

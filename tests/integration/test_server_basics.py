@@ -1,0 +1,105 @@
+"""A real broker process: ApiVersions, bad input, metrics, graceful shutdown."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+
+from protocol.api_keys import ApiKey
+from protocol.error_codes import ErrorCode
+from protocol.framing import encode_frame
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.wire_client import WireClient
+
+
+def _advertised(response) -> dict[int, tuple[int, int]]:  # type: ignore[no-untyped-def]
+    return {k.api_key: (k.min_version, k.max_version) for k in response.body.api_keys}
+
+
+def test_api_versions_every_version(broker: BrokerProcess) -> None:
+    with WireClient(broker.port) as client:
+        for version in range(5):
+            body = {"client_software_name": "kipling-tests", "client_software_version": "1.0"}
+            response = client.request(ApiKey.API_VERSIONS, version, body)
+            assert response.body.error_code == 0
+            ranges = _advertised(response)
+            assert ranges[ApiKey.API_VERSIONS] == (0, 4)
+            assert response.body.supported_features == []
+
+
+def test_api_versions_from_the_future_gets_v0_answer(broker: BrokerProcess) -> None:
+    """A client speaking a newer ApiVersions gets UNSUPPORTED_VERSION in the v0 format."""
+    with WireClient(broker.port) as client:
+        frame = bytearray(_api_versions_frame(version=3, correlation_id=5))
+        frame[6:8] = (99).to_bytes(2, "big")  # after the size prefix: api key, then version
+        client.send_raw(bytes(frame))
+        from protocol.api import decode_response
+
+        response = decode_response(client.read_frame(), ApiKey.API_VERSIONS, 0)
+        assert response.header.correlation_id == 5
+        assert response.body.error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert ApiKey.API_VERSIONS in _advertised(response)
+
+
+def _api_versions_frame(version: int, correlation_id: int) -> bytes:
+    from protocol.api import encode_request
+
+    body = {"client_software_name": "x", "client_software_version": "1"}
+    return encode_frame(encode_request(ApiKey.API_VERSIONS, version, correlation_id, "c", body))
+
+
+def test_bad_input_closes_only_that_connection(broker: BrokerProcess) -> None:
+    healthy = WireClient(broker.port)
+    cases = [
+        b"\x7f\xff\xff\xff",  # a 2 GiB size prefix
+        b"\xff\xff\xff\xfe",  # a negative size
+        encode_frame(b"\x7f\x00\x00\x00\x00\x00\x00\x01\x00\x00"),  # unknown api key 32512
+        encode_frame(b"\x00"),  # shorter than a header
+    ]
+    rng = random.Random(7)
+    cases += [encode_frame(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))) for _ in range(20)]
+    for payload in cases:
+        with WireClient(broker.port, timeout_s=5) as client:
+            client.send_raw(payload)
+            try:
+                frame = client.read_frame()
+            except (ConnectionError, TimeoutError):
+                continue
+            assert len(frame) >= 4  # some random frames decode into a real request and get an answer
+    response = healthy.request(ApiKey.API_VERSIONS, 0, {})
+    assert response.body.error_code == 0
+    healthy.close()
+
+
+def test_truncated_frame_then_close_keeps_broker_serving(broker: BrokerProcess) -> None:
+    with WireClient(broker.port) as client:
+        client.send_raw(_api_versions_frame(3, 1)[:-3])
+    with WireClient(broker.port) as client:
+        assert client.request(
+            ApiKey.API_VERSIONS, 3, {"client_software_name": "a", "client_software_version": "b"}
+        )
+
+
+def test_pipelined_requests_answered_in_order(broker: BrokerProcess) -> None:
+    with WireClient(broker.port) as client:
+        client.send_raw(b"".join(_api_versions_frame(0, cid) for cid in range(1, 41)))
+        for cid in range(1, 41):
+            frame = client.read_frame()
+            assert int.from_bytes(frame[:4], "big") == cid
+
+
+def test_metrics_endpoint(broker: BrokerProcess) -> None:
+    with WireClient(broker.port) as client:
+        client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "a", "client_software_version": "b"})
+    text = broker.metrics()
+    assert 'kafka_network_requestmetrics_requests_total{request="ApiVersions"}' in text
+    assert "kafka_server_socketservermetrics_connection_count" in text
+
+
+def test_sigterm_shuts_down_cleanly(fresh_broker: BrokerProcess) -> None:
+    fresh_broker.start()
+    with WireClient(fresh_broker.port) as client:
+        client.request(ApiKey.API_VERSIONS, 0, {})
+    assert fresh_broker.stop(signal.SIGTERM) == 0
+    assert os.path.exists(fresh_broker.data_dir / "logs" / ".kafka_cleanshutdown")
