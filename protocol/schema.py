@@ -22,6 +22,7 @@ from construct import Construct, ConstructError
 from protocol import types as t
 from protocol.data import MessageData
 from protocol.errors import DecodeError, EncodeError, UnsupportedVersionError
+from protocol.wire import SegmentedBytesIO
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+)|(\+))?$")
 
@@ -290,6 +291,13 @@ class MessageCodec:
         io = BytesIO()
         self.write(obj, io)
         return io.getvalue()
+
+    def encode_parts(self, obj: Any) -> tuple[list[object], int]:
+        """Encode a message whose bytes fields may hold :class:`~protocol.wire.ExternalBytes`:
+        returns the pieces in wire order (bytes and the external values' sources) and the size."""
+        io = SegmentedBytesIO()
+        self.write(obj, io)
+        return io.parts(), io.size
 
 
 @dataclass(frozen=True)

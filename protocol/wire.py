@@ -218,6 +218,51 @@ def read_compact_nullable_bytes(io: BytesIO) -> bytes | None:
     return _read_sized(io, n)
 
 
+class ExternalBytes:
+    """A bytes value the encoder must not copy: only its length goes into the encoded message.
+
+    The broker answers a fetch with records that stay in segment files; it encodes the
+    response around them with :class:`SegmentedBytesIO`, which remembers where each external
+    value belongs, and the connection sends the pieces as a list of buffers. ``source`` is
+    whatever the sender knows how to write (a file slice); the codec never looks at it.
+    """
+
+    __slots__ = ("length", "source")
+
+    def __init__(self, length: int, source: object) -> None:
+        self.length = length
+        self.source = source
+
+
+class SegmentedBytesIO(BytesIO):
+    """A BytesIO that accepts :class:`ExternalBytes` and yields the message as pieces."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._external: list[tuple[int, ExternalBytes]] = []
+
+    def add_external(self, value: ExternalBytes) -> None:
+        self._external.append((self.tell(), value))
+
+    @property
+    def size(self) -> int:
+        return self.getbuffer().nbytes + sum(e.length for _, e in self._external)
+
+    def parts(self) -> list[object]:
+        """Encoded bytes interleaved with the external values' sources, in wire order."""
+        data = self.getvalue()
+        pieces: list[object] = []
+        start = 0
+        for position, external in self._external:
+            if position > start:
+                pieces.append(data[start:position])
+            pieces.append(external.source)
+            start = position
+        if start < len(data):
+            pieces.append(data[start:])
+        return pieces
+
+
 def _check_bytes(value: object, what: str) -> bytes | bytearray | memoryview:
     if value is None:
         raise EncodeError(f"{what} is not nullable in this version")
@@ -230,7 +275,17 @@ def _nbytes(value: bytes | bytearray | memoryview) -> int:
     return value.nbytes if isinstance(value, memoryview) else len(value)
 
 
+def _write_external(io: BytesIO, value: ExternalBytes) -> None:
+    if not isinstance(io, SegmentedBytesIO):
+        raise EncodeError("external bytes need a SegmentedBytesIO to encode into")
+    io.add_external(value)
+
+
 def write_bytes(io: BytesIO, value: bytes) -> None:
+    if isinstance(value, ExternalBytes):
+        io.write(_INT32.pack(value.length))
+        _write_external(io, value)
+        return
     data = _check_bytes(value, "bytes")
     io.write(_INT32.pack(_nbytes(data)))
     io.write(data)
@@ -244,6 +299,10 @@ def write_nullable_bytes(io: BytesIO, value: bytes | None) -> None:
 
 
 def write_compact_bytes(io: BytesIO, value: bytes) -> None:
+    if isinstance(value, ExternalBytes):
+        write_uvarint(io, value.length + 1)
+        _write_external(io, value)
+        return
     data = _check_bytes(value, "compact bytes")
     write_uvarint(io, _nbytes(data) + 1)
     io.write(data)

@@ -28,6 +28,12 @@ MAX_QUEUED_REQUESTS = 16
 """Frames read ahead before the socket is paused (clients pipeline up to 5 by default)."""
 
 
+def _buffer(part: Any) -> bytes | bytearray | memoryview:
+    if isinstance(part, bytes | bytearray | memoryview):
+        return part
+    return part.read_bytes()  # type: ignore[no-any-return]
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(
         self,
@@ -147,7 +153,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if len(reply.parts) == 1:
             self._transport.write(reply.parts[0])
         else:
-            self._transport.writelines(reply.parts)
+            # File slices (fetched records) are read here, in the same tick the response was
+            # encoded, so the segment cannot change between the length prefix and the bytes.
+            self._transport.writelines([_buffer(part) for part in reply.parts])
         if not self._can_write.is_set():
             await self._can_write.wait()
         return self._transport is not None

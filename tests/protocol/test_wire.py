@@ -122,3 +122,44 @@ def test_array_counts_checked_against_remaining_bytes() -> None:
         wire.read_array_count(BytesIO(b"\x00\x00\x00\x05" + b"\x00" * 19), 4)
     assert wire.read_array_count(BytesIO(b"\x00\x00\x00\x05" + b"\x00" * 20), 4) == 5
     assert wire.read_compact_array_count(BytesIO(b"\x00"), 4) == -1
+
+
+def test_external_bytes_are_not_copied_into_the_encoding() -> None:
+    """A fetch response's records stay where they are: the codec writes only their length."""
+    from protocol.messages import RESPONSES
+
+    slice_a, slice_b = object(), object()
+    body = {
+        "responses": [
+            {
+                "topic": "t",
+                "partitions": [
+                    {"partition_index": 0, "records": wire.ExternalBytes(5, slice_a)},
+                    {"partition_index": 1, "records": wire.ExternalBytes(7, slice_b)},
+                ],
+            }
+        ]
+    }
+    for version in (11, 12):
+        codec = RESPONSES[1].codec(version)
+        parts, size = codec.encode_parts(body)
+        assert slice_a in parts and slice_b in parts
+        joined = b"".join(
+            b"A" * 5 if p is slice_a else b"B" * 7 if p is slice_b else p  # type: ignore[misc]
+            for p in parts
+        )
+        assert len(joined) == size
+        real = {
+            "responses": [
+                {
+                    "topic": "t",
+                    "partitions": [
+                        {"partition_index": 0, "records": b"A" * 5},
+                        {"partition_index": 1, "records": b"B" * 7},
+                    ],
+                }
+            ]
+        }
+        assert joined == codec.encode(real)
+    with pytest.raises(EncodeError):
+        RESPONSES[1].codec(12).encode(body)
