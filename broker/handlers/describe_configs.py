@@ -1,0 +1,156 @@
+"""DescribeConfigs (32): the configuration of topics and of this broker, as Kafka's ConfigHelper.
+
+Resources, each answered on its own (an error in one never fails the others):
+- TOPIC (2): every topic-level key with its value and source (an override is TOPIC_CONFIG, else the
+  broker key behind it, else the default); synonyms list the override and the broker keys.
+  An illegal name is INVALID_TOPIC_EXCEPTION, a missing topic UNKNOWN_TOPIC_OR_PARTITION.
+- BROKER (4): the name is a broker id. This node's id gives every broker key (all read-only: kipling
+  has no dynamic broker configs). The empty name means the cluster-wide dynamic defaults, as in Kafka
+  (``kafka-configs --entity-default``): kipling has none, so the list is empty. Another id, or a name
+  that is not a number, is INVALID_REQUEST with Kafka's message.
+- any other type (BROKER_LOGGER, GROUP, CLIENT_METRICS, ...): INVALID_REQUEST.
+
+``configuration_keys`` (null = all) filters by name; synonyms are sent only when asked for; v3+
+adds each key's type, and its documentation when asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from broker import topic_names
+from broker.config import BrokerConfig, ConfigEntry, ConfigSource, describe_topic_configs
+from broker.handlers.base import Handler, RequestContext
+from broker.topics import TopicStore
+from protocol.api_keys import ApiKey
+from protocol.data import MessageData
+from protocol.error_codes import ErrorCode, KafkaError
+
+
+class ResourceType(IntEnum):
+    """Kafka's ConfigResource.Type codes."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    GROUP = 3
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+
+
+class DescribeConfigsHandler(Handler):
+    api_key = ApiKey.DESCRIBE_CONFIGS
+    min_version = 1
+    max_version = 4
+
+    def __init__(self, topics: TopicStore, config: BrokerConfig) -> None:
+        self._topics = topics
+        self._config = config
+        self._describers: dict[int, Callable[[str], list[ConfigEntry]]] = {
+            ResourceType.TOPIC: self._topic_entries,
+            ResourceType.BROKER: self._broker_entries,
+        }
+
+    async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        options = _Options(
+            synonyms=request.include_synonyms,
+            documentation=ctx.api_version >= 3 and request.include_documentation,
+        )
+        return {"throttle_time_ms": 0, "results": [self._describe(r, options) for r in request.resources]}
+
+    def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
+        """Every resource of the request carries ``code`` (DescribeConfigs has no top-level error)."""
+        resources = request.resources if request is not None else []
+        return {"throttle_time_ms": 0, "results": [_error_result(r, code, None) for r in resources]}
+
+    def _describe(self, resource: MessageData, options: _Options) -> dict[str, Any]:
+        describer = self._describers.get(resource.resource_type)
+        try:
+            if describer is None:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {_type_name(resource)}"
+                )
+            entries = describer(resource.resource_name)
+        except KafkaError as exc:
+            return _error_result(resource, exc.code, exc.message)
+        wanted = resource.configuration_keys
+        if wanted is not None:
+            keys = set(wanted)
+            entries = [entry for entry in entries if entry.name in keys]
+        return {
+            "error_code": int(ErrorCode.NONE),
+            "error_message": None,
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+            "configs": [options.encode(entry) for entry in entries],
+        }
+
+    def _topic_entries(self, name: str) -> list[ConfigEntry]:
+        topic_names.validate(name)
+        topic = self._topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+        return describe_topic_configs(topic.configs, self._config)
+
+    def _broker_entries(self, name: str) -> list[ConfigEntry]:
+        if name == "":
+            return [
+                e for e in self._config.describe() if e.source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+            ]
+        try:
+            broker_id = int(name)
+        except ValueError:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+            ) from None
+        if broker_id != self._config.node_id:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                f"Unexpected broker id, expected {self._config.node_id} or empty string, but received {name}",
+            )
+        return self._config.describe()
+
+
+@dataclass(frozen=True)
+class _Options:
+    """What the request asked to include for each config entry."""
+
+    synonyms: bool
+    documentation: bool
+
+    def encode(self, entry: ConfigEntry) -> dict[str, Any]:
+        return {
+            "name": entry.name,
+            "value": None if entry.is_sensitive else entry.value,
+            "read_only": entry.read_only,
+            "config_source": entry.source.code,
+            "is_sensitive": entry.is_sensitive,
+            "synonyms": [
+                {"name": s.name, "value": None if entry.is_sensitive else s.value, "source": s.source.code}
+                for s in entry.synonyms
+            ]
+            if self.synonyms
+            else [],
+            "config_type": int(entry.type),
+            "documentation": entry.doc if self.documentation else None,
+        }
+
+
+def _error_result(resource: MessageData, code: ErrorCode, message: str | None) -> dict[str, Any]:
+    return {
+        "error_code": int(code),
+        "error_message": message,
+        "resource_type": resource.resource_type,
+        "resource_name": resource.resource_name,
+        "configs": [],
+    }
+
+
+def _type_name(resource: MessageData) -> str:
+    try:
+        return ResourceType(resource.resource_type).name
+    except ValueError:
+        return str(resource.resource_type)

@@ -1,0 +1,220 @@
+"""Metadata (3): the brokers, the cluster id, the controller, and topics with their partition leaders.
+
+Topic selection follows Kafka: a null topic list means every topic (v1+), and so does an empty list
+in v0 (which has no null); an empty list in v1+ means none. v10+ carries topic ids; v12 may name a
+topic by id alone (null name), answered with its name or UNKNOWN_TOPIC_ID.
+
+Auto-creation (``allow_auto_topic_creation``, v4+; earlier versions always allow it, as Kafka
+assumes) creates a missing topic with num.partitions and default.replication.factor when
+auto.create.topics.enable is true. Kafka answers such a topic with LEADER_NOT_AVAILABLE because its
+controller creates topics asynchronously. Here creation is synchronous, is persisted, and this node
+leads every partition the moment it returns, so the topic is answered at once with NONE and its
+partitions: the client saves a metadata round trip and nothing it is told is untrue. Internal topic
+names (``__consumer_offsets``...) are never auto-created from Metadata: they belong to their
+coordinators. A creation that fails answers its own error code (e.g. INVALID_REPLICATION_FACTOR
+when default.replication.factor exceeds the brokers), which clients treat as retriable metadata
+errors, where Kafka would keep answering LEADER_NOT_AVAILABLE and only log the reason.
+
+There is no authorizer, so when a client asks for authorized operations it gets every operation
+Kafka supports on the resource; otherwise the INT32_MIN "not computed" sentinel (kafka-python's admin
+crashes on -1).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from broker import topic_names
+from broker.handlers.base import Handler, RequestContext
+from broker.topics import NO_LEADER, ZERO_UUID, PartitionState, TopicState, TopicStore
+from protocol.api_keys import ApiKey
+from protocol.data import MessageData
+from protocol.error_codes import ErrorCode, KafkaError
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+"""Kafka's "not computed" value for topic/cluster authorized operations."""
+_TOPIC_OPERATIONS = (3, 4, 5, 6, 7, 8, 10, 11)
+"""AclOperation codes Kafka supports on a topic: READ WRITE CREATE DELETE ALTER DESCRIBE
+DESCRIBE_CONFIGS ALTER_CONFIGS."""
+_CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)
+"""On the cluster: CREATE ALTER DESCRIBE CLUSTER_ACTION DESCRIBE_CONFIGS ALTER_CONFIGS IDEMPOTENT_WRITE."""
+TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in _TOPIC_OPERATIONS)
+CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in _CLUSTER_OPERATIONS)
+
+_log = structlog.get_logger("kipling.handlers.metadata")
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    """A broker as Metadata lists it: its id and the advertised address clients should use."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class MetadataHandler(Handler):
+    api_key = ApiKey.METADATA
+    min_version = 0
+    max_version = 12
+
+    def __init__(
+        self,
+        topics: TopicStore,
+        brokers: Callable[[], Sequence[BrokerEndpoint]],
+        cluster_id: str,
+        controller_id: int,
+        auto_create_topics_enable: bool,
+    ) -> None:
+        self._topics = topics
+        self._brokers = brokers
+        self._cluster_id = cluster_id
+        self._controller_id = controller_id
+        self._auto_create_topics_enable = auto_create_topics_enable
+
+    async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        version = ctx.api_version
+        try:
+            _check_request(version, request)
+        except KafkaError as exc:
+            return self.error_response(ctx, request, exc.code)
+        include_ops = version >= 8 and request.include_topic_authorized_operations
+        if _wants_all_topics(version, request.topics):
+            results = [self._describe(topic, include_ops) for topic in self._topics.all()]
+        else:
+            results = self._requested(ctx, request, include_ops)
+        cluster_ops = (
+            CLUSTER_AUTHORIZED_OPERATIONS
+            if 8 <= version <= 10 and request.include_cluster_authorized_operations
+            else AUTHORIZED_OPERATIONS_OMITTED
+        )
+        return {
+            "throttle_time_ms": 0,
+            "brokers": [_broker(b) for b in self._brokers()],
+            "cluster_id": self._cluster_id,
+            "controller_id": self._controller_id,
+            "topics": results,
+            "cluster_authorized_operations": cluster_ops,
+        }
+
+    def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
+        """Every requested topic carries ``code`` (Metadata has no top-level error)."""
+        requested = request.topics if request is not None and request.topics else []
+        return {
+            "throttle_time_ms": 0,
+            "brokers": [],
+            "topics": [
+                _error_topic(code, t.name if t.name is not None or ctx.api_version >= 12 else "", t.topic_id)
+                for t in requested
+            ],
+        }
+
+    # -- topics -----------------------------------------------------------------------------------
+
+    def _requested(
+        self, ctx: RequestContext, request: MessageData, include_ops: bool
+    ) -> list[dict[str, Any]]:
+        allow_create = self._auto_create_topics_enable and (
+            ctx.api_version < 4 or request.allow_auto_topic_creation
+        )
+        results: list[dict[str, Any]] = []
+        seen_names: set[str] = set()
+        seen_ids: set[uuid.UUID] = set()
+        for wanted in request.topics:
+            if wanted.topic_id != ZERO_UUID:
+                if wanted.topic_id not in seen_ids:
+                    seen_ids.add(wanted.topic_id)
+                    results.append(self._by_id(wanted.topic_id, include_ops))
+            elif wanted.name not in seen_names:
+                seen_names.add(wanted.name)
+                results.append(self._by_name(ctx, wanted.name, allow_create, include_ops))
+        return results
+
+    def _by_id(self, topic_id: uuid.UUID, include_ops: bool) -> dict[str, Any]:
+        topic = self._topics.get_by_id(topic_id)
+        if topic is None:
+            return _error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
+        return self._describe(topic, include_ops)
+
+    def _by_name(
+        self, ctx: RequestContext, name: str, allow_create: bool, include_ops: bool
+    ) -> dict[str, Any]:
+        topic = self._topics.get(name)
+        if topic is not None:
+            return self._describe(topic, include_ops)
+        if not topic_names.is_valid(name):
+            return _error_topic(ErrorCode.INVALID_TOPIC_EXCEPTION, name, ZERO_UUID)
+        if not allow_create or topic_names.is_internal(name):
+            return _error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name, ZERO_UUID)
+        try:
+            created = self._topics.create_topic(name, -1, -1, {})
+        except KafkaError as exc:
+            _log.warning(
+                "auto-creation failed", topic=name, error=exc.code.name, reason=exc.message, peer=ctx.peer
+            )
+            return _error_topic(exc.code, name, ZERO_UUID)
+        _log.info("topic auto-created", topic=name, client_id=ctx.client_id, peer=ctx.peer)
+        return self._describe(created, include_ops)
+
+    def _describe(self, topic: TopicState, include_ops: bool) -> dict[str, Any]:
+        return {
+            "error_code": int(ErrorCode.NONE),
+            "name": topic.name,
+            "topic_id": topic.topic_id,
+            "is_internal": topic.is_internal,
+            "partitions": [_partition(p) for p in topic.sorted_partitions()],
+            "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS
+            if include_ops
+            else AUTHORIZED_OPERATIONS_OMITTED,
+        }
+
+
+def _check_request(version: int, request: MessageData) -> None:
+    """Kafka refuses null names and topic ids in the versions that cannot use them (10-11)."""
+    if version >= 12 or not request.topics:
+        return
+    for topic in request.topics:
+        if topic.name is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Topic name can not be null for version {version}")
+        if topic.topic_id != ZERO_UUID:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, f"Topic IDs are not supported in requests for version {version}"
+            )
+
+
+def _wants_all_topics(version: int, topics: list[MessageData] | None) -> bool:
+    return topics is None or (version == 0 and not topics)
+
+
+def _partition(p: PartitionState) -> dict[str, Any]:
+    error = ErrorCode.LEADER_NOT_AVAILABLE if p.leader_id == NO_LEADER else ErrorCode.NONE
+    return {
+        "error_code": int(error),
+        "partition_index": p.partition,
+        "leader_id": p.leader_id,
+        "leader_epoch": p.leader_epoch,
+        "replica_nodes": list(p.replicas),
+        "isr_nodes": list(p.isr),
+        "offline_replicas": [],
+    }
+
+
+def _error_topic(code: ErrorCode, name: str | None, topic_id: uuid.UUID) -> dict[str, Any]:
+    return {
+        "error_code": int(code),
+        "name": name,
+        "topic_id": topic_id,
+        "is_internal": topic_names.is_internal(name),
+        "partitions": [],
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def _broker(endpoint: BrokerEndpoint) -> dict[str, Any]:
+    return {"node_id": endpoint.node_id, "host": endpoint.host, "port": endpoint.port, "rack": endpoint.rack}

@@ -1,0 +1,503 @@
+"""The cluster's topic metadata on a single node: topics, their ids, partitions, leaders and overrides.
+
+This is the part of a KRaft controller's metadata that a one-broker cluster needs, kept as one JSON
+file written atomically (temp file, fsync, rename, directory fsync) so that a crash leaves either the
+old or the new metadata, never a torn one. Every change is persisted BEFORE the in-memory state moves
+and before any listener hears of it: a client is only told "created" or "deleted" once that outcome
+survives a restart, and a listener (the ReplicaManager creating or deleting partition logs) never acts
+on a change that a crash could undo. Issue 4 replaces the storage with a controller's metadata log;
+this API stays.
+
+Validation follows Kafka's controller (ReplicationControlManager): the same checks, in the same order,
+with the same error codes and messages, so admin tools print what they print against Kafka.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import uuid
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from broker import topic_names
+from broker.config import ConfigError, validate_topic_configs
+from protocol.error_codes import ErrorCode, KafkaError
+from storage.checkpoint import write_atomically
+
+METADATA_FILE_NAME = "__kipling_metadata.json"
+"""The file, in the first log dir, that holds the topic metadata."""
+FORMAT_VERSION = 1
+MAX_PARTITIONS_PER_REQUEST = 10_000
+"""Kafka's MAX_PARTITIONS_PER_BATCH: more partitions than this in one request is a POLICY_VIOLATION."""
+NO_LEADER = -1
+INITIAL_LEADER_EPOCH = 0
+INITIAL_PARTITION_EPOCH = 0
+ZERO_UUID = uuid.UUID(int=0)
+
+ManualAssignment = tuple[int, Sequence[int]]
+"""(partition index, replica broker ids) of CreateTopics' manual assignment."""
+ConfigValidator = Callable[[Mapping[str, str | None]], dict[str, str]]
+
+_log = structlog.get_logger("kipling.topics")
+
+
+class TopicMetadataError(Exception):
+    """The metadata file cannot be trusted (unreadable, malformed, or written by another node).
+
+    The broker must not start on it: serving from wrong metadata would hand out wrong leaders and
+    could delete or overwrite logs.
+    """
+
+
+@dataclass
+class PartitionState:
+    """One partition as the controller sees it (Kafka's PartitionRegistration)."""
+
+    partition: int
+    leader_id: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: list[int]
+    isr: list[int]
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> PartitionState:
+        return cls(
+            partition=int(raw["partition"]),
+            leader_id=int(raw["leader_id"]),
+            leader_epoch=int(raw["leader_epoch"]),
+            partition_epoch=int(raw["partition_epoch"]),
+            replicas=[int(r) for r in raw["replicas"]],
+            isr=[int(r) for r in raw["isr"]],
+        )
+
+
+@dataclass
+class TopicState:
+    """One topic: its id, partitions by index, and its topic-level config overrides."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def replication_factor(self) -> int:
+        """The replica count of partition 0 (Kafka keeps it equal for every partition)."""
+        first = self.partitions.get(0)
+        return len(first.replicas) if first is not None else 0
+
+    @property
+    def is_internal(self) -> bool:
+        return topic_names.is_internal(self.name)
+
+    def sorted_partitions(self) -> list[PartitionState]:
+        return [self.partitions[index] for index in sorted(self.partitions)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "topic_id": str(self.topic_id),
+            "configs": dict(self.configs),
+            "partitions": [p.to_json() for p in self.sorted_partitions()],
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> TopicState:
+        partitions = [PartitionState.from_json(p) for p in raw["partitions"]]
+        return cls(
+            name=str(raw["name"]),
+            topic_id=uuid.UUID(raw["topic_id"]),
+            partitions={p.partition: p for p in partitions},
+            configs={str(k): str(v) for k, v in raw.get("configs", {}).items()},
+        )
+
+
+class TopicListener(Protocol):
+    """Told about each change once it is persisted (the ReplicaManager creates/deletes logs here)."""
+
+    def on_topic_created(self, topic: TopicState) -> None: ...
+
+    def on_topic_deleted(self, topic: TopicState) -> None: ...
+
+    def on_partitions_created(self, topic: TopicState, partitions: list[PartitionState]) -> None: ...
+
+
+class TopicStore:
+    """All topics of the cluster, persisted in ``path``; this node leads every partition.
+
+    ``default_num_partitions`` and ``default_replication_factor`` are num.partitions and
+    default.replication.factor (what -1 means in CreateTopics, and what auto-creation uses).
+    ``config_validator`` checks and canonicalises topic-level overrides (raising ConfigError).
+    """
+
+    def __init__(
+        self,
+        path: pathlib.Path,
+        node_id: int,
+        *,
+        default_num_partitions: int = 1,
+        default_replication_factor: int = 1,
+        config_validator: ConfigValidator = validate_topic_configs,
+    ) -> None:
+        self._path = pathlib.Path(path)
+        self._node_id = node_id
+        self.default_num_partitions = default_num_partitions
+        self.default_replication_factor = default_replication_factor
+        self._validate_configs = config_validator
+        self._by_name: dict[str, TopicState] = {}
+        self._by_id: dict[uuid.UUID, TopicState] = {}
+        self._colliding: dict[str, set[str]] = {}
+        self._listeners: list[TopicListener] = []
+        for topic in self._load():
+            self._index(topic)
+        _log.info("topic metadata loaded", path=str(self._path), topics=len(self._by_name))
+
+    # -- queries ---------------------------------------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        return self._node_id
+
+    @property
+    def path(self) -> pathlib.Path:
+        return self._path
+
+    def broker_ids(self) -> list[int]:
+        """The registered brokers: just this node until issue 4 brings a controller quorum."""
+        return [self._node_id]
+
+    def get(self, name: str) -> TopicState | None:
+        return self._by_name.get(name)
+
+    def get_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
+        return self._by_id.get(topic_id)
+
+    def all(self) -> list[TopicState]:
+        """Every topic, by name."""
+        return [self._by_name[name] for name in sorted(self._by_name)]
+
+    def subscribe(self, listener: TopicListener) -> None:
+        self._listeners.append(listener)
+
+    # -- changes ---------------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str | None],
+        *,
+        assignments: Sequence[ManualAssignment] = (),
+        validate_only: bool = False,
+    ) -> TopicState:
+        """Create a topic (or, with ``validate_only``, only check that it could be created).
+
+        -1 for the partition count or replication factor means the broker's default. A manual
+        assignment needs both to be -1 and may name only registered brokers. Raises KafkaError with
+        TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST, INVALID_CONFIG,
+        INVALID_REPLICATION_FACTOR, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT or POLICY_VIOLATION.
+        """
+        self._check_new_name(name)
+        overrides = self._checked_configs(configs)
+        if assignments:
+            replica_lists = self._manual_replicas(num_partitions, replication_factor, assignments)
+        else:
+            replica_lists = self._placed_replicas(num_partitions, replication_factor)
+        topic = TopicState(name, self._new_topic_id(), _new_partitions(replica_lists, 0), overrides)
+        if validate_only:
+            return topic
+        self._persist([*self._by_name.values(), topic])
+        self._index(topic)
+        _log.info(
+            "topic created",
+            topic=name,
+            topic_id=str(topic.topic_id),
+            partitions=len(topic.partitions),
+            replication_factor=topic.replication_factor,
+            configs=overrides,
+        )
+        self._notify("on_topic_created", topic)
+        return topic
+
+    def delete_topic(self, name: str) -> TopicState:
+        """Remove a topic; raises UNKNOWN_TOPIC_OR_PARTITION if there is none by that name."""
+        topic = self._by_name.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        self._persist([t for t in self._by_name.values() if t.name != name])
+        self._unindex(topic)
+        _log.info("topic deleted", topic=name, topic_id=str(topic.topic_id))
+        self._notify("on_topic_deleted", topic)
+        return topic
+
+    def create_partitions(
+        self,
+        name: str,
+        total_count: int,
+        *,
+        assignments: Sequence[Sequence[int]] | None = None,
+        validate_only: bool = False,
+    ) -> list[PartitionState]:
+        """Raise a topic's partition count to ``total_count``; returns the new partitions.
+
+        Raises UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (not an increase, Kafka's messages),
+        INVALID_REPLICA_ASSIGNMENT or POLICY_VIOLATION.
+        """
+        topic = self._by_name.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        current = len(topic.partitions)
+        if total_count < current:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"The topic {name} currently has {current} partition(s); "
+                f"{total_count} would not be an increase.",
+            )
+        if total_count == current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+        replica_lists = self._additional_replicas(topic, total_count - current, assignments)
+        added = _new_partitions(replica_lists, current)
+        if validate_only:
+            return list(added.values())
+        grown = dataclasses.replace(topic, partitions={**topic.partitions, **added})
+        self._persist([grown if t is topic else t for t in self._by_name.values()])
+        topic.partitions.update(added)
+        _log.info("partitions created", topic=name, count=total_count, added=len(added))
+        self._notify("on_partitions_created", topic, list(added.values()))
+        return list(added.values())
+
+    # -- validation ------------------------------------------------------------------------------
+
+    def _check_new_name(self, name: str) -> None:
+        if name == topic_names.CLUSTER_METADATA_TOPIC:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
+        topic_names.validate(name)
+        if name in self._by_name:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        colliding = self._colliding.get(topic_names.unify_collision_chars(name))
+        if colliding:
+            raise KafkaError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{name}' collides with existing topic: {min(colliding)}",
+            )
+
+    def _checked_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
+        nulls = [key for key, value in configs.items() if value is None]
+        if nulls:
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs: " + ",".join(nulls)
+            )
+        try:
+            return self._validate_configs(configs)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+    def _placed_replicas(self, num_partitions: int, replication_factor: int) -> list[list[int]]:
+        """Kafka's automatic placement, on the brokers there are (one, for now)."""
+        if replication_factor < -1 or replication_factor == 0:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
+        if num_partitions < -1 or num_partitions == 0:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
+            )
+        count = self.default_num_partitions if num_partitions == -1 else num_partitions
+        factor = self.default_replication_factor if replication_factor == -1 else replication_factor
+        _check_partition_budget(count)
+        return self._place(count, factor)
+
+    def _place(self, count: int, factor: int) -> list[list[int]]:
+        brokers = self.broker_ids()
+        if factor > len(brokers):
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {factor} time(s): The target replication factor of "
+                f"{factor} cannot be reached because only {len(brokers)} broker(s) are registered.",
+            )
+        return [[brokers[(p + r) % len(brokers)] for r in range(factor)] for p in range(count)]
+
+    def _manual_replicas(
+        self, num_partitions: int, replication_factor: int, assignments: Sequence[ManualAssignment]
+    ) -> list[list[int]]:
+        if replication_factor != -1:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                "A manual partition assignment was specified, but replication factor was not set to -1.",
+            )
+        if num_partitions != -1:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                "A manual partition assignment was specified, but numPartitions was not set to -1.",
+            )
+        _check_partition_budget(len(assignments))
+        by_index: dict[int, list[int]] = {}
+        expected: int | None = None
+        for index, replicas in assignments:
+            if index in by_index:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Found multiple manual partition assignments for partition {index}",
+                )
+            by_index[index] = self._checked_replicas(replicas, expected)
+            expected = len(replicas)
+        if set(by_index) != set(range(len(by_index))):
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "partitions should be a consecutive 0-based integer sequence",
+            )
+        return [by_index[index] for index in range(len(by_index))]
+
+    def _additional_replicas(
+        self, topic: TopicState, additional: int, assignments: Sequence[Sequence[int]] | None
+    ) -> list[list[int]]:
+        _check_partition_budget(additional)
+        factor = topic.replication_factor
+        if assignments is None:
+            return self._place(additional, factor)
+        if len(assignments) != additional:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Attempted to add {additional} additional partition(s), but only {len(assignments)} "
+                "assignment(s) were specified.",
+            )
+        return [self._checked_replicas(replicas, factor) for replicas in assignments]
+
+    def _checked_replicas(self, replicas: Sequence[int], expected: int | None) -> list[int]:
+        """Kafka's validateManualPartitionAssignment: brokers checked in ascending id order."""
+        if not replicas:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        registered = set(self.broker_ids())
+        previous: int | None = None
+        for broker in sorted(replicas):
+            if broker not in registered:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {broker}, "
+                    "but no such broker is registered.",
+                )
+            if broker == previous:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes the broker {broker} more than once.",
+                )
+            previous = broker
+        if expected is not None and len(replicas) != expected:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but "
+                f"this is not consistent with previous partitions, which have {expected} replica(s).",
+            )
+        return list(replicas)
+
+    def _new_topic_id(self) -> uuid.UUID:
+        """A random id, never the zero UUID (it means "no id" on the wire) nor one in use."""
+        while True:
+            candidate = uuid.uuid4()
+            if candidate != ZERO_UUID and candidate not in self._by_id:
+                return candidate
+
+    # -- indexes, persistence, listeners ---------------------------------------------------------
+
+    def _index(self, topic: TopicState) -> None:
+        self._by_name[topic.name] = topic
+        self._by_id[topic.topic_id] = topic
+        if topic_names.has_collision_chars(topic.name):
+            self._colliding.setdefault(topic_names.unify_collision_chars(topic.name), set()).add(topic.name)
+
+    def _unindex(self, topic: TopicState) -> None:
+        del self._by_name[topic.name]
+        del self._by_id[topic.topic_id]
+        key = topic_names.unify_collision_chars(topic.name)
+        names = self._colliding.get(key)
+        if names is not None:
+            names.discard(topic.name)
+            if not names:
+                del self._colliding[key]
+
+    def _persist(self, topics: Iterable[TopicState]) -> None:
+        """Write the whole metadata file atomically; the in-memory state moves only afterwards."""
+        document = {
+            "version": FORMAT_VERSION,
+            "node_id": self._node_id,
+            "topics": [t.to_json() for t in sorted(topics, key=lambda t: t.name)],
+        }
+        try:
+            write_atomically(self._path, json.dumps(document, indent=1, sort_keys=True) + "\n")
+        except OSError as exc:
+            _log.error("could not persist topic metadata", path=str(self._path), error=str(exc))
+            raise KafkaError(
+                ErrorCode.UNKNOWN_SERVER_ERROR, f"Could not persist topic metadata: {exc.strerror or exc}"
+            ) from exc
+
+    def _load(self) -> list[TopicState]:
+        if not self._path.exists():
+            return []
+        try:
+            document = json.loads(self._path.read_text(encoding="utf-8"))
+            version, node_id = document["version"], document["node_id"]
+            topics = [TopicState.from_json(raw) for raw in document["topics"]]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise TopicMetadataError(f"{self._path}: unreadable topic metadata: {exc}") from exc
+        if version != FORMAT_VERSION:
+            raise TopicMetadataError(f"{self._path}: unknown format version {version!r}")
+        if node_id != self._node_id:
+            raise TopicMetadataError(
+                f"{self._path} was written by node {node_id}, but this is node {self._node_id}: "
+                "node.id must not change while its log directories are kept"
+            )
+        _check_unique(topics, self._path)
+        return topics
+
+    def _notify(self, event: str, *args: Any) -> None:
+        """Tell every listener; a failing listener is logged, never undoes the persisted change.
+
+        As in Kafka, a committed metadata change stays committed when one broker fails to apply it
+        locally (for example a log that cannot be created): that partition then reports errors.
+        """
+        for listener in list(self._listeners):
+            try:
+                getattr(listener, event)(*args)
+            except Exception:
+                _log.exception("topic listener failed", listener=type(listener).__name__, change=event)
+
+
+def _new_partitions(replica_lists: Sequence[Sequence[int]], first_index: int) -> dict[int, PartitionState]:
+    """Partitions led by their first replica, at leader epoch 0 and partition epoch 0."""
+    return {
+        first_index + offset: PartitionState(
+            partition=first_index + offset,
+            leader_id=replicas[0],
+            leader_epoch=INITIAL_LEADER_EPOCH,
+            partition_epoch=INITIAL_PARTITION_EPOCH,
+            replicas=list(replicas),
+            isr=list(replicas),
+        )
+        for offset, replicas in enumerate(replica_lists)
+    }
+
+
+def _check_partition_budget(count: int) -> None:
+    if count > MAX_PARTITIONS_PER_REQUEST:
+        raise KafkaError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+
+
+def _check_unique(topics: Collection[TopicState], path: pathlib.Path) -> None:
+    names = {t.name for t in topics}
+    ids = {t.topic_id for t in topics}
+    if len(names) != len(topics) or len(ids) != len(topics) or ZERO_UUID in ids:
+        raise TopicMetadataError(f"{path}: duplicate or zero topic names/ids")
