@@ -12,26 +12,34 @@ import argparse
 import asyncio
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
 from prometheus_client import CollectorRegistry
 
-from broker.config import BrokerConfig, ConfigError, load_config
+from broker.config import BrokerConfig, ConfigError, load_config, to_log_config
 from broker.config.properties import PropertiesError
 from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.base import Handler
+from broker.handlers.create_partitions import CreatePartitionsHandler
+from broker.handlers.create_topics import CreateTopicsHandler
+from broker.handlers.delete_topics import DeleteTopicsHandler
+from broker.handlers.describe_configs import DescribeConfigsHandler
+from broker.handlers.metadata import BrokerEndpoint, MetadataHandler
 from broker.handlers.registry import HandlerRegistry
 from broker.logging_setup import configure_logging
+from broker.meta_properties import MetaPropertiesError, ensure_meta_properties
 from broker.metrics_endpoint import MetricsEndpoint
 from broker.periodic import PeriodicTask
 from broker.request_metrics import RequestMetrics
 from broker.server.dispatcher import RequestDispatcher
 from broker.server.listener import BrokerServer
+from broker.topics import METADATA_FILE_NAME, TopicMetadataError, TopicStore
 from storage.clock import SystemClock
 from storage.config import LogConfig
+from storage.errors import StorageError
 from storage.log_manager import LogManager
 
 log = structlog.get_logger("kipling.broker")
@@ -81,22 +89,39 @@ class Broker:
         log.info("shutdown complete")
 
 
-def broker_log_config(config: BrokerConfig) -> LogConfig:
-    from broker.config import to_log_config
+def _advertised(config: BrokerConfig, server: BrokerServer) -> Callable[[], list[BrokerEndpoint]]:
+    """This broker as Metadata lists it: its advertised listener (the bound port if it was 0)."""
 
-    return to_log_config({}, config)
+    def endpoints() -> list[BrokerEndpoint]:
+        listener = next(
+            (a for a in config.advertised_listeners if a.name != "CONTROLLER"), config.advertised_listeners[0]
+        )
+        port = listener.port or (server.bound[0][1] if server.bound else 0)
+        return [BrokerEndpoint(config.node_id, listener.host, port)]
+
+    return endpoints
 
 
 def build_broker(config: BrokerConfig) -> Broker:
     registry = CollectorRegistry()
     clock = SystemClock()
-    log_manager = LogManager(config.log_dirs, broker_log_config(config), clock)
-    handlers: list[Handler] = []
-    handler_registry = HandlerRegistry([])
-    handlers.append(ApiVersionsHandler(handler_registry.api_ranges))
-    for handler in handlers:
-        handler_registry.register(handler)
+    cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config.cluster_id)
+    topics = TopicStore(
+        config.log_dirs[0] / METADATA_FILE_NAME,
+        config.node_id,
+        default_num_partitions=config.num_partitions,
+        default_replication_factor=config.default_replication_factor,
+    )
+
+    def topic_log_config(name: str) -> LogConfig:
+        topic = topics.get(name)
+        return to_log_config(topic.configs if topic else {}, config)
+
+    log_manager = LogManager(
+        config.log_dirs, to_log_config({}, config), clock, topic_configs=topic_log_config
+    )
     request_metrics = RequestMetrics(registry)
+    handler_registry = HandlerRegistry([])
     dispatcher = RequestDispatcher(handler_registry, request_metrics)
     server = BrokerServer(
         dispatcher,
@@ -105,6 +130,22 @@ def build_broker(config: BrokerConfig) -> Broker:
         max_frame_size=config.socket_request_max_bytes,
         idle_timeout_ms=config.connections_max_idle_ms,
     )
+    handlers: list[Handler] = [
+        ApiVersionsHandler(handler_registry.api_ranges),
+        MetadataHandler(
+            topics,
+            brokers=_advertised(config, server),
+            cluster_id=cluster_id,
+            controller_id=config.node_id,
+            auto_create_topics_enable=config.auto_create_topics_enable,
+        ),
+        CreateTopicsHandler(topics, config),
+        DeleteTopicsHandler(topics, config.delete_topic_enable),
+        CreatePartitionsHandler(topics),
+        DescribeConfigsHandler(topics, config),
+    ]
+    for handler in handlers:
+        handler_registry.register(handler)
     endpoint = MetricsEndpoint(registry, *config.metrics_listener) if config.metrics_listener else None
     tasks = [
         PeriodicTask("retention", config.log_retention_check_interval_ms, log_manager.run_retention),
@@ -128,7 +169,11 @@ def build_broker(config: BrokerConfig) -> Broker:
 
 
 async def serve(config: BrokerConfig) -> int:
-    broker = build_broker(config)
+    try:
+        broker = build_broker(config)
+    except (MetaPropertiesError, TopicMetadataError, StorageError) as exc:
+        log.error("cannot start", error=str(exc))
+        return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

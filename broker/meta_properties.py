@@ -1,0 +1,52 @@
+"""``meta.properties`` in every log dir: which cluster and node the data belongs to.
+
+Kafka writes ``version``, ``cluster.id`` and ``node.id`` there when it formats a log dir and
+refuses to start on a dir that belongs to another node or cluster: pointing two brokers at one
+disk, or a broker at another cluster's data, must fail loudly rather than mix logs.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from pathlib import Path
+
+from broker.config.properties import read_properties_file
+from storage.checkpoint import write_atomically
+
+META_PROPERTIES = "meta.properties"
+
+
+class MetaPropertiesError(Exception):
+    """A log dir that belongs to another node or cluster, or an unreadable meta.properties."""
+
+
+def new_cluster_id() -> str:
+    """A random cluster id in Kafka's format (a URL-safe base64 UUID without padding)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def ensure_meta_properties(log_dirs: list[Path], node_id: int, configured_cluster_id: str | None) -> str:
+    """Check (or write) meta.properties in every log dir; returns the cluster id."""
+    found: dict[Path, dict[str, str]] = {}
+    for directory in log_dirs:
+        path = directory / META_PROPERTIES
+        if path.exists():
+            found[directory] = read_properties_file(path)
+    cluster_ids = {props.get("cluster.id") for props in found.values()} - {None}
+    if configured_cluster_id:
+        cluster_ids.add(configured_cluster_id)
+    if len(cluster_ids) > 1:
+        raise MetaPropertiesError(f"log dirs belong to different clusters: {sorted(cluster_ids)}")  # type: ignore[type-var]
+    for directory, props in found.items():
+        if props.get("node.id") not in (None, str(node_id)):
+            raise MetaPropertiesError(
+                f"{directory / META_PROPERTIES} belongs to node {props.get('node.id')}, not node.id={node_id}"
+            )
+    cluster_id = cluster_ids.pop() if cluster_ids else new_cluster_id()
+    for directory in log_dirs:
+        if directory not in found:
+            directory.mkdir(parents=True, exist_ok=True)
+            text = f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
+            write_atomically(directory / META_PROPERTIES, text)
+    return cluster_id  # type: ignore[return-value]
