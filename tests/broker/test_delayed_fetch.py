@@ -142,7 +142,7 @@ class Harness:
 
 
 def status(key: Hashable, offset: int, max_bytes: int = 1_000_000, **kwargs: int) -> FetchPartitionStatus:
-    return FetchPartitionStatus(key, PartitionFetchParams(offset, max_bytes, **kwargs))
+    return FetchPartitionStatus(key, PartitionFetchParams(fetch_offset=offset, max_bytes=max_bytes, **kwargs))
 
 
 @pytest.fixture
@@ -452,7 +452,7 @@ def test_shutdown_answers_parked_fetches(h):
 
 def session_with(*keys: TopicPartitionKey) -> tuple[FetchSession, list[Any]]:
     session = FetchSession(SessionId(7), privileged=False, uses_topic_ids=False, now_ms=0)
-    cached = [session.append(key, PartitionFetchParams(0, 1000)) for key in keys]
+    cached = [session.append(key, PartitionFetchParams(fetch_offset=0, max_bytes=1000)) for key in keys]
     return session, cached
 
 
