@@ -21,18 +21,31 @@ from prometheus_client import CollectorRegistry
 
 from broker.config import BrokerConfig, ConfigError, load_config, to_log_config
 from broker.config.properties import PropertiesError
+from broker.fetch_service import FetchService
+from broker.fetch_session.cache import FetchSessionCache
+from broker.fetch_session.context import FetchManager
+from broker.fetch_session.metrics import FetchSessionCacheMetrics
 from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.base import Handler
 from broker.handlers.create_partitions import CreatePartitionsHandler
 from broker.handlers.create_topics import CreateTopicsHandler
 from broker.handlers.delete_topics import DeleteTopicsHandler
 from broker.handlers.describe_configs import DescribeConfigsHandler
+from broker.handlers.fetch import FetchHandler
+from broker.handlers.init_producer_id import InitProducerIdHandler
+from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.metadata import BrokerEndpoint, MetadataHandler
+from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
+from broker.handlers.produce import ProduceHandler
 from broker.handlers.registry import HandlerRegistry
 from broker.logging_setup import configure_logging
 from broker.meta_properties import MetaPropertiesError, ensure_meta_properties
 from broker.metrics_endpoint import MetricsEndpoint
+from broker.metrics_purgatory import DelayedFetchMetrics, DelayedProduceMetrics, PurgatoryMetrics
 from broker.periodic import PeriodicTask
+from broker.producer_ids import LocalProducerIdBlockSource, ProducerIdManager
+from broker.purgatory import DelayedOperationPurgatory
+from broker.replica_manager import ReplicaManager
 from broker.request_metrics import RequestMetrics
 from broker.server.dispatcher import RequestDispatcher
 from broker.server.listener import BrokerServer
@@ -43,6 +56,9 @@ from storage.errors import StorageError
 from storage.log_manager import LogManager
 
 log = structlog.get_logger("kipling.broker")
+
+PRODUCER_EXPIRATION_CHECK_MS = 600_000
+"""How often idle producers are expired (Kafka's producer.id.expiration.check.interval.ms)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +80,8 @@ class Broker:
 
     config: BrokerConfig
     log_manager: LogManager
+    replicas: ReplicaManager
+    purgatories: list[DelayedOperationPurgatory]
     server: BrokerServer
     metrics_endpoint: MetricsEndpoint | None
     tasks: list[PeriodicTask] = field(default_factory=list)
@@ -82,9 +100,12 @@ class Broker:
         log.info("shutting down")
         for task in self.tasks:
             task.stop()
+        for purgatory in self.purgatories:
+            purgatory.shutdown()  # answer parked fetches/produces now rather than at their deadlines
         await self.server.stop()
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
+        self.replicas.shutdown()
         self.log_manager.shutdown()
         log.info("shutdown complete")
 
@@ -120,6 +141,28 @@ def build_broker(config: BrokerConfig) -> Broker:
     log_manager = LogManager(
         config.log_dirs, to_log_config({}, config), clock, topic_configs=topic_log_config
     )
+    replicas = ReplicaManager(log_manager, topics, config.node_id, config, clock)
+    loop = asyncio.get_running_loop()
+    purgatory_metrics = PurgatoryMetrics(registry)
+    fetch_purgatory = DelayedOperationPurgatory("Fetch", loop)
+    produce_purgatory = DelayedOperationPurgatory("Produce", loop)
+    purgatory_metrics.track(fetch_purgatory)
+    purgatory_metrics.track(produce_purgatory)
+    fetch_cache = FetchSessionCache(
+        FetchSessionCacheMetrics(registry),
+        max_slots=config.max_incremental_fetch_session_cache_slots,
+        eviction_ms=config.min_incremental_fetch_session_eviction_ms,
+    )
+    fetch_service = FetchService(
+        FetchManager(fetch_cache, clock.time_ms),
+        replicas,
+        topics,
+        fetch_purgatory,
+        fetch_max_bytes=config.fetch_max_bytes,
+        expiration_meter=DelayedFetchMetrics(registry).record_expiration,
+    )
+    replicas.add_partition_listener(fetch_service.on_partition_changed)
+    producer_ids = ProducerIdManager(LocalProducerIdBlockSource.in_log_dir(config.log_dirs[0]))
     request_metrics = RequestMetrics(registry)
     handler_registry = HandlerRegistry([])
     dispatcher = RequestDispatcher(handler_registry, request_metrics)
@@ -143,12 +186,23 @@ def build_broker(config: BrokerConfig) -> Broker:
         DeleteTopicsHandler(topics, config.delete_topic_enable),
         CreatePartitionsHandler(topics),
         DescribeConfigsHandler(topics, config),
+        ProduceHandler(
+            replicas,
+            produce_purgatory,
+            clock,
+            expiration_meter=DelayedProduceMetrics(registry).record_expiration,
+        ),
+        FetchHandler(fetch_service, brokers=_advertised(config, server)),
+        ListOffsetsHandler(replicas),
+        OffsetForLeaderEpochHandler(replicas),
+        InitProducerIdHandler(producer_ids),
     ]
     for handler in handlers:
         handler_registry.register(handler)
     endpoint = MetricsEndpoint(registry, *config.metrics_listener) if config.metrics_listener else None
     tasks = [
-        PeriodicTask("retention", config.log_retention_check_interval_ms, log_manager.run_retention),
+        PeriodicTask("retention", config.log_retention_check_interval_ms, replicas.run_retention),
+        PeriodicTask("producer-expiration", PRODUCER_EXPIRATION_CHECK_MS, replicas.remove_expired_producers),
         PeriodicTask(
             "high-watermark-checkpoint",
             config.replica_high_watermark_checkpoint_interval_ms,
@@ -165,7 +219,9 @@ def build_broker(config: BrokerConfig) -> Broker:
             log_manager.checkpoint_log_start_offsets,
         ),
     ]
-    return Broker(config, log_manager, server, endpoint, tasks)
+    return Broker(
+        config, log_manager, replicas, [fetch_purgatory, produce_purgatory], server, endpoint, tasks
+    )
 
 
 async def serve(config: BrokerConfig) -> int:

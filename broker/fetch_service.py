@@ -1,0 +1,495 @@
+"""Serving one Fetch request: session context, partition reads with the byte budget, long poll.
+
+The steps follow Kafka's KafkaApis.handleFetchRequest and ReplicaManager.fetchMessages
+(kafka-behaviour.md 4):
+
+1. ``FetchManager.new_context`` picks the context (sessionless, full, incremental, error). A rejected
+   incremental request (70, 71, 106) is answered at once.
+2. The context's partitions are read in its order (request order, or session order for the dirty
+   partitions of an incremental fetch) with the KIP-74 budget: the response may hold
+   ``min(max_bytes, fetch.max.bytes)`` bytes, each partition ``min(partition_max_bytes, what is
+   left)``; until a partition has returned bytes, the first batch at the fetch offset comes whole
+   even when it exceeds both limits. A partition left with nothing while records were readable is
+   ``skipped_for_budget`` (it stays dirty in its session).
+3. The request is answered at once when ``max_wait_ms <= 0``, when ``min(min_bytes, max_bytes)``
+   bytes were read, when a read failed or found a diverging epoch, or when nothing is readable (a
+   full fetch of unknown partitions only). Otherwise a :class:`~broker.delayed_fetch.DelayedFetch`
+   is parked with try-complete-else-watch and the coroutine awaits it; appends wake it through
+   :meth:`FetchService.on_partition_changed`. An incremental fetch parks on its session's waiter
+   instead of partition keys, so kafka-python's idle fetch (no partitions listed) long-polls too.
+4. After the wake-up (or ``max_wait_ms``) the context's partitions are read again and the response
+   is built. The re-read happens in the awaiting coroutine, not in the wake-up callback, so that
+   the file slices are encoded and written in the same event-loop tick as they were read.
+
+Unknown partitions (topic, topic id, index not in the metadata) are *erroneous*: reported after
+the readable ones and never a reason to answer early, as in Kafka. A partition in the metadata but
+not led here gets the replica manager's error (NOT_LEADER_OR_FOLLOWER or KAFKA_STORAGE_ERROR).
+
+Followers (replica id >= 0) read up to the log end offset, and must be in the partition's replica
+set (NOT_LEADER_OR_FOLLOWER, or UNKNOWN_LEADER_EPOCH when the request carries a leader epoch, as
+Kafka's followerReplicaOrThrow). Follower fetch state (LEO, last caught-up time) is not updated
+yet: replication comes with the follower processes. The KIP-903 broker epoch is not checked.
+
+Deliberate limits: no quotas (throttle 0), no preferred read replica (Kafka's default selector),
+no transactions (the last stable offset is the high watermark, aborted transactions are always
+empty). UNSUPPORTED_COMPRESSION_TYPE for fetch v<10 is detected from the attributes of the first
+batch returned (one 2-byte pread), where Kafka looks at the topic's ``compression.type``: kipling
+has no such topic config, and a zstd batch behind a non-zstd first batch is not detected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+import structlog
+
+from broker.delayed_fetch import (
+    DelayedFetch,
+    FetchablePartition,
+    FetchParams,
+    FetchPartitionStatus,
+    IsolationLevel,
+)
+from broker.fetch_session import (
+    FetchContext,
+    FetchManager,
+    FetchResponseParts,
+    IncrementalFetchContext,
+    PartitionFetchParams,
+    PartitionFetchResult,
+    TopicPartitionKey,
+)
+from broker.fetch_session.partition import NO_EPOCH
+from broker.partition import Partition, PartitionRead
+from broker.purgatory import DelayedOperationPurgatory
+from broker.topics import PartitionState, TopicState
+from protocol.error_codes import ErrorCode
+from protocol.records.batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK
+from protocol.records.compression import CompressionType
+from storage.slices import FileSlice
+
+__all__ = [
+    "FetchRequest",
+    "FetchService",
+    "PartitionPayload",
+]
+
+ZSTD_MIN_VERSION = 10
+"""Fetch v10 is the first a client may read zstd batches with."""
+STORAGE_ERROR_MIN_VERSION = 6
+"""Fetch v6+ may see KAFKA_STORAGE_ERROR; older versions get NOT_LEADER_OR_FOLLOWER instead."""
+NODE_ENDPOINTS_VERSION = 16
+"""Fetch v16 reports the current leader of NOT_LEADER / FENCED partitions (KIP-951)."""
+NO_LEADER = (-1, -1)
+
+_LEADER_HINT_ERRORS = frozenset((ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH))
+_GONE: Hashable = object()
+"""Watch key of a session partition the broker no longer hosts: no partition resolves it."""
+
+_log = structlog.get_logger("kipling.fetch")
+
+
+class PartitionSource(Protocol):
+    """The partitions this broker leads and their metadata (the ReplicaManager)."""
+
+    def get_partition(self, topic: str, index: int) -> Partition | None: ...
+
+    def get_partition_by_id(self, topic_id: uuid.UUID, index: int) -> Partition | None: ...
+
+    def get_partition_by_key(self, key: Hashable) -> Partition | None: ...
+
+    def partition_state(self, topic: str, index: int) -> PartitionState | None: ...
+
+    def partition_error(self, topic: str, index: int) -> ErrorCode: ...
+
+
+class TopicLookup(Protocol):
+    """Topic metadata by name and by id (the TopicStore)."""
+
+    def get(self, name: str) -> TopicState | None: ...
+
+    def get_by_id(self, topic_id: uuid.UUID) -> TopicState | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    """A Fetch request in domain terms, as the handler decoded it.
+
+    ``fetch_data`` keys carry topic names for v12 and older and topic ids (names still unresolved)
+    for v13+; ``replica_id`` is ReplicaState.ReplicaId for v15+.
+    """
+
+    version: int
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: IsolationLevel
+    session_id: int
+    session_epoch: int
+    fetch_data: Sequence[tuple[TopicPartitionKey, PartitionFetchParams]]
+    to_forget: Sequence[TopicPartitionKey]
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+class PartitionPayload(NamedTuple):
+    """What the wire needs beyond ``PartitionFetchResult``: the records and two rare extras.
+
+    ``records`` is a slice of a segment file (never copied until the connection writes it), plain
+    bytes, or None for no records.
+    """
+
+    records: FileSlice | bytes | None
+    diverging_end_offset: int = -1
+    current_leader: tuple[int, int] | None = None
+    """(leader id, leader epoch) for NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH at v16+."""
+
+
+_NO_RECORDS = PartitionPayload(None)
+
+
+@dataclass(slots=True)
+class _ReadPass:
+    """One pass over the context's partitions: the results and what decides the long poll."""
+
+    results: dict[TopicPartitionKey, PartitionFetchResult]
+    bytes_read: int = 0
+    readable: int = 0
+    erroneous: int = 0
+    must_answer: bool = False
+    """A read failed or found a diverging epoch: Kafka answers at once."""
+
+
+class FetchService:
+    """Answers Fetch requests for the partitions this broker leads (see the module docstring)."""
+
+    def __init__(
+        self,
+        manager: FetchManager,
+        replicas: PartitionSource,
+        topics: TopicLookup,
+        purgatory: DelayedOperationPurgatory,
+        *,
+        fetch_max_bytes: int,
+        expiration_meter: Callable[[bool], None] | None = None,
+    ) -> None:
+        """``purgatory`` is the Fetch purgatory (scheduled on the event loop); ``fetch_max_bytes``
+        is the broker's ``fetch.max.bytes``; ``expiration_meter(is_follower)`` counts expiries."""
+        self._manager = manager
+        self._replicas = replicas
+        self._topics = topics
+        self._purgatory = purgatory
+        self._fetch_max_bytes = fetch_max_bytes
+        self._expiration_meter = expiration_meter
+
+    # -- the request -----------------------------------------------------------------------------
+
+    async def fetch(self, request: FetchRequest) -> FetchResponseParts:
+        """Serve ``request``: read, maybe wait for data, read again, build the response parts.
+
+        No await follows the last read: the caller must encode (and the connection write) the
+        response before yielding to the event loop, so the slices still hold what was read.
+        """
+        context = self._manager.new_context(
+            version=request.version,
+            session_id=request.session_id,
+            session_epoch=request.session_epoch,
+            fetch_data=request.fetch_data,
+            to_forget=request.to_forget,
+            is_follower=request.is_from_follower,
+            resolve_topic_name=self._topic_name,
+        )
+        params = self._fetch_params(request)
+        first = self._read_all(context.partitions_to_read(), request, params)
+        if self._answer_now(request, params, context, first):
+            return context.update_and_generate_response(first.results)
+        await self._wait(request, params, context, first)
+        again = self._read_all(context.partitions_to_read(), request, params)
+        return context.update_and_generate_response(again.results)
+
+    def on_partition_changed(self, partition: Partition) -> None:
+        """A partition listener: its LEO, HW, log start offset, epoch or leadership changed.
+
+        Marks it dirty in the sessions holding it, keyed by id (v13+) or by name (v12 and older),
+        which also wakes parked incremental fetches; then re-checks the fetches parked on it.
+        """
+        key = TopicPartitionKey(partition.topic_id, partition.topic, partition.index)
+        self._manager.cache.on_partition_changed(key)
+        self._purgatory.check_and_complete(partition.key)
+
+    def _fetch_params(self, request: FetchRequest) -> FetchParams:
+        return FetchParams(
+            replica_id=request.replica_id,
+            max_wait_ms=request.max_wait_ms,
+            min_bytes=request.min_bytes,
+            max_bytes=max(0, min(request.max_bytes, self._fetch_max_bytes)),
+            isolation_level=request.isolation_level,
+            fetch_only_from_leader=True,  # Partition.read serves leaders only
+        )
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self._topics.get_by_id(topic_id)
+        return None if topic is None else topic.name
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _read_all(
+        self,
+        partitions: Sequence[tuple[TopicPartitionKey, PartitionFetchParams]],
+        request: FetchRequest,
+        params: FetchParams,
+    ) -> _ReadPass:
+        """Read every partition in order, spending the response budget (KIP-74)."""
+        read = _ReadPass({})
+        budget = params.max_bytes
+        min_one_batch = True
+        for key, fetch in partitions:
+            limit = max(0, min(fetch.max_bytes, budget))
+            result = self._read_partition(key, fetch, request, limit, min_one_batch)
+            read.results[key] = result
+            if result.erroneous:
+                read.erroneous += 1
+                continue
+            read.readable += 1
+            size = result.records_size
+            if size > 0:
+                read.bytes_read += size
+                budget = max(0, budget - size)
+                min_one_batch = False
+            if result.error_code != ErrorCode.NONE or result.diverging_epoch >= 0:
+                read.must_answer = True
+        return read
+
+    def _read_partition(
+        self,
+        key: TopicPartitionKey,
+        fetch: PartitionFetchParams,
+        request: FetchRequest,
+        limit: int,
+        min_one_batch: bool,
+    ) -> PartitionFetchResult:
+        partition = self._lookup(key)
+        if partition is None:
+            return self._missing_result(key, request.version)
+        if request.is_from_follower:
+            error = _follower_error(partition, request.replica_id, fetch.current_leader_epoch)
+            if error != ErrorCode.NONE:
+                return self._error_result(key, error, request.version)
+        try:
+            read = partition.read(
+                fetch.fetch_offset,
+                limit,
+                isolation_level=request.isolation_level,
+                is_follower=request.is_from_follower,
+                min_one_batch=min_one_batch,
+                current_leader_epoch=fetch.current_leader_epoch,
+                last_fetched_epoch=fetch.last_fetched_epoch,
+            )
+        except Exception:
+            _log.exception("partition read failed", partition=str(key), fetch_offset=fetch.fetch_offset)
+            return self._error_result(key, ErrorCode.UNKNOWN_SERVER_ERROR, request.version)
+        if read.error_code != ErrorCode.NONE:
+            return self._error_result(key, read.error_code, request.version)
+        if request.version < ZSTD_MIN_VERSION and read.slice is not None and _starts_with_zstd(read.slice):
+            return self._error_result(key, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, request.version)
+        return _read_result(read, fetch.fetch_offset, request)
+
+    def _lookup(self, key: TopicPartitionKey) -> Partition | None:
+        """The partition a key names: by topic id for v13+ keys, by name otherwise."""
+        if key.has_topic_id:
+            return self._replicas.get_partition_by_id(key.topic_id, key.partition)
+        if key.topic_name is None:
+            return None
+        return self._replicas.get_partition(key.topic_name, key.partition)
+
+    def _missing_result(self, key: TopicPartitionKey, version: int) -> PartitionFetchResult:
+        """Why a key has no partition here; unknown ones are erroneous, the others read errors."""
+        name = key.topic_name
+        if name is None:
+            return PartitionFetchResult(error_code=ErrorCode.UNKNOWN_TOPIC_ID, erroneous=True)
+        if self._replicas.partition_state(name, key.partition) is None:
+            return PartitionFetchResult(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, erroneous=True)
+        if key.has_topic_id:
+            topic = self._topics.get(name)
+            if topic is not None and topic.topic_id != key.topic_id:
+                return self._error_result(key, ErrorCode.INCONSISTENT_TOPIC_ID, version)
+        return self._error_result(key, self._replicas.partition_error(name, key.partition), version)
+
+    def _error_result(self, key: TopicPartitionKey, error: ErrorCode, version: int) -> PartitionFetchResult:
+        """A read error: every offset -1, no records, and the current leader where v16 wants it."""
+        if error == ErrorCode.KAFKA_STORAGE_ERROR and version < STORAGE_ERROR_MIN_VERSION:
+            error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        payload = _NO_RECORDS
+        if version >= NODE_ENDPOINTS_VERSION and error in _LEADER_HINT_ERRORS:
+            payload = PartitionPayload(None, current_leader=self._current_leader(key))
+        return PartitionFetchResult(error_code=error, payload=payload)
+
+    def _current_leader(self, key: TopicPartitionKey) -> tuple[int, int]:
+        if key.topic_name is None:
+            return NO_LEADER
+        state = self._replicas.partition_state(key.topic_name, key.partition)
+        return NO_LEADER if state is None else (state.leader_id, state.leader_epoch)
+
+    # -- long poll -------------------------------------------------------------------------------
+
+    def _answer_now(
+        self, request: FetchRequest, params: FetchParams, context: FetchContext, read: _ReadPass
+    ) -> bool:
+        """Kafka's immediate-response rules (kafka-behaviour.md 4.3), plus the idle session.
+
+        A context with nothing readable answers at once, except an incremental one whose session
+        still holds readable partitions that were not dirty: Kafka would have read (and waited on)
+        them, so the fetch waits on the session instead.
+        """
+        if request.max_wait_ms <= 0 or read.must_answer or read.bytes_read >= params.effective_min_bytes:
+            return True
+        if read.readable > 0:
+            return False
+        if isinstance(context, IncrementalFetchContext):
+            return context.session.size <= read.erroneous
+        return True
+
+    async def _wait(
+        self, request: FetchRequest, params: FetchParams, context: FetchContext, first: _ReadPass
+    ) -> None:
+        """Park a DelayedFetch and wait until it completes or expires (never a sleep loop)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def answer(_: None) -> None:
+            if not done.done():
+                done.set_result(None)
+
+        delayed = self._delayed_fetch(request, params, context, first, answer)
+        if self._purgatory.try_complete_else_watch(delayed, delayed.watch_keys):
+            return
+        try:
+            await done
+        finally:
+            delayed.cancel()  # a no-op once completed; drops the watch if the request was cancelled
+
+    def _delayed_fetch(
+        self,
+        request: FetchRequest,
+        params: FetchParams,
+        context: FetchContext,
+        first: _ReadPass,
+        answer: Callable[[None], None],
+    ) -> DelayedFetch[None]:
+        """Partition keys for a sessionless or full fetch; the session's waiter for an incremental one."""
+        if isinstance(context, IncrementalFetchContext):
+            skip = {key for key, result in first.results.items() if result.erroneous}
+            return DelayedFetch(
+                params,
+                request.max_wait_ms,
+                (),
+                _no_read,
+                answer,
+                get_partition=self._fetchable,
+                session=context.session,
+                session_partitions=lambda: self._session_statuses(context, skip),
+                expiration_meter=self._expiration_meter,
+            )
+        statuses = [
+            FetchPartitionStatus(partition.key, fetch)
+            for key, fetch in context.partitions_to_read()
+            if first.results[key].error_code == ErrorCode.NONE
+            and (partition := self._lookup(key)) is not None
+        ]
+        return DelayedFetch(
+            params,
+            request.max_wait_ms,
+            statuses,
+            _no_read,
+            answer,
+            get_partition=self._fetchable,
+            expiration_meter=self._expiration_meter,
+        )
+
+    def _session_statuses(
+        self, context: IncrementalFetchContext, skip: set[TopicPartitionKey]
+    ) -> list[FetchPartitionStatus]:
+        """The session's dirty partitions as a parked fetch checks them, erroneous ones left out.
+
+        A partition that disappeared since the first read keeps a key no partition resolves, so
+        the check completes the fetch (case B) and the re-read reports it.
+        """
+        statuses = []
+        for key, fetch in context.partitions_to_read():
+            if key in skip:
+                continue
+            partition = self._lookup(key)
+            statuses.append(FetchPartitionStatus(_GONE if partition is None else partition.key, fetch))
+        return statuses
+
+    def _fetchable(self, key: Hashable) -> FetchablePartition | None:
+        return self._replicas.get_partition_by_key(key)
+
+
+def _no_read() -> None:
+    """The DelayedFetch's read callback: the awaiting coroutine re-reads (see module docstring)."""
+    return None
+
+
+def _read_result(read: PartitionRead, fetch_offset: int, request: FetchRequest) -> PartitionFetchResult:
+    """A successful read; ``skipped_for_budget`` when records were readable but none came back."""
+    diverging = read.diverging_epoch
+    if diverging is not None:
+        return PartitionFetchResult(
+            high_watermark=read.high_watermark,
+            last_stable_offset=read.last_stable_offset,
+            log_start_offset=read.log_start_offset,
+            diverging_epoch=diverging[0],
+            payload=PartitionPayload(None, diverging_end_offset=diverging[1]),
+        )
+    size = read.records_size
+    return PartitionFetchResult(
+        high_watermark=read.high_watermark,
+        last_stable_offset=read.last_stable_offset,
+        log_start_offset=read.log_start_offset,
+        records_size=size,
+        skipped_for_budget=size == 0 and fetch_offset < _end_offset(read, request),
+        payload=_NO_RECORDS if read.slice is None else PartitionPayload(read.slice),
+    )
+
+
+def _end_offset(read: PartitionRead, request: FetchRequest) -> int:
+    """What the reader may read up to: LEO for a follower, LSO for read_committed, else HW."""
+    if request.is_from_follower:
+        return read.log_end_offset
+    if request.isolation_level == IsolationLevel.READ_COMMITTED:
+        return read.last_stable_offset
+    return read.high_watermark
+
+
+def _follower_error(partition: Partition, replica_id: int, current_leader_epoch: int) -> ErrorCode:
+    """Kafka's order for a follower: leader epoch and leadership first, then replica membership."""
+    error = partition.check_leader_epoch(current_leader_epoch)
+    if error != ErrorCode.NONE:
+        return error
+    if replica_id in partition.replicas and replica_id != partition.node_id:
+        return ErrorCode.NONE
+    _log.debug(
+        "fetch from a replica outside the replica set",
+        topic=partition.topic,
+        partition=partition.index,
+        replica_id=replica_id,
+    )
+    if current_leader_epoch != NO_EPOCH:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def _starts_with_zstd(records: FileSlice) -> bool:
+    """True if the first batch of the slice is zstd-compressed (reads its attributes, 2 bytes)."""
+    if records.length <= ATTRIBUTES_OFFSET + 1:
+        return False
+    attributes = os.pread(records.file.fileno(), 2, records.position + ATTRIBUTES_OFFSET)
+    return len(attributes) == 2 and (attributes[1] & COMPRESSION_MASK) == CompressionType.ZSTD

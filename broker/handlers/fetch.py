@@ -1,0 +1,125 @@
+"""Fetch (key 1, v4-17): consumers and followers read record batches, possibly after a long poll.
+
+Thin: the request becomes a :class:`~broker.fetch_service.FetchRequest` (topic names up to v12,
+topic ids from v13; the replica id from ReplicaState from v15), the :class:`FetchService` serves
+it, and the response is encoded around the records' file slices (:mod:`broker.fetch_response`).
+v4 is the lowest version served: it is the first with record batch v2, which kipling stores.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from broker.delayed_fetch import IsolationLevel
+from broker.fetch_response import BrokerList, encode_response, response_body
+from broker.fetch_service import FetchRequest, FetchService
+from broker.fetch_session import (
+    ZERO_TOPIC_ID,
+    FetchResponseParts,
+    PartitionFetchParams,
+    PartitionFetchResult,
+    TopicPartitionKey,
+)
+from broker.fetch_session.session import INVALID_SESSION_ID
+from broker.handlers.base import Handler, RequestContext
+from protocol.api_keys import ApiKey
+from protocol.data import MessageData
+from protocol.error_codes import ErrorCode, KafkaError
+
+TOPIC_ID_VERSION = 13
+REPLICA_STATE_VERSION = 15
+"""v15 moved ReplicaId into the tagged ReplicaState (KIP-903)."""
+TOP_LEVEL_ERROR_VERSION = 7
+
+
+class FetchHandler(Handler):
+    api_key = ApiKey.FETCH
+    min_version = 4
+    max_version = 17
+
+    def __init__(self, service: FetchService, *, brokers: BrokerList | None = None) -> None:
+        """``brokers`` lists the advertised endpoints, for NodeEndpoints (v16+)."""
+        self._service = service
+        self._brokers = brokers
+
+    async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        fetch = fetch_request(ctx.api_version, request)
+        parts = await self._service.fetch(fetch)
+        body = response_body(
+            ctx.api_version,
+            parts,
+            read_committed=fetch.isolation_level == IsolationLevel.READ_COMMITTED,
+            brokers=self._brokers,
+        )
+        return encode_response(ctx.api_version, body)
+
+    def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
+        """Kafka's getErrorResponse: the top-level error (v7+), copied to every partition before v13.
+
+        Without a top-level ErrorCode (v4-6) and no request to list partitions from, there is no
+        place for the error and the connection is closed.
+        """
+        version = ctx.api_version
+        partitions: list[tuple[TopicPartitionKey, PartitionFetchResult]] = []
+        if request is not None and version < TOPIC_ID_VERSION:
+            result = PartitionFetchResult(error_code=code)
+            partitions = [(key, result) for key, _ in _fetch_data(version, request)]
+        elif version < TOP_LEVEL_ERROR_VERSION:
+            return None
+        parts = FetchResponseParts(code, INVALID_SESSION_ID, partitions)
+        return response_body(version, parts, read_committed=False)
+
+
+def fetch_request(version: int, request: MessageData) -> FetchRequest:
+    """The domain form of a decoded FetchRequest; an unknown isolation level is INVALID_REQUEST."""
+    try:
+        isolation_level = IsolationLevel(request.isolation_level)
+    except ValueError:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST, f"unknown isolation level {request.isolation_level}"
+        ) from None
+    replica_id = request.replica_id if version < REPLICA_STATE_VERSION else request.replica_state.replica_id
+    return FetchRequest(
+        version=version,
+        replica_id=replica_id,
+        max_wait_ms=request.max_wait_ms,
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes,
+        isolation_level=isolation_level,
+        session_id=request.session_id,
+        session_epoch=request.session_epoch,
+        fetch_data=_fetch_data(version, request),
+        to_forget=_to_forget(version, request),
+    )
+
+
+def _fetch_data(version: int, request: MessageData) -> list[tuple[TopicPartitionKey, PartitionFetchParams]]:
+    data = []
+    for topic in request.topics:
+        topic_id, name = _topic(version, topic)
+        for p in topic.partitions:
+            params = PartitionFetchParams(
+                fetch_offset=p.fetch_offset,
+                log_start_offset=p.log_start_offset,
+                max_bytes=p.partition_max_bytes,
+                current_leader_epoch=p.current_leader_epoch,
+                last_fetched_epoch=p.last_fetched_epoch,
+            )
+            data.append((TopicPartitionKey(topic_id, name, p.partition), params))
+    return data
+
+
+def _to_forget(version: int, request: MessageData) -> list[TopicPartitionKey]:
+    forgotten = []
+    for topic in request.forgotten_topics_data or ():
+        topic_id, name = _topic(version, topic)
+        forgotten.extend(TopicPartitionKey(topic_id, name, index) for index in topic.partitions)
+    return forgotten
+
+
+def _topic(version: int, topic: MessageData) -> tuple[uuid.UUID, str | None]:
+    """(topic id, name) of a request topic: the id from v13 (name resolved later), else the name."""
+    if version >= TOPIC_ID_VERSION:
+        return topic.topic_id, None
+    return ZERO_TOPIC_ID, topic.topic

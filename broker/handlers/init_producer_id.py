@@ -1,0 +1,80 @@
+"""InitProducerId (key 22, v0-5): a producer id and epoch for an idempotent producer.
+
+Without a transactional id Kafka's transaction coordinator "always blindly accepts the request":
+it hands out a fresh producer id with epoch 0, whatever producer id and epoch the request carries
+(an idempotent producer bumps its epoch itself; KIP-360's bump through this API is for
+transactional ids only). So does kipling, which is what @platformatic/kafka's v5 request with
+producer id 0 / epoch 0 expects. A request with exactly one of producer id and epoch set to -1 is
+INVALID_REQUEST, as in Kafka.
+
+Transactional ids: an empty one is INVALID_REQUEST (Kafka's coordinator check). Any other gets
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED: kipling has no transaction coordinator, and this is the
+non-retriable answer Kafka gives a client that may not use the transactional id. Every client
+surfaces it at once as a fatal error naming the id, where COORDINATOR_NOT_AVAILABLE or
+NOT_COORDINATOR (retriable) would leave a transactional producer retrying until its timeout,
+as it does against a Kafka cluster whose transaction state topic cannot be created.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from broker.handlers.base import Handler, RequestContext
+from broker.producer_ids import ProducerIdManager
+from protocol.api_keys import ApiKey
+from protocol.data import MessageData
+from protocol.error_codes import ErrorCode
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+_log = structlog.get_logger("kipling.init_producer_id")
+
+
+class InitProducerIdHandler(Handler):
+    api_key = ApiKey.INIT_PRODUCER_ID
+    min_version = 0
+    max_version = 5
+
+    def __init__(self, producer_ids: ProducerIdManager) -> None:
+        self._producer_ids = producer_ids
+
+    async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        error = _request_error(request)
+        if error is not None:
+            return _body(error)
+        try:
+            producer_id = self._producer_ids.generate_producer_id()
+        except Exception:
+            _log.exception("producer id allocation failed", peer=ctx.peer)
+            return _body(ErrorCode.UNKNOWN_SERVER_ERROR)
+        _log.debug("producer id allocated", producer_id=producer_id, client_id=ctx.client_id)
+        return _body(ErrorCode.NONE, producer_id, 0)
+
+    def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
+        return _body(code)
+
+
+def _request_error(request: MessageData) -> ErrorCode | None:
+    """Kafka's order: the transactional id's permission, the id/epoch pair, then the coordinator."""
+    transactional_id = request.transactional_id
+    if transactional_id:
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if (request.producer_id == NO_PRODUCER_ID) != (request.producer_epoch == NO_PRODUCER_EPOCH):
+        return ErrorCode.INVALID_REQUEST
+    if transactional_id == "":
+        return ErrorCode.INVALID_REQUEST
+    return None
+
+
+def _body(
+    code: ErrorCode, producer_id: int = NO_PRODUCER_ID, epoch: int = NO_PRODUCER_EPOCH
+) -> dict[str, Any]:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": int(code),
+        "producer_id": producer_id,
+        "producer_epoch": epoch,
+    }

@@ -1,0 +1,203 @@
+"""The partitions this broker leads, kept in step with the topic metadata.
+
+The ReplicaManager listens to the :class:`~broker.topics.TopicStore`: a created topic (or new
+partitions) gets a log and a :class:`~broker.partition.Partition` for each partition this node
+leads; a deleted topic loses them, files included. At construction it does the same for every
+topic already known, opening the logs the LogManager loaded from disk (with their producer state
+rebuilt). Request handlers look partitions up here and ask :meth:`partition_error` which Kafka error
+a partition they cannot serve deserves.
+
+A partition whose log cannot be created or opened (disk error, a directory left by an older topic
+of the same name) is reported as KAFKA_STORAGE_ERROR; its files are never deleted automatically.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Hashable, Iterable
+
+import structlog
+
+from broker.config import BrokerConfig, ConfigError, effective_topic_configs, to_log_config
+from broker.partition import Partition
+from broker.topics import PartitionState, TopicState, TopicStore
+from protocol.error_codes import ErrorCode
+from protocol.errors import ProtocolError
+from storage.clock import Clock
+from storage.config import LogConfig
+from storage.errors import StorageError
+from storage.log_manager import LogManager
+
+_log = structlog.get_logger("kipling.replica_manager")
+
+PartitionListener = Callable[[Partition], None]
+TopicPartition = tuple[str, int]
+
+
+class ReplicaManager:
+    """Partitions led here, by name and by topic id; a :class:`~broker.topics.TopicListener`."""
+
+    def __init__(
+        self,
+        log_manager: LogManager,
+        topics: TopicStore,
+        node_id: int,
+        broker_config: BrokerConfig,
+        clock: Clock,
+    ) -> None:
+        self._log_manager = log_manager
+        self._topics = topics
+        self._node_id = node_id
+        self._config = broker_config
+        self._clock = clock
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self._by_id: dict[tuple[uuid.UUID, int], Partition] = {}
+        self._failed: set[TopicPartition] = set()
+        self._listeners: list[PartitionListener] = []
+        topics.subscribe(self)
+        for topic in topics.all():
+            self._create_partitions(topic, topic.sorted_partitions())
+        _log.info("replica manager started", node_id=node_id, partitions=len(self._partitions))
+
+    # -- lookups ---------------------------------------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        return self._node_id
+
+    def get_partition(self, topic: str, index: int) -> Partition | None:
+        return self._partitions.get((topic, index))
+
+    def get_partition_by_id(self, topic_id: uuid.UUID, index: int) -> Partition | None:
+        return self._by_id.get((topic_id, index))
+
+    def get_partition_by_key(self, key: Hashable) -> Partition | None:
+        """The partition whose :attr:`Partition.key` is ``key`` (what purgatories watch)."""
+        return self._partitions.get(key)  # type: ignore[call-overload]
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def partition_error(self, topic: str, index: int) -> ErrorCode:
+        """Why this broker cannot serve a partition it has no Partition for.
+
+        UNKNOWN_TOPIC_OR_PARTITION when the topic or index does not exist, KAFKA_STORAGE_ERROR when
+        its log failed here, NOT_LEADER_OR_FOLLOWER when another broker leads it.
+        """
+        state = self.partition_state(topic, index)
+        if state is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if (topic, index) in self._failed:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    def partition_state(self, topic: str, index: int) -> PartitionState | None:
+        """The metadata of a partition (its leader and epoch), whoever leads it."""
+        topic_state = self._topics.get(topic)
+        return None if topic_state is None else topic_state.partitions.get(index)
+
+    def add_partition_listener(self, fn: PartitionListener) -> None:
+        """``fn(partition)`` runs after every change of any partition, including ones created later."""
+        self._listeners.append(fn)
+        for partition in self._partitions.values():
+            partition.add_listener(fn)
+
+    # -- TopicListener ---------------------------------------------------------------------------
+
+    def on_topic_created(self, topic: TopicState) -> None:
+        self._create_partitions(topic, topic.sorted_partitions())
+
+    def on_partitions_created(self, topic: TopicState, partitions: list[PartitionState]) -> None:
+        self._create_partitions(topic, partitions)
+
+    def on_topic_deleted(self, topic: TopicState) -> None:
+        """Remove the partitions first (waiters then find them gone), then delete their logs."""
+        for index in sorted(topic.partitions):
+            key = (topic.name, index)
+            self._failed.discard(key)
+            partition = self._partitions.pop(key, None)
+            if partition is not None:
+                self._by_id.pop((partition.topic_id, index), None)
+                partition.mark_removed()
+            try:
+                self._log_manager.delete_log(topic.name, index)
+            except (OSError, StorageError):
+                _log.exception("could not delete log", topic=topic.name, partition=index)
+        _log.info("topic partitions removed", topic=topic.name, partitions=len(topic.partitions))
+
+    # -- creation --------------------------------------------------------------------------------
+
+    def _create_partitions(self, topic: TopicState, states: Iterable[PartitionState]) -> None:
+        led = [state for state in states if state.leader_id == self._node_id]
+        if not led:
+            return
+        try:
+            log_config, min_isr = self._topic_settings(topic)
+        except ConfigError:
+            _log.exception("invalid topic configuration", topic=topic.name)
+            self._failed.update((topic.name, state.partition) for state in led)
+            return
+        for state in led:
+            self._create_partition(topic, state, log_config, min_isr)
+
+    def _topic_settings(self, topic: TopicState) -> tuple[LogConfig, int]:
+        log_config = to_log_config(topic.configs, self._config)
+        min_isr = int(effective_topic_configs(topic.configs, self._config)["min.insync.replicas"])
+        return log_config, min_isr
+
+    def _create_partition(
+        self, topic: TopicState, state: PartitionState, log_config: LogConfig, min_isr: int
+    ) -> None:
+        key = (topic.name, state.partition)
+        if key in self._partitions:
+            return
+        try:
+            partition = self._open_partition(topic, state, log_config, min_isr)
+        except (OSError, StorageError, ProtocolError, ValueError):
+            _log.exception("cannot open partition", topic=topic.name, partition=state.partition)
+            self._failed.add(key)
+            return
+        self._failed.discard(key)
+        for listener in self._listeners:
+            partition.add_listener(listener)
+        self._partitions[key] = partition
+        self._by_id[(topic.topic_id, state.partition)] = partition
+
+    def _open_partition(
+        self, topic: TopicState, state: PartitionState, log_config: LogConfig, min_isr: int
+    ) -> Partition:
+        log = self._log_manager.get_or_create_log(topic.name, state.partition, topic.topic_id, log_config)
+        if log.config != log_config:
+            log.config = log_config  # a log loaded at start-up got the broker defaults
+        return Partition.open(
+            log,
+            node_id=self._node_id,
+            topic_id=topic.topic_id,
+            leader_epoch=state.leader_epoch,
+            partition_epoch=state.partition_epoch,
+            replicas=state.replicas,
+            isr=state.isr,
+            min_insync_replicas=min_isr,
+            clock=self._clock,
+            producer_id_expiration_ms=self._config.producer_id_expiration_ms,
+        )
+
+    # -- maintenance -----------------------------------------------------------------------------
+
+    def run_retention(self) -> int:
+        """Apply retention to every log, then let partitions report moved log start offsets."""
+        deleted = self._log_manager.run_retention()
+        for partition in list(self._partitions.values()):
+            partition.after_retention()
+        return deleted
+
+    def remove_expired_producers(self) -> int:
+        """Forget producers idle for producer.id.expiration.ms in every partition; returns how many."""
+        now = self._clock.time_ms()
+        return sum(len(p.remove_expired_producers(now)) for p in self._partitions.values())
+
+    def shutdown(self) -> None:
+        """Stop leading and snapshot producer state; call before ``LogManager.shutdown``."""
+        for partition in self._partitions.values():
+            partition.close()
+        _log.info("replica manager shut down", partitions=len(self._partitions))
