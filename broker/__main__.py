@@ -42,6 +42,7 @@ from broker.logging_setup import configure_logging
 from broker.meta_properties import MetaPropertiesError, ensure_meta_properties
 from broker.metrics_endpoint import MetricsEndpoint
 from broker.metrics_purgatory import DelayedFetchMetrics, DelayedProduceMetrics, PurgatoryMetrics
+from broker.partition_metrics import register_partition_metrics
 from broker.periodic import PeriodicTask
 from broker.producer_ids import LocalProducerIdBlockSource, ProducerIdManager
 from broker.purgatory import DelayedOperationPurgatory
@@ -162,6 +163,7 @@ def build_broker(config: BrokerConfig) -> Broker:
         expiration_meter=DelayedFetchMetrics(registry).record_expiration,
     )
     replicas.add_partition_listener(fetch_service.on_partition_changed)
+    register_partition_metrics(registry, replicas.partitions)
     producer_ids = ProducerIdManager(LocalProducerIdBlockSource.in_log_dir(config.log_dirs[0]))
     request_metrics = RequestMetrics(registry)
     handler_registry = HandlerRegistry([])
