@@ -103,3 +103,51 @@ def test_sigterm_shuts_down_cleanly(fresh_broker: BrokerProcess) -> None:
         client.request(ApiKey.API_VERSIONS, 0, {})
     assert fresh_broker.stop(signal.SIGTERM) == 0
     assert os.path.exists(fresh_broker.data_dir / "logs" / ".kafka_cleanshutdown")
+
+
+def test_api_without_a_handler_answers_unsupported_version(broker: BrokerProcess) -> None:
+    """Group APIs are not served yet: absent from ApiVersions, and answered with error 35."""
+    with WireClient(broker.port) as client:
+        advertised = _advertised(client.request(ApiKey.API_VERSIONS, 0, {}))
+        assert ApiKey.JOIN_GROUP not in advertised
+        body = {"group_id": "g", "session_timeout_ms": 10000, "member_id": "", "protocol_type": "consumer"}
+        response = client.request(
+            ApiKey.JOIN_GROUP, 5, {**body, "rebalance_timeout_ms": 10000, "protocols": []}
+        )
+        assert response.body.error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert client.request(ApiKey.API_VERSIONS, 0, {}).body.error_code == 0
+
+
+def test_corrupt_batch_is_refused_and_the_log_is_unchanged(broker: BrokerProcess) -> None:
+    from protocol.records import Record, build_batch
+
+    with WireClient(broker.port) as client:
+        topic = {
+            "name": "corrupt-test",
+            "num_partitions": 1,
+            "replication_factor": 1,
+            "assignments": [],
+            "configs": [],
+        }
+        client.request(ApiKey.CREATE_TOPICS, 7, {"topics": [topic], "timeout_ms": 5000})
+
+        def produce(records: bytes) -> int:
+            partition = {"index": 0, "records": records}
+            body = {
+                "acks": -1,
+                "timeout_ms": 5000,
+                "topic_data": [{"name": "corrupt-test", "partition_data": [partition]}],
+            }
+            response = client.request(ApiKey.PRODUCE, 9, body)
+            return int(response.body.responses[0].partition_responses[0].error_code)
+
+        good = build_batch([Record(b"value-1", b"key-1")])
+        assert produce(good) == 0
+        log_file = broker.data_dir / "logs" / "corrupt-test-0" / "00000000000000000000.log"
+        before = log_file.read_bytes()
+        corrupt = bytearray(good)
+        corrupt[-3] ^= 0xFF
+        assert produce(bytes(corrupt)) == ErrorCode.CORRUPT_MESSAGE
+        assert produce(good[:-5]) in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD)
+        assert log_file.read_bytes() == before
+        assert produce(good) == 0  # the connection and the partition keep working
