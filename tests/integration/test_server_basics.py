@@ -151,3 +151,36 @@ def test_corrupt_batch_is_refused_and_the_log_is_unchanged(broker: BrokerProcess
         assert produce(good[:-5]) in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD)
         assert log_file.read_bytes() == before
         assert produce(good) == 0  # the connection and the partition keep working
+
+
+def test_garbage_bodies_for_every_served_api(broker: BrokerProcess) -> None:
+    """A valid header with a random body: answered with an error or closed, never a crash."""
+    from protocol.headers import REQUEST_HEADER, request_header_version
+    from protocol.messages import REQUESTS
+
+    rng = random.Random(11)
+    with WireClient(broker.port) as client:
+        served = _advertised(client.request(ApiKey.API_VERSIONS, 0, {}))
+    for api_key, (low, high) in served.items():
+        for version in {low, high}:
+            spec = REQUESTS[api_key]
+            header = REQUEST_HEADER.codec(
+                request_header_version(api_key, version, spec.flexible_versions)
+            ).encode(
+                {
+                    "request_api_key": api_key,
+                    "request_api_version": version,
+                    "correlation_id": 77,
+                    "client_id": "f",
+                }
+            )
+            garbage = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 40)))
+            with WireClient(broker.port, timeout_s=5) as client:
+                client.send_raw(encode_frame(header + garbage))
+                try:
+                    frame = client.read_frame()
+                except (ConnectionError, TimeoutError):
+                    continue
+                assert int.from_bytes(frame[:4], "big") == 77
+    with WireClient(broker.port) as client:
+        assert client.request(ApiKey.API_VERSIONS, 0, {}).body.error_code == 0
