@@ -121,8 +121,12 @@ class RequestDispatcher:
             )
         return self._error_or_close(handler, ctx, ErrorCode.UNSUPPORTED_VERSION)
 
-    def _error_or_close(self, handler: Handler | None, ctx: RequestContext, code: ErrorCode) -> Any:
-        body = handler.error_response(ctx, None, code) if handler is not None else None
+    def _error_or_close(
+        self, handler: Handler | None, ctx: RequestContext, code: ErrorCode, request: Any = None
+    ) -> Any:
+        """The handler's whole-request error response (per topic/partition when it has the
+        decoded request), else a top-level error code, else close the connection."""
+        body = handler.error_response(ctx, request, code) if handler is not None else None
         if body is None:
             body = _generic_error(ctx, code)
         if body is None:
@@ -136,12 +140,12 @@ class RequestDispatcher:
         try:
             return await handler.handle(ctx, body)
         except KafkaError as exc:
-            return self._error_or_close(handler, ctx, exc.code)
+            return self._error_or_close(handler, ctx, exc.code, body)
         except CloseConnection:
             raise
         except Exception:
             log.exception("handler failed", api=api_name(ctx.api_key), version=ctx.api_version, peer=ctx.peer)
-            return self._error_or_close(handler, ctx, ErrorCode.UNKNOWN_SERVER_ERROR)
+            return self._error_or_close(handler, ctx, ErrorCode.UNKNOWN_SERVER_ERROR, body)
 
     # -- encoding ------------------------------------------------------------------------------
 
