@@ -93,10 +93,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._paused = True
 
     def eof_received(self) -> bool:
-        # The client half-closed: answer what was already received, then close.
+        # The client closed its side. Kafka clients never half-close to wait for answers, so
+        # the connection goes now (returning False closes the transport → connection_lost).
         self._closing = True
-        self._frame_ready.set()
-        return True
+        return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -105,7 +105,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._frame_ready.set()
         if self._idle_timer is not None:
             self._idle_timer.cancel()
-        if self._task is not None and not self._busy:
+        if self._task is not None:
+            # Nobody can read an answer any more: a parked fetch or acks=-1 produce leaves its
+            # purgatory now instead of at its deadline (appends already made stay made).
             self._task.cancel()
         self._on_close(self)
 

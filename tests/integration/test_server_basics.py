@@ -184,3 +184,37 @@ def test_garbage_bodies_for_every_served_api(broker: BrokerProcess) -> None:
                 assert int.from_bytes(frame[:4], "big") == 77
     with WireClient(broker.port) as client:
         assert client.request(ApiKey.API_VERSIONS, 0, {}).body.error_code == 0
+
+
+def test_closing_a_connection_releases_its_parked_fetch(broker: BrokerProcess) -> None:
+    import re
+    import time
+
+    def parked() -> float:
+        match = re.search(r'purgatorysize\{delayedOperation="Fetch"\} ([0-9.]+)', broker.metrics())
+        return float(match.group(1)) if match else -1.0
+
+    with WireClient(broker.port) as client:
+        topic = {
+            "name": "parked",
+            "num_partitions": 1,
+            "replication_factor": 1,
+            "assignments": [],
+            "configs": [],
+        }
+        client.request(ApiKey.CREATE_TOPICS, 7, {"topics": [topic], "timeout_ms": 5000})
+    from protocol.api import encode_request
+
+    client = WireClient(broker.port)
+    partition = {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+    body = {"max_wait_ms": 30_000, "min_bytes": 1, "topics": [{"topic": "parked", "partitions": [partition]}]}
+    client.send_raw(encode_frame(encode_request(ApiKey.FETCH, 11, 1, "c", body)))
+    deadline = time.monotonic() + 5
+    while parked() < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert parked() == 1
+    client.close()
+    deadline = time.monotonic() + 5
+    while parked() > 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert parked() == 0
