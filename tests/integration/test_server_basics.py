@@ -218,3 +218,18 @@ def test_closing_a_connection_releases_its_parked_fetch(broker: BrokerProcess) -
     while parked() > 0 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert parked() == 0
+
+
+def test_idle_connections_are_closed(fresh_broker: BrokerProcess) -> None:
+    import time
+
+    fresh_broker.overrides.append("connections.max.idle.ms=300")
+    fresh_broker.start()
+    with WireClient(fresh_broker.port, timeout_s=5) as idle, WireClient(fresh_broker.port) as busy:
+        idle.request(ApiKey.API_VERSIONS, 0, {})
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            busy.request(ApiKey.API_VERSIONS, 0, {})  # activity keeps this one open
+            time.sleep(0.1)
+        assert idle.is_closed_by_peer()
+        assert busy.request(ApiKey.API_VERSIONS, 0, {}).body.error_code == 0
