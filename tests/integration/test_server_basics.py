@@ -233,3 +233,13 @@ def test_idle_connections_are_closed(fresh_broker: BrokerProcess) -> None:
             time.sleep(0.1)
         assert idle.is_closed_by_peer()
         assert busy.request(ApiKey.API_VERSIONS, 0, {}).body.error_code == 0
+
+
+def test_invalid_config_refuses_to_start(fresh_broker: BrokerProcess) -> None:
+    import pytest
+
+    fresh_broker.overrides.append("num.partitions=many")
+    with pytest.raises(RuntimeError, match="exited with 2"):
+        fresh_broker.start(timeout_s=10)
+    assert "num.partitions" in fresh_broker.output()
+    assert "many" in fresh_broker.output()
