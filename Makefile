@@ -48,9 +48,20 @@ format: $(TEST_STAMP)
 test: $(TEST_STAMP) system-deps lint
 	$(BIN)/pytest
 
-bench: $(TEST_STAMP)
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	touch $@
+
+# Every benchmark, in one run (several minutes; figures in bench/results/).
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.codec
 	$(BIN)/python -m bench.log
+	$(BIN)/python -m bench.fetch_sessions
+	$(BIN)/python -m bench.fetch_sessions_inprocess
+	$(BIN)/python -m bench.long_poll
+	$(BIN)/python -m bench.throughput
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -247,8 +248,24 @@ async def serve(config: BrokerConfig) -> int:
     return 0
 
 
+def raise_file_limit() -> None:
+    """Lift the soft open-files limit to the hard one: every partition holds ~3 descriptors
+    (its active segment and two index mappings), and the usual soft limit of 1024 would cap a
+    broker at a few hundred partitions. Kafka's operators raise it by hand; kipling does what
+    the process may do by itself and logs the result."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the open-files limit", soft=soft, hard=hard, error=str(exc))
+    log.info("open-files limit", limit=soft, partitions_at_most=max(soft - 64, 0) // 3)
+
+
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_json)
+    raise_file_limit()
     try:
         config, warnings = load_config(args.config, args.override)
     except (ConfigError, PropertiesError, OSError) as exc:

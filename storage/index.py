@@ -20,7 +20,6 @@ import struct
 from array import array
 from operator import le, lt
 from sys import byteorder
-from typing import BinaryIO
 
 from storage.errors import CorruptIndexError, StorageError
 
@@ -69,21 +68,26 @@ class _MappedIndex:
         self.base_offset = base_offset
         self._writable = writable
         self._mmap: mmap.mmap | None = None
-        self._file: BinaryIO | None = self._open_file()
-        found_size = os.fstat(self._file.fileno()).st_size
+        self._closed = False
+        found_size = self._create_or_stat()
         self._size_is_corrupt = found_size % self.ENTRY_SIZE != 0
         self._map(found_size - found_size % self.ENTRY_SIZE)
         self._entries = self._valid_entries_on_open()
         if writable:
             self.resize(max(self._round(max_index_size), self._entries * self.ENTRY_SIZE))
 
-    def _open_file(self) -> BinaryIO:
-        """Open the existing file, or create it when writable (a read-only index must exist)."""
-        if self.path.exists():
-            return open(self.path, "r+b" if self._writable else "rb")
-        if not self._writable:
-            raise FileNotFoundError(self.path)
-        return open(self.path, "w+b")
+    def _create_or_stat(self) -> int:
+        """Size of the existing file, creating an empty one when writable (a read-only index must exist).
+
+        No file object is kept open: the mapping holds the only descriptor (Python's mmap keeps its
+        own), so an index costs one file descriptor, not two — with thousands of partitions the
+        descriptor limit is what caps a broker.
+        """
+        if not self.path.exists():
+            if not self._writable:
+                raise FileNotFoundError(self.path)
+            self.path.touch()
+        return self.path.stat().st_size
 
     # -- mapping ---------------------------------------------------------------------------------
 
@@ -97,15 +101,15 @@ class _MappedIndex:
             self._mmap = None
         if size > 0:
             access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-            self._mmap = mmap.mmap(self._file_or_raise().fileno(), size, access=access)
+            with open(self.path, "r+b" if self._writable else "rb") as file:
+                self._mmap = mmap.mmap(file.fileno(), size, access=access)
 
-    def _file_or_raise(self) -> BinaryIO:
-        if self._file is None:
+    def _check_open(self) -> None:
+        if self._closed:
             raise StorageError(f"index {self.path} is closed")
-        return self._file
 
     def _require_writable(self) -> None:
-        self._file_or_raise()
+        self._check_open()
         if not self._writable:
             raise StorageError(f"index {self.path} was opened read-only")
 
@@ -223,7 +227,7 @@ class _MappedIndex:
         if self._mmap is not None and len(self._mmap) == rounded:
             return
         self._map(0)
-        self._file_or_raise().truncate(rounded)
+        os.truncate(self.path, rounded)
         self._map(rounded)
 
     def flush(self) -> None:
@@ -233,21 +237,18 @@ class _MappedIndex:
 
     def close(self) -> None:
         """Trim (when writable) and release the file; closing twice is harmless."""
-        if self._file is None:
+        if self._closed:
             return
         if self._writable:
             self.trim_to_valid_size()
             self.flush()
         self._map(0)
-        self._file.close()
-        self._file = None
+        self._closed = True
 
     def delete(self) -> None:
         """Close and remove the file."""
-        if self._file is not None:
-            self._map(0)
-            self._file.close()
-            self._file = None
+        self._map(0)
+        self._closed = True
         self.path.unlink(missing_ok=True)
 
     def rename(self, new_path: pathlib.Path) -> None:

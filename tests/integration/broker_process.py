@@ -16,6 +16,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def sample_value(text: str, name: str, **labels: str) -> float:
+    """The value of sample ``name`` in Prometheus text, summed over label sets matching ``labels``.
+
+    A sample the broker has not exported yet counts as 0: prometheus_client omits a labelled series
+    until its first use (e.g. no Fetch request counter before the first Fetch).
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -66,15 +82,24 @@ class BrokerProcess:
         for override in self.overrides:
             args += ["--override", override]
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        out = self.log_path.open("ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.process = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
+        with self.log_path.open("ab") as out:  # the child keeps its own copy of the descriptor
+            out.write(f"--- kipling-tests: starting broker with {self.overrides}\n".encode())
+            out.flush()
+            self.process = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
         _wait_for_port(self.port, self.process, timeout_s)
         return self
 
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 20.0) -> int:
+        """Send ``sig`` and wait for the exit (SIGKILL after ``timeout_s``); returns the exit code."""
         if self.process is None:
             return 0
+        with self.log_path.open("ab") as out:  # marks in the log where each test-driven stop happened
+            out.write(f"--- kipling-tests: sending {signal.Signals(sig).name}\n".encode())
         if self.process.poll() is None:
             self.process.send_signal(sig)
         try:
@@ -93,6 +118,10 @@ class BrokerProcess:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=5) as response:
             return response.read().decode()
+
+    def metric(self, name: str, **labels: str) -> float:
+        """One sample of /metrics (summed over label sets matching ``labels``; absent counts as 0)."""
+        return sample_value(self.metrics(), name, **labels)
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

