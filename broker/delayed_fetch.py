@@ -146,6 +146,9 @@ class FetchablePartition(Protocol):
         """What the reader may read up to: LEO for a follower, else HW (LSO for READ_COMMITTED)."""
         ...
 
+    @property
+    def log_end_offset(self) -> int: ...
+
     def on_older_segment(self, offset: int, end_offset: int) -> bool:
         """True if ``offset`` lies on an older segment than ``end_offset`` (both <= log end offset)."""
         ...
@@ -288,8 +291,12 @@ class DelayedFetch(DelayedOperation, Generic[R]):
             return FetchCompletion.NOT_LEADER  # A
         end_offset = partition.end_offset_for(params.isolation_level, params.is_from_follower)  # H
         fetch_offset = request.fetch_offset
-        if fetch_offset > end_offset:
-            return FetchCompletion.TRUNCATED_OR_OLDER_SEGMENT  # C: truncated below the fetch offset
+        if fetch_offset > end_offset and (
+            fetch_offset > partition.log_end_offset or partition.on_older_segment(end_offset, fetch_offset)
+        ):
+            # C: the log was truncated below the fetch offset. A consumer fetch that is merely
+            # ahead of a lagging high watermark (but within the log) waits, as in Kafka.
+            return FetchCompletion.TRUNCATED_OR_OLDER_SEGMENT
         available = 0
         if fetch_offset < end_offset:
             if partition.on_older_segment(fetch_offset, end_offset):

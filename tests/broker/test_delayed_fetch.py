@@ -576,3 +576,14 @@ async def test_real_loop_completes_early_on_an_event_and_expires_at_the_deadline
     assert start < early_at < late_at
     assert late_at - start >= 0.04  # answered at (about) the deadline, not before
     assert purgatory.num_delayed == 0 and purgatory.expirations == 1
+
+
+def test_c_a_consumer_ahead_of_a_lagging_high_watermark_keeps_waiting(h):
+    """HW 3, LEO 5, fetch offset 4: nothing was truncated, so the fetch waits (Kafka's rule)."""
+    p0 = h.partitions["p0"]
+    p0.append(records=3)
+    p0.high_watermark = 3
+    p0.log_end_offset = 5
+    fetch = h.park([status("p0", 4)])
+    assert h.purgatory.check_and_complete("p0") == 0
+    assert not fetch.is_completed
