@@ -59,6 +59,8 @@ from storage.log_manager import LogManager
 
 log = structlog.get_logger("kipling.broker")
 
+FLUSH_CHECK_INTERVAL_MS = 1_000
+"""How often logs with a time-based flush policy (flush.ms) are checked for an overdue fsync."""
 PRODUCER_EXPIRATION_CHECK_MS = 600_000
 """How often idle producers are expired (Kafka's producer.id.expiration.check.interval.ms)."""
 
@@ -206,6 +208,7 @@ def build_broker(config: BrokerConfig) -> Broker:
     tasks = [
         PeriodicTask("retention", config.log_retention_check_interval_ms, replicas.run_retention),
         PeriodicTask("producer-expiration", PRODUCER_EXPIRATION_CHECK_MS, replicas.remove_expired_producers),
+        PeriodicTask("flush-dirty-logs", FLUSH_CHECK_INTERVAL_MS, log_manager.flush_dirty_logs),
         PeriodicTask(
             "high-watermark-checkpoint",
             config.replica_high_watermark_checkpoint_interval_ms,

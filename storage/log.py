@@ -236,6 +236,19 @@ class PartitionLog:
         ):
             self.flush()
 
+    def flush_if_due(self) -> bool:
+        """Flush when ``flush.ms`` has passed since the last flush and data is unflushed.
+
+        The append path checks this too, but an idle partition gets no more appends: the log
+        manager's periodic task calls this so the tail of an idle log is fsynced on time.
+        """
+        if self._closed or self.log_end_offset <= self.recovery_point:
+            return False
+        if self._clock.time_ms() - self._last_flush_ms < self.config.flush_ms:
+            return False
+        self.flush()
+        return True
+
     # -- reads -------------------------------------------------------------------------------------
 
     def read(

@@ -301,6 +301,13 @@ class LogManager:
         for log in self._logs.values():
             log.flush()
 
+    def flush_dirty_logs(self) -> int:
+        """fsync the logs whose ``flush.ms`` has passed with unflushed data; returns how many."""
+        unlimited = LogConfig().flush_ms
+        return sum(
+            1 for log in list(self._logs.values()) if log.config.flush_ms < unlimited and log.flush_if_due()
+        )
+
     def run_retention(self) -> int:
         """Apply retention to every log; returns the number of segments deleted."""
         deleted = sum(log.delete_old_segments() for log in self._logs.values())

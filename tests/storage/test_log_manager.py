@@ -376,3 +376,24 @@ def test_a_locked_log_dir_cannot_be_opened_twice(dirs: list[pathlib.Path], clock
     LogManager(dirs[1:], LogConfig(), clock).shutdown()  # the failed attempt released dirs[1]
     first.shutdown()
     LogManager(dirs[:1], LogConfig(), clock).shutdown()
+
+
+def test_flush_dirty_logs_flushes_an_idle_tail(tmp_path: pathlib.Path) -> None:
+    """flush.ms is honoured for a partition that receives no further appends."""
+    from protocol.records import Record, build_batch
+    from storage.clock import FakeClock
+    from storage.config import LogConfig
+    from storage.log_manager import LogManager
+
+    clock = FakeClock(1_000)
+    manager = LogManager([tmp_path / "d"], LogConfig(flush_ms=100), clock)
+    log = manager.get_or_create_log("t", 0, None)
+    for _ in range(3):
+        log.append_as_leader(build_batch([Record(b"x")]), leader_epoch=0)
+    assert log.recovery_point == 0
+    assert manager.flush_dirty_logs() == 0  # not due yet
+    clock.advance(150)
+    assert manager.flush_dirty_logs() == 1
+    assert log.recovery_point == log.log_end_offset == 3
+    assert manager.flush_dirty_logs() == 0  # nothing left to flush
+    manager.shutdown()
