@@ -380,11 +380,6 @@ def test_a_locked_log_dir_cannot_be_opened_twice(dirs: list[pathlib.Path], clock
 
 def test_flush_dirty_logs_flushes_an_idle_tail(tmp_path: pathlib.Path) -> None:
     """flush.ms is honoured for a partition that receives no further appends."""
-    from protocol.records import Record, build_batch
-    from storage.clock import FakeClock
-    from storage.config import LogConfig
-    from storage.log_manager import LogManager
-
     clock = FakeClock(1_000)
     manager = LogManager([tmp_path / "d"], LogConfig(flush_ms=100), clock)
     log = manager.get_or_create_log("t", 0, None)
