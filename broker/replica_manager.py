@@ -55,9 +55,28 @@ class ReplicaManager:
         self._failed: set[TopicPartition] = set()
         self._listeners: list[PartitionListener] = []
         topics.subscribe(self)
+        self._delete_stray_logs()
         for topic in topics.all():
             self._create_partitions(topic, topic.sorted_partitions())
         _log.info("replica manager started", node_id=node_id, partitions=len(self._partitions))
+
+    def _delete_stray_logs(self) -> None:
+        """Deal with logs the metadata does not know (Kafka's stray logs).
+
+        A crash between persisting a topic deletion and removing its directories leaves such logs
+        behind: they are deleted, as the deletion intended. A log of another incarnation of a
+        topic (a different topic id) is set aside as "-stray" with its data, so that the current
+        topic is served under its name and nothing is destroyed unasked.
+        """
+        for log in self._log_manager.all_logs():
+            topic = self._topics.get(log.topic)
+            if topic is None or log.partition not in topic.partitions:
+                _log.warning(
+                    "deleting the log of a deleted partition", topic=log.topic, partition=log.partition
+                )
+                self._log_manager.delete_log(log.topic, log.partition)
+            elif log.topic_id is not None and log.topic_id != topic.topic_id:
+                self._log_manager.mark_stray(log.topic, log.partition)
 
     # -- lookups ---------------------------------------------------------------------------------
 

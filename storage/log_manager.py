@@ -40,6 +40,7 @@ from storage.log import PartitionLog
 
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
+STRAY_DIR_SUFFIX = "-stray"
 MAX_FILE_NAME_LENGTH = 255
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
@@ -64,9 +65,9 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
-def delete_dir_name(topic: str, partition: int) -> str:
-    """ "<topic>-<partition>.<uuid hex>-delete", the topic cut so the name fits in 255 characters."""
-    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+def delete_dir_name(topic: str, partition: int, kind: str = DELETE_DIR_SUFFIX) -> str:
+    """ "<topic>-<partition>.<uuid hex>-delete" (or "-stray"), the topic cut to fit in 255 characters."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}{kind}"
     return topic[: MAX_FILE_NAME_LENGTH - len(suffix)] + suffix
 
 
@@ -163,6 +164,8 @@ class LogManager:
             _log.info("removing partition directory left pending deletion", directory=str(child))
             shutil.rmtree(child, ignore_errors=True)
             return None
+        if child.name.endswith(STRAY_DIR_SUFFIX):
+            return None  # set aside for the operator; never loaded
         key = parse_partition_dir_name(child.name)
         if key is None:
             _log.warning("skipping directory that is not a partition", directory=str(child))
@@ -267,6 +270,25 @@ class LogManager:
         shutil.rmtree(pending)
         self._write_checkpoints(log_dir)
         _log.info("deleted log", topic=topic, partition=partition, log_dir=str(log_dir))
+
+    def mark_stray(self, topic: str, partition: int) -> pathlib.Path | None:
+        """Close the log and set its directory aside as "<dir>.<uuid>-stray", data intact.
+
+        For a log the cluster metadata does not recognise (another incarnation of the topic):
+        it must stop blocking the partition's name, but its data is the operator's to inspect.
+        """
+        key = (topic, partition)
+        log = self._logs.pop(key, None)
+        if log is None:
+            return None
+        log_dir = self._dir_of.pop(key)
+        log.close()
+        stray = log_dir / delete_dir_name(topic, partition, STRAY_DIR_SUFFIX)
+        os.replace(log.directory, stray)
+        fsync_directory(log_dir)
+        self._write_checkpoints(log_dir)
+        _log.warning("set a stray log aside", topic=topic, partition=partition, directory=str(stray))
+        return stray
 
     # -- checkpoints, flush, retention -----------------------------------------------------------
 

@@ -137,7 +137,7 @@ def test_restart_recovers_data_hw_and_producer_state(tmp_path: pathlib.Path) -> 
     second.shutdown()
 
 
-def test_a_log_that_cannot_be_opened_is_a_storage_error(tmp_path: pathlib.Path) -> None:
+def test_a_log_of_another_topic_incarnation_is_set_aside_as_stray(tmp_path: pathlib.Path) -> None:
     first = start(tmp_path)
     first.topics.create_topic("orders", 1, 1, {})
     first.shutdown()
@@ -146,9 +146,10 @@ def test_a_log_that_cannot_be_opened_is_a_storage_error(tmp_path: pathlib.Path) 
         f"version: 0\ntopic_id: {topic_id_to_str(uuid.uuid4())}\n"
     )
     second = start(tmp_path)
-    assert second.replicas.get_partition("orders", 0) is None
-    assert second.replicas.partition_error("orders", 0) is ErrorCode.KAFKA_STORAGE_ERROR
-    assert (tmp_path / "logs" / "orders-0").is_dir()  # never deleted behind the operator's back
+    # the foreign log is set aside with its data, and the current topic is served under its name
+    strays = list((tmp_path / "logs").glob("orders-0.*-stray"))
+    assert len(strays) == 1 and (strays[0] / "partition.metadata").exists()
+    assert second.replicas.get_partition("orders", 0) is not None
     second.shutdown()
 
 
@@ -216,3 +217,24 @@ def test_partitions_led_elsewhere_are_not_hosted(tmp_path: pathlib.Path) -> None
     assert replicas.partition_error("orders", 1) is ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert stub.listeners == [replicas]
     logs.shutdown()
+
+
+def test_stray_logs_are_deleted_at_start_and_the_topic_can_be_recreated(tmp_path: pathlib.Path) -> None:
+    """A crash after the metadata forgot a topic but before its files went: the next start cleans up."""
+    config, _ = load_config(None, [f"log.dirs={tmp_path / 'logs'}"])
+    clock = FakeClock(NOW)
+    log_manager = LogManager(config.log_dirs, to_log_config({}, config), clock)
+    topics = TopicStore(config.log_dirs[0] / "meta.json", NODE)
+    topics.create_topic("t", 1, 1, {})
+    log_manager.get_or_create_log("t", 0, topics.get("t").topic_id)  # type: ignore[union-attr]
+    log_manager.shutdown()
+    topics.delete_topic("t")  # persisted, but nothing removed the directory: the broker "died"
+    assert (tmp_path / "logs" / "t-0").exists()
+
+    log_manager = LogManager(config.log_dirs, to_log_config({}, config), clock)
+    topics = TopicStore(config.log_dirs[0] / "meta.json", NODE)
+    replicas = ReplicaManager(log_manager, topics, NODE, config, clock)
+    assert log_manager.get_log("t", 0) is None
+    assert not (tmp_path / "logs" / "t-0").exists()
+    topics.create_topic("t", 1, 1, {})
+    assert replicas.get_partition("t", 0) is not None
