@@ -23,6 +23,7 @@ from protocol.headers import (
 )
 from protocol.messages import REQUESTS, RESPONSES
 from protocol.schema import MessageSpec
+from protocol.wire import FrameReader
 
 
 @dataclass(slots=True)
@@ -71,7 +72,7 @@ def read_request_header(frame: bytes | bytearray | memoryview) -> tuple[MessageD
     if api is None:
         raise DecodeError("request frame shorter than its api key and version")
     spec = request_spec(api[0])
-    io = BytesIO(frame)
+    io = FrameReader(frame)
     header = REQUEST_HEADER.codec(request_header_version(api[0], api[1], spec.flexible_versions)).read(io)
     return header, io
 

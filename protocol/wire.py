@@ -106,6 +106,31 @@ def _read_sized(io: BytesIO, n: int) -> bytes:
     return io.read(n)
 
 
+class FrameReader(BytesIO):
+    """A BytesIO over a received frame that also keeps a view of the frame itself.
+
+    Bytes and records fields read through it are slices of the frame rather than copies: a
+    produce request's record batches reach the log as a view of the buffer the socket wrote
+    into (writable when the frame is), which the log stamps in place and writes out.
+    """
+
+    def __init__(self, frame: bytes | bytearray | memoryview) -> None:
+        super().__init__(frame)
+        self.view = memoryview(frame)
+
+
+def _read_bytes_field(io: BytesIO, n: int) -> bytes | memoryview:
+    """A bytes/records value: a view of the frame when reading one (no copy), else bytes."""
+    view = getattr(io, "view", None)
+    if view is None:
+        return _read_sized(io, n)
+    if n > remaining(io):
+        raise DecodeError(f"length {n} exceeds the {remaining(io)} bytes left")
+    start = io.tell()
+    io.seek(start + n)
+    return view[start : start + n]  # type: ignore[no-any-return]
+
+
 def _decode_utf8(data: bytes) -> str:
     try:
         return data.decode("utf-8")
@@ -193,7 +218,7 @@ def read_bytes(io: BytesIO) -> bytes:
     n = _INT32.unpack(read_exact(io, 4))[0]
     if n < 0:
         _null_length(n, False, "bytes")
-    return _read_sized(io, n)
+    return _read_bytes_field(io, n)
 
 
 def read_nullable_bytes(io: BytesIO) -> bytes | None:
@@ -201,21 +226,21 @@ def read_nullable_bytes(io: BytesIO) -> bytes | None:
     if n < 0:
         _null_length(n, True, "bytes")
         return None
-    return _read_sized(io, n)
+    return _read_bytes_field(io, n)
 
 
 def read_compact_bytes(io: BytesIO) -> bytes:
     n = read_uvarint(io) - 1
     if n < 0:
         _null_length(n, False, "compact bytes")
-    return _read_sized(io, n)
+    return _read_bytes_field(io, n)
 
 
 def read_compact_nullable_bytes(io: BytesIO) -> bytes | None:
     n = read_uvarint(io) - 1
     if n < 0:
         return None
-    return _read_sized(io, n)
+    return _read_bytes_field(io, n)
 
 
 class ExternalBytes:

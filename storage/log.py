@@ -195,7 +195,9 @@ class PartitionLog:
         batch, RecordTooLargeError, RecordBatchTooLargeError, InvalidRecordError.
         """
         self._check_open()
-        buf = bytearray(batches)  # the one copy: stamping needs writable bytes
+        # Stamping needs writable bytes: a writable view (a produce request's frame) is stamped
+        # in place; anything else is copied once.
+        buf = batches if isinstance(batches, memoryview) and not batches.readonly else bytearray(batches)
         now = self._clock.time_ms()
         validated = assign_offsets_as_leader(buf, self.log_end_offset, leader_epoch, self.config, now)
         if validated.batches:

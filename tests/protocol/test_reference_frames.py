@@ -36,4 +36,6 @@ def test_kafka_python_produce_frame_content() -> None:
     assert request.body.acks == -1
     topic = request.body.topic_data[0]
     assert topic.name == "kp-topic"
-    assert isinstance(topic.partition_data[0].records, bytes)
+    records = topic.partition_data[0].records
+    assert isinstance(records, memoryview)  # a view of the frame, not a copy
+    assert records.obj is not None and len(records) > 61
