@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from protocol.api_keys import ApiKey
@@ -45,15 +45,6 @@ class EncodedResponse:
 
 NO_RESPONSE: Any = object()
 """Returned by a handler that must not answer (Produce with acks=0)."""
-
-
-@dataclass(slots=True)
-class ErrorBody:
-    """The error a handler could not express in its API's response shape."""
-
-    code: ErrorCode
-    message: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Handler(ABC):

@@ -48,6 +48,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer = "?"
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_frame_size)
+        self._max_frame_size = max_frame_size
+        self._queued_bytes = 0
+        self.close_reason = "client"
+        """Why the connection ended, for the connection-close metric."""
         self._idle_timeout_s = idle_timeout_ms / 1000 if idle_timeout_ms > 0 else None
         self._on_close = on_close
         self._queue: collections.deque[memoryview] = collections.deque()
@@ -82,15 +86,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._decoder.buffer_updated(nbytes)
         except FrameTooLargeError as exc:
             self.log.warning("closing connection: frame too large", error=str(exc))
+            self.close_reason = "frame_too_large"
             self.abort()
             return
         while (frame := self._decoder.next_frame()) is not None:
             self._queue.append(frame)
+            self._queued_bytes += len(frame)
         if self._queue:
             self._frame_ready.set()
-            if len(self._queue) >= MAX_QUEUED_REQUESTS and not self._paused and self._transport:
+            if self._over_read_ahead() and not self._paused and self._transport:
                 self._transport.pause_reading()
                 self._paused = True
+
+    def _over_read_ahead(self) -> bool:
+        """Pause reading at 16 queued requests or one maximum-size frame's worth of bytes, so a
+        client pipelining large produces holds at most ~socket.request.max.bytes here."""
+        return len(self._queue) >= MAX_QUEUED_REQUESTS or self._queued_bytes >= self._max_frame_size
 
     def eof_received(self) -> bool:
         # The client closed its side. Kafka clients never half-close to wait for answers, so
@@ -129,7 +140,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     await self._frame_ready.wait()
                     continue
                 frame = self._queue.popleft()
-                if self._paused and len(self._queue) < MAX_QUEUED_REQUESTS // 2 and self._transport:
+                self._queued_bytes -= len(frame)
+                if self._paused and not self._over_read_ahead() and self._transport:
                     self._transport.resume_reading()
                     self._paused = False
                 if not await self._answer(frame):
@@ -144,6 +156,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             reply = await self._dispatcher.dispatch(frame, self.peer, self.connection_id)
         except CloseConnection:
+            self.close_reason = "bad_request"
             return False
         finally:
             self._busy = False
@@ -165,7 +178,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # -- closing -------------------------------------------------------------------------------
 
     def close_when_idle(self) -> None:
-        """Graceful shutdown: finish the request in progress and what is queued, then close."""
+        """Graceful shutdown: finish the request in progress (its response is sent), then close.
+
+        Requests queued behind it are not started: the client sees the connection close and
+        retries them, as it does when a Kafka broker shuts down.
+        """
+        self.close_reason = "shutdown"
         self._closing = True
         self._queue.clear()
         self._frame_ready.set()
@@ -194,6 +212,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._idle_timer = loop.call_later(max(remaining, 0.05), self._arm_idle_timer)
             return
         self.log.info("closing idle connection", idle_ms=int(self._idle_timeout_s * 1000))
+        self.close_reason = "idle"
         self.close()
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid

@@ -68,6 +68,7 @@ class BrokerServer:
         if connection in self._connections:
             self._connections.discard(connection)
             self._metrics.connections.dec()
+            self._metrics.connections_closed.labels(connection.close_reason).inc()
 
     @property
     def connection_count(self) -> int:

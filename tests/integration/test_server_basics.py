@@ -243,3 +243,20 @@ def test_invalid_config_refuses_to_start(fresh_broker: BrokerProcess) -> None:
         fresh_broker.start(timeout_s=10)
     assert "num.partitions" in fresh_broker.output()
     assert "many" in fresh_broker.output()
+
+
+def test_connection_close_reasons_are_counted(broker: BrokerProcess) -> None:
+    with WireClient(broker.port) as client:
+        client.send_raw(b"\x7f\xff\xff\xff")
+        client.is_closed_by_peer()
+    with WireClient(broker.port) as client:
+        client.request(ApiKey.API_VERSIONS, 0, {})
+    import time
+
+    deadline = time.monotonic() + 5
+    text = broker.metrics()
+    while 'reason="client"' not in text and time.monotonic() < deadline:
+        time.sleep(0.05)
+        text = broker.metrics()
+    assert 'kafka_server_socketservermetrics_connection_close_total{reason="frame_too_large"}' in text
+    assert 'kafka_server_socketservermetrics_connection_close_total{reason="client"}' in text
