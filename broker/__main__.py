@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import resource
 import signal
 import sys
@@ -242,6 +243,11 @@ async def serve(config: BrokerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
+        # Everything built at start (partitions, segments, indexes, sessions' structures) lives
+        # as long as the broker: move it out of the collector's sight, so a full collection
+        # does not stall the event loop walking a heap of thousands of partitions.
+        gc.collect()
+        gc.freeze()
     except OSError as exc:
         log.error("cannot listen", error=str(exc))
         broker.log_manager.shutdown()

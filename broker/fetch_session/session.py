@@ -40,6 +40,8 @@ FINAL_EPOCH = Epoch(-1)
 MAX_EPOCH = Epoch(2**31 - 1)
 
 _BY_SEQ = attrgetter("seq")
+_SHRINK_FACTOR = 8
+"""Rebuild the dirty set once it holds fewer than 1/8 of the entries its table was sized for."""
 
 
 def next_epoch(epoch: int) -> Epoch:
@@ -71,6 +73,7 @@ class FetchSession:
     """A cached session. Identity-hashed: the cache's watch index keys on the object."""
 
     __slots__ = (
+        "_dirty_peak",
         "_next_seq",
         "cached_size",
         "creation_ms",
@@ -97,6 +100,8 @@ class FetchSession:
         """The size the cache last accounted for (eviction key, metrics); refreshed on touch."""
         self.partitions: dict[TopicPartitionKey, CachedPartition] = {}
         self.dirty: set[CachedPartition] = set()
+        self._dirty_peak = 0
+        """The largest dirty set seen since the set was last rebuilt (its table size)."""
         self.waiter: Callable[[], None] | None = None
         """Called (by the cache) on every change of one of this session's partitions."""
         self._next_seq = 0
@@ -176,8 +181,20 @@ class FetchSession:
         cached.seq = self._take_seq()
 
     def dirty_in_order(self) -> list[CachedPartition]:
-        """The dirty partitions in session order: O(Δ log Δ)."""
-        return sorted(self.dirty, key=_BY_SEQ)
+        """The dirty partitions in session order: O(Δ log Δ).
+
+        A Python set never shrinks its table, and iterating it walks the whole table: after a
+        burst that made every partition dirty (a consumer catching up), each later fetch would
+        pay for the burst's size. Rebuilding the set once it is far below its table keeps the
+        cost proportional to what is dirty now.
+        """
+        dirty = self.dirty
+        if len(dirty) * _SHRINK_FACTOR < self._dirty_peak:
+            self.dirty = dirty = set(dirty)
+            self._dirty_peak = len(dirty)
+        elif len(dirty) > self._dirty_peak:
+            self._dirty_peak = len(dirty)
+        return sorted(dirty, key=_BY_SEQ)
 
     def partitions_in_order(self) -> list[CachedPartition]:
         """Every partition in session order: O(N log N), for diagnostics and tests only."""
