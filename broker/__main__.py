@@ -46,6 +46,7 @@ from broker.metrics_endpoint import MetricsEndpoint
 from broker.metrics_purgatory import DelayedFetchMetrics, DelayedProduceMetrics, PurgatoryMetrics
 from broker.partition_metrics import register_partition_metrics
 from broker.periodic import PeriodicTask
+from broker.produce_service import ProduceService
 from broker.producer_ids import LocalProducerIdBlockSource, ProducerIdManager
 from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_manager import ReplicaManager
@@ -167,6 +168,13 @@ def build_broker(config: BrokerConfig) -> Broker:
         expiration_meter=DelayedFetchMetrics(registry).record_expiration,
     )
     replicas.add_partition_listener(fetch_service.on_partition_changed)
+    produce_service = ProduceService(
+        replicas,
+        produce_purgatory,
+        clock,
+        expiration_meter=DelayedProduceMetrics(registry).record_expiration,
+    )
+    replicas.add_partition_listener(produce_service.on_partition_changed)
     register_partition_metrics(registry, replicas.partitions)
     producer_ids = ProducerIdManager(LocalProducerIdBlockSource.in_log_dir(config.log_dirs[0]))
     request_metrics = RequestMetrics(registry)
@@ -192,12 +200,7 @@ def build_broker(config: BrokerConfig) -> Broker:
         DeleteTopicsHandler(topics, config.delete_topic_enable),
         CreatePartitionsHandler(topics),
         DescribeConfigsHandler(topics, config),
-        ProduceHandler(
-            replicas,
-            produce_purgatory,
-            clock,
-            expiration_meter=DelayedProduceMetrics(registry).record_expiration,
-        ),
+        ProduceHandler(produce_service),
         FetchHandler(fetch_service, brokers=_advertised(config, server)),
         ListOffsetsHandler(replicas),
         OffsetForLeaderEpochHandler(replicas),

@@ -24,17 +24,17 @@ offset, high watermark, log start offset or leader epoch, after the change.
 
 from __future__ import annotations
 
-import os
 import uuid
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import NamedTuple
 
 import structlog
 
+from broker.produce_validation import read_single_batch, verify_crc
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.errors import CorruptRecordError, UnsupportedMagicError
-from protocol.records.batch import HEADER_SIZE, RecordBatchHeader, read_header, verify_batch
+from protocol.records.batch import RecordBatchHeader
 from storage.clock import Clock
 from storage.errors import (
     InvalidRecordError,
@@ -44,6 +44,7 @@ from storage.errors import (
     RecordTooLargeError,
 )
 from storage.log import FileSlice, PartitionLog
+from storage.producer_recovery import rebuild_producer_state
 from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     DuplicateBatch,
@@ -76,7 +77,6 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 """ListOffsets sentinels (v7: -3, v8: -4, v9: -5)."""
 
-_REPLAY_CHUNK = 64 * 1024
 _POSITION_CACHE_LIMIT = 1024
 
 _log = structlog.get_logger("kipling.partition")
@@ -304,7 +304,7 @@ class Partition:
 
     def _validate_batch(self, data: bytes | bytearray | memoryview) -> RecordBatchHeader:
         """Header-only checks (the CRC is the log's): exactly one whole v2 batch a client may write."""
-        header = _read_single_batch(data)
+        header = read_single_batch(data)
         if header.is_control:
             raise KafkaError(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
         if header.records_count <= 0 or header.records_count != header.last_offset_delta + 1:
@@ -335,13 +335,13 @@ class Partition:
         try:
             duplicate = self.producer_state.check_and_prepare(header, origin="leader", now_ms=now_ms)
         except OutOfOrderSequenceError as exc:
-            _verify_crc(data)
+            verify_crc(data)
             raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc)) from None
         except InvalidProducerEpochError as exc:
-            _verify_crc(data)
+            verify_crc(data)
             raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH, str(exc)) from None
         if duplicate is not None:
-            _verify_crc(data)
+            verify_crc(data)
             self._logger.debug(
                 "duplicate batch answered from producer state",
                 producer_id=header.producer_id,
@@ -524,12 +524,7 @@ class Partition:
         return max(0, min(end - start, max_bytes))
 
     def _segment_for(self, offset: int) -> LogSegment:
-        active = self.log.active_segment
-        if offset >= active.base_offset:
-            return active
-        segments = self.log.segments()
-        index = bisect_right([segment.base_offset for segment in segments], offset) - 1
-        return segments[max(index, 0)]
+        return self.log.segment_for(offset)
 
     def _batch_position(self, segment: LogSegment, offset: int) -> int | None:
         """Position of the batch holding ``offset``; cached for the active segment (positions never move)."""
@@ -630,103 +625,3 @@ class Partition:
             f"Partition({self.topic}-{self.index}, epoch={self.leader_epoch}, hw={self.high_watermark}, "
             f"leo={self.log_end_offset}, start={self.log_start_offset})"
         )
-
-
-# -- batch checks ----------------------------------------------------------------------------------
-
-
-def _read_single_batch(data: bytes | bytearray | memoryview) -> RecordBatchHeader:
-    """The header of the one batch a Produce v3+ partition must carry; no CRC yet."""
-    if len(data) == 0:
-        raise KafkaError(ErrorCode.INVALID_RECORD, "Produce requests must have exactly one record batch")
-    try:
-        header = read_header(data, 0)
-    except UnsupportedMagicError as exc:
-        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, str(exc)) from None
-    except CorruptRecordError as exc:
-        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
-    if header.size > len(data):
-        raise KafkaError(
-            ErrorCode.CORRUPT_MESSAGE,
-            f"record batch declares {header.size} bytes but only {len(data)} were sent",
-        )
-    if header.size < len(data):
-        _refuse_trailing_bytes(data, header.size)
-    return header
-
-
-def _refuse_trailing_bytes(data: bytes | bytearray | memoryview, end: int) -> None:
-    """A second batch is an INVALID_RECORD (one batch per partition); anything else is corrupt."""
-    try:
-        read_header(data, end)
-    except (CorruptRecordError, UnsupportedMagicError):
-        raise KafkaError(
-            ErrorCode.CORRUPT_MESSAGE, f"{len(data) - end} bytes after the record batch are not a batch"
-        ) from None
-    raise KafkaError(
-        ErrorCode.INVALID_RECORD,
-        "Produce requests with version 3 and above must contain exactly one record batch per partition",
-    )
-
-
-def _verify_crc(data: bytes | bytearray | memoryview) -> None:
-    try:
-        verify_batch(data, 0)
-    except CorruptRecordError as exc:
-        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
-
-
-# -- producer state recovery -----------------------------------------------------------------------
-
-
-def rebuild_producer_state(log: PartitionLog, state: ProducerStateManager, now_ms: int) -> int:
-    """Load the newest snapshot at or below the log end, replay the batch headers after it.
-
-    Returns how many batches were replayed. After a clean shutdown the snapshot is at the log end
-    and nothing is replayed; after a crash, at most the batches since the last segment roll.
-    """
-    start = state.truncate_and_reload(log.log_start_offset, log.log_end_offset, now_ms=now_ms)
-    replayed = 0
-    for header in iter_log_headers(log, start):
-        if header.last_offset < state.map_end_offset:
-            continue
-        state.update(header, header.base_offset, header.last_offset)
-        replayed += 1
-    state.update_map_end_offset(log.log_end_offset)
-    if replayed:
-        _log.info(
-            "producer state rebuilt",
-            topic=log.topic,
-            partition=log.partition,
-            from_offset=start,
-            batches=replayed,
-            producers=len(state.producers),
-        )
-    return replayed
-
-
-def iter_log_headers(log: PartitionLog, start_offset: int) -> Iterator[RecordBatchHeader]:
-    """Headers of every batch holding an offset >= ``start_offset``, in log order."""
-    for segment in log.segments():
-        if segment.next_offset <= start_offset:
-            continue
-        position = 0
-        if segment.base_offset < start_offset:
-            first = segment.translate_offset(start_offset)
-            if first is None:
-                continue
-            position = first.position
-        yield from _iter_segment_headers(segment, position)
-
-
-def _iter_segment_headers(segment: LogSegment, position: int) -> Iterator[RecordBatchHeader]:
-    """Full 61-byte headers (producer fields included), reading the .log in large chunks."""
-    fd, end = segment.file.fileno(), segment.size
-    buf, buf_start = b"", position
-    while position < end:
-        relative = position - buf_start
-        if relative + HEADER_SIZE > len(buf):
-            buf, buf_start, relative = os.pread(fd, _REPLAY_CHUNK, position), position, 0
-        header = read_header(buf, relative)
-        yield header
-        position += header.size

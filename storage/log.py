@@ -284,6 +284,10 @@ class PartitionLog:
                 return ReadResult(file_slice, first_offset, log_start, log_end)
         return ReadResult(None, None, log_start, log_end)
 
+    def segment_for(self, offset: int) -> LogSegment:
+        """The segment with the largest base offset <= ``offset`` (the oldest when below all)."""
+        return self._segments[self._floor_index(offset)]
+
     def _floor_index(self, offset: int) -> int:
         """Index of the segment with the largest base offset <= ``offset`` (0 when below all)."""
         return max(0, bisect_right(self._bases, offset) - 1)

@@ -83,15 +83,26 @@ def walk_batches(fd: int, position: int, end: int) -> Iterator[BatchPosition]:
     Reads ``_SCAN_CHUNK`` bytes per pread so several small batches cost one system call; only the
     fixed headers are decoded. Raises a protocol error when a header is impossible.
     """
+    for batch_position, header in walk_headers(fd, position, end):
+        yield _batch_position(batch_position, header)
+
+
+def walk_headers(
+    fd: int, position: int, end: int, *, chunk_size: int = _SCAN_CHUNK
+) -> Iterator[tuple[int, RecordBatchHeader]]:
+    """(position, full header) of each batch of an open .log from ``position`` up to ``end``.
+
+    Reads ``chunk_size`` bytes per pread; raises a protocol error when a header is impossible.
+    """
     buf = b""
     buf_start = position
     while position < end:
         relative = position - buf_start
         if relative + HEADER_SIZE > len(buf):
-            buf = os.pread(fd, _SCAN_CHUNK, position)
+            buf = os.pread(fd, chunk_size, position)
             buf_start, relative = position, 0
         header = read_header(buf, relative)
-        yield _batch_position(position, header)
+        yield position, header
         position += header.batch_length + LOG_OVERHEAD
 
 

@@ -17,6 +17,7 @@ from broker.handlers.base import NO_RESPONSE, Handler, RequestContext
 from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.produce import ProduceHandler
 from broker.handlers.registry import HandlerRegistry
+from broker.produce_service import ProduceService
 from broker.producer_ids import (
     PRODUCER_ID_BLOCK_FILE,
     LocalProducerIdBlockSource,
@@ -109,7 +110,9 @@ def produce_env(tmp_path: pathlib.Path, topics: Any = None) -> ProduceEnv:
     replicas = ReplicaManager(logs, topics, NODE, config, clock)
     scheduler = FakeScheduler()
     purgatory = DelayedOperationPurgatory("Produce", scheduler)
-    return ProduceEnv(ProduceHandler(replicas, purgatory, clock), replicas, scheduler, purgatory, logs)
+    service = ProduceService(replicas, purgatory, clock)
+    replicas.add_partition_listener(service.on_partition_changed)
+    return ProduceEnv(ProduceHandler(service), replicas, scheduler, purgatory, logs)
 
 
 def shared_topics() -> StubTopics:

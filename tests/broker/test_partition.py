@@ -16,7 +16,6 @@ from broker.partition import (
     READ_UNCOMMITTED,
     Partition,
     PartitionRead,
-    iter_log_headers,
 )
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.records import Record, build_batch, rewrite_crc
@@ -24,6 +23,7 @@ from protocol.records.batch import CURRENT_MAGIC
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.log import PartitionLog
+from storage.producer_recovery import iter_log_headers
 from storage.producer_snapshot import list_snapshot_offsets
 
 NODE = 1
