@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.errors import ProtocolError
+from protocol.records import ProtocolError
 from protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader, is_crc_valid, read_header
 
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import structlog
 
-from protocol.errors import ProtocolError
+from protocol.records import ProtocolError
 from storage.config import LogConfig
 from storage.epoch import LeaderEpochFileCache
 from storage.errors import CorruptIndexError

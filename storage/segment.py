@@ -21,7 +21,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, NamedTuple, cast
 
-from protocol.errors import ProtocolError
+from protocol.records import ProtocolError
 from protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader, read_header, verify_batch
 from storage.config import LogConfig
 from storage.epoch import LeaderEpochFileCache

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from protocol.errors import CorruptRecordError
+from protocol.records import CorruptRecordError
 from protocol.records.batch import HEADER_SIZE, RecordBatchHeader
 from protocol.records.compression import decompress
 

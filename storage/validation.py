@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from protocol.errors import CorruptRecordError
+from protocol.records import CorruptRecordError
 from protocol.records.batch import (
     stamp_base_offset,
     stamp_log_append_time,

@@ -29,21 +29,36 @@ RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
 }
 
 
-def _imports(path: Path) -> set[str]:
+# Narrower rules inside an allowed package: storage may use protocol's records only.
+SUBMODULE_RULES: dict[str, dict[str, str]] = {"storage": {"protocol": "protocol.records"}}
+
+
+def _modules(path: Path) -> set[str]:
+    """Fully qualified modules imported by ``path`` (absolute imports only)."""
     tree = ast.parse(path.read_text(), str(path))
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
+            found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
+            found.add(node.module)
     return found
+
+
+def _imports(path: Path) -> set[str]:
+    return {module.split(".")[0] for module in _modules(path)}
 
 
 def _violations(package: str) -> list[str]:
     allowed_kipling, allowed_third_party, banned_stdlib = RULES[package]
     problems = []
+    narrower = SUBMODULE_RULES.get(package, {})
     for path in sorted((ROOT / package).rglob("*.py")):
+        for module in _modules(path):
+            top = module.split(".")[0]
+            prefix = narrower.get(top)
+            if prefix is not None and module != prefix and not module.startswith(prefix + "."):
+                problems.append(f"{path.relative_to(ROOT)} imports {module}: {package} may use only {prefix}")
         for name in _imports(path):
             where = f"{path.relative_to(ROOT)} imports {name}"
             if name == package:
@@ -71,3 +86,11 @@ def test_rules_detect_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("import asyncio\nfrom storage.log import PartitionLog\n")
     assert _imports(bad) == {"asyncio", "storage"}
+
+
+def test_storage_may_use_only_protocol_records(tmp_path: Path) -> None:
+    """The narrower rule sees full module paths, not just the top-level package."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from protocol.errors import DecodeError\nfrom protocol.records import read_header\n")
+    assert _modules(bad) == {"protocol.errors", "protocol.records"}
+    assert SUBMODULE_RULES["storage"]["protocol"] == "protocol.records"

@@ -1,5 +1,6 @@
 """Record batch v2: header view, CRC32C, stamping, building, compression, record iteration."""
 
+from protocol.errors import CorruptRecordError, ProtocolError, UnsupportedMagicError
 from protocol.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -40,11 +41,14 @@ __all__ = [
     "CompressionType",
     "ControlRecordKey",
     "ControlRecordType",
+    "CorruptRecordError",
     "DecodedRecord",
     "EndTxnMarker",
+    "ProtocolError",
     "Record",
     "RecordBatchHeader",
     "TimestampType",
+    "UnsupportedMagicError",
     "build_batch",
     "build_end_txn_marker_batch",
     "compress",
