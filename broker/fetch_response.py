@@ -31,11 +31,10 @@ from broker.handlers.base import EncodedResponse
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
 from protocol.messages import RESPONSES
+from protocol.messages.fetch import FETCH_NODE_ENDPOINTS_VERSION as NODE_ENDPOINTS_VERSION
+from protocol.messages.fetch import FETCH_TOPIC_ID_VERSION as TOPIC_ID_VERSION
 from protocol.wire import ExternalBytes
 from storage.slices import FileSlice
-
-TOPIC_ID_VERSION = 13
-NODE_ENDPOINTS_VERSION = 16
 
 _NO_TOPIC = object()
 

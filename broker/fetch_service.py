@@ -69,6 +69,7 @@ from broker.partition import Partition, PartitionRead
 from broker.purgatory import DelayedOperationPurgatory
 from broker.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode
+from protocol.messages.fetch import FETCH_NODE_ENDPOINTS_VERSION as NODE_ENDPOINTS_VERSION
 from protocol.records.batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK
 from protocol.records.compression import CompressionType
 from storage.slices import FileSlice
@@ -83,8 +84,6 @@ ZSTD_MIN_VERSION = 10
 """Fetch v10 is the first a client may read zstd batches with."""
 STORAGE_ERROR_MIN_VERSION = 6
 """Fetch v6+ may see KAFKA_STORAGE_ERROR; older versions get NOT_LEADER_OR_FOLLOWER instead."""
-NODE_ENDPOINTS_VERSION = 16
-"""Fetch v16 reports the current leader of NOT_LEADER / FENCED partitions (KIP-951)."""
 NO_LEADER = (-1, -1)
 
 _LEADER_HINT_ERRORS = frozenset((ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH))

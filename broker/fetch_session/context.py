@@ -44,9 +44,7 @@ from broker.fetch_session.session import (
     next_epoch,
 )
 from protocol.error_codes import ErrorCode
-
-TOPIC_ID_VERSION = 13
-"""Fetch v13 replaced topic names by topic ids (KIP-516)."""
+from protocol.messages.fetch import FETCH_TOPIC_ID_VERSION as TOPIC_ID_VERSION
 
 FetchData = list[tuple[TopicPartitionKey, PartitionFetchParams]]
 ResponsePartitions = list[tuple[TopicPartitionKey, PartitionFetchResult]]

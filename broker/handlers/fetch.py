@@ -26,8 +26,8 @@ from broker.handlers.base import Handler, RequestContext
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
+from protocol.messages.fetch import FETCH_TOPIC_ID_VERSION as TOPIC_ID_VERSION
 
-TOPIC_ID_VERSION = 13
 REPLICA_STATE_VERSION = 15
 """v15 moved ReplicaId into the tagged ReplicaState (KIP-903)."""
 TOP_LEVEL_ERROR_VERSION = 7

@@ -150,3 +150,8 @@ FETCH_RESPONSE = response(
         ),
     ),
 )
+
+FETCH_TOPIC_ID_VERSION = 13
+"""First Fetch version that names topics by id (KIP-516): the ``topic_id`` fields above."""
+FETCH_NODE_ENDPOINTS_VERSION = 16
+"""First Fetch response version with NodeEndpoints (KIP-951)."""
