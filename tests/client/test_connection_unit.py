@@ -21,14 +21,10 @@ from client.errors import (
     RequestTimeoutError,
     UnsupportedApiVersionError,
 )
-from protocol.api import Request, decode_request, encode_response
+from protocol.api import Request
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
-from protocol.framing import encode_frame
-
-# A reply is (api version to encode the body with, body, correlation id override or None); None = no reply.
-Reply = tuple[int, dict[str, Any], int | None] | None
-Script = Callable[[Request], Awaitable[Reply]]
+from tests.fake_broker import FakeBroker, Reply, Script
 
 RANGES = [
     {"api_key": ApiKey.API_VERSIONS, "min_version": 0, "max_version": 4},
@@ -45,51 +41,6 @@ def api_versions_ok(request: Request) -> Reply:
 def metadata_ok(request: Request, cluster_id: str = "fake") -> Reply:
     body = {"brokers": [], "cluster_id": cluster_id, "controller_id": 1, "topics": []}
     return request.api_version, body, None
-
-
-class FakeBroker:
-    """Serves each connection with ``script``; records every request it decoded."""
-
-    def __init__(self, script: Script) -> None:
-        self.script = script
-        self.requests: list[Request] = []
-        self.server: asyncio.Server | None = None
-        self.port = 0
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> FakeBroker:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self.server.sockets[0].getsockname()[1]
-        return self
-
-    async def stop(self) -> None:
-        assert self.server is not None
-        self.server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        try:
-            while True:
-                size = int.from_bytes(await reader.readexactly(4), "big")
-                request = decode_request(await reader.readexactly(size))
-                self.requests.append(request)
-                reply = await self.script(request)
-                if reply is None:
-                    continue
-                version, body, correlation_id = reply
-                cid = request.correlation_id if correlation_id is None else correlation_id
-                writer.write(encode_frame(encode_response(request.api_key, version, cid, body)))
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-            self._tasks.discard(task)
 
 
 @pytest.fixture

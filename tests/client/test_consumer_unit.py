@@ -13,7 +13,8 @@ from protocol.api import Request
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
 from protocol.records import Record, build_batch
-from tests.client.test_connection_unit import FakeBroker, Reply, Script, api_versions_ok
+from tests.client.test_connection_unit import api_versions_ok
+from tests.fake_broker import FakeBroker, Reply, Script
 
 A0 = TopicPartition("a", 0)
 A1 = TopicPartition("a", 1)

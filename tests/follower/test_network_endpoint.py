@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import pathlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -15,10 +14,10 @@ from client.errors import ConnectionClosedError
 from follower.fetch_state import LeaderEpoch, Offset, TopicPartition
 from follower.leader_endpoint import EpochEndOffset, FetchPartitionParams, OffsetAndEpoch
 from follower.network_endpoint import NetworkLeaderEndpoint
-from protocol.api import Request, decode_request, encode_response
+from protocol.api import Request
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode, KafkaError
-from protocol.framing import encode_frame
+from tests.fake_broker import CLOSE, FakeBroker, Reply, Script
 from tests.follower.fake_leader import make_batch
 from tests.follower.helpers import Harness
 
@@ -45,59 +44,16 @@ def ranges(fetch_max: int = 12, *, offset_for_leader_epoch: bool = True) -> list
     return out
 
 
-class FakeBroker:
-    """Answers ApiVersions with ``api_ranges`` and everything else with ``handler``; records requests."""
+def endpoint_script(api_ranges: list[dict[str, int]], handler: Handler) -> Script:
+    """ApiVersions answered with ``api_ranges``; everything else by ``handler`` (None closes)."""
 
-    def __init__(self, api_ranges: list[dict[str, int]], handler: Handler) -> None:
-        self.api_ranges = api_ranges
-        self.handler = handler
-        self.requests: list[Request] = []
-        self.server: asyncio.Server | None = None
-        self.port = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+    async def script(request: Request) -> Reply:
+        if request.api_key == ApiKey.API_VERSIONS:
+            return request.api_version, {"error_code": 0, "api_keys": api_ranges, "throttle_time_ms": 0}, None
+        body = await handler(request)
+        return CLOSE if body is None else (request.api_version, body, None)
 
-    async def start(self) -> FakeBroker:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self.server.sockets[0].getsockname()[1]
-        return self
-
-    async def stop(self) -> None:
-        assert self.server is not None
-        self.server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    def of(self, api_key: int) -> list[Request]:
-        return [r for r in self.requests if r.api_key == api_key]
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        try:
-            while True:
-                size = int.from_bytes(await reader.readexactly(4), "big")
-                request = decode_request(await reader.readexactly(size))
-                if request.api_key == ApiKey.API_VERSIONS:
-                    body: dict[str, Any] | None = {
-                        "error_code": 0,
-                        "api_keys": self.api_ranges,
-                        "throttle_time_ms": 0,
-                    }
-                else:
-                    self.requests.append(request)
-                    body = await self.handler(request)
-                if body is None:
-                    break
-                frame = encode_response(request.api_key, request.api_version, request.correlation_id, body)
-                writer.write(encode_frame(frame))
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-            self._tasks.discard(task)
+    return script
 
 
 Start = Callable[..., Awaitable[tuple[FakeBroker, NetworkLeaderEndpoint]]]
@@ -111,7 +67,7 @@ async def start() -> AsyncIterator[Start]:
     async def start(
         handler: Handler, api_ranges: list[dict[str, int]] | None = None
     ) -> tuple[FakeBroker, NetworkLeaderEndpoint]:
-        broker = await FakeBroker(api_ranges or ranges(), handler).start()
+        broker = await FakeBroker(endpoint_script(api_ranges or ranges(), handler)).start()
         brokers.append(broker)
         conn = await KafkaConnection.open("127.0.0.1", broker.port, request_timeout_s=5)
         connections.append(conn)
