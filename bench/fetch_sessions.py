@@ -46,6 +46,7 @@ from typing import Any
 
 from bench import RESULTS_DIR, write_results
 from bench.broker_proc import KiplingProcess
+from bench.scaling_plot import plot_session_scaling
 from bench.wire import Connection, api_ranges, create_topics, pick_version
 from protocol.api_keys import ApiKey
 from protocol.records import Record, build_batch
@@ -382,43 +383,16 @@ def print_table(runs: list[dict[str, Any]]) -> None:
 
 
 def plot(runs: list[dict[str, Any]], path: Path) -> Path | None:
-    """Two log-log panels: broker CPU per fetch and bytes per fetch against N, one line per mode."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot (pip install matplotlib)")
-        return None
-    ns = [run["n"] for run in runs]
-    labels = {
-        "sessionless_full": "full (sessionless, all N listed)",
-        "incremental": "incremental, 1% changed",
-        "incremental_fixed": f"incremental, {runs[0]['incremental_fixed']['changed_per_round']} changed",
-    }
-    fig, (cpu_ax, bytes_ax) = plt.subplots(1, 2, figsize=(11, 4.5))
-    for mode, label in labels.items():
-        cpu_ax.plot(ns, [run[mode]["cpu_us_mean"] for run in runs], marker="o", label=label)
-        bytes_ax.plot(ns, [run[mode]["bytes_mean"] for run in runs], marker="o", label=label)
-    for ax, title, unit in (
-        (cpu_ax, "broker CPU per fetch", "µs (schedstat)"),
-        (bytes_ax, "request + response bytes per fetch", "bytes"),
-    ):
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("partitions in the fetch session (N)")
-        ax.set_ylabel(unit)
-        ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle(
-        f"kipling fetch sessions: Fetch v{runs[0]['fetch_version']}, 1 small batch per changed partition"
+    return plot_session_scaling(
+        runs,
+        path,
+        cpu_key="cpu_us_mean",
+        cpu_title="broker CPU per fetch",
+        cpu_unit="µs (schedstat)",
+        suptitle=(
+            f"kipling fetch sessions: Fetch v{runs[0]['fetch_version']}, 1 small batch per changed partition"
+        ),
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 def main() -> None:

@@ -95,6 +95,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from bench import RESULTS_DIR, write_results
+from bench.scaling_plot import plot_session_scaling
 from broker.config import BrokerConfig, load_config
 from broker.fetch_service import FetchService
 from broker.fetch_session import FetchManager, FetchSessionCache, FetchSessionCacheMetrics
@@ -982,56 +983,18 @@ def print_profile(n: int, profile: dict[str, list[dict[str, Any]]]) -> None:
 
 
 def plot(runs: list[dict[str, Any]], path: pathlib.Path) -> pathlib.Path | None:
-    """Two log-log panels: CPU per fetch and request+response bytes per fetch against N."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot (pip install -e '.[bench]')")
-        return None
-    ns = [run["n"] for run in runs]
-    labels = {
-        "sessionless_full": "full (sessionless, all N listed), 1% changed",
-        "incremental": "incremental, 1% changed",
-        "incremental_fixed": f"incremental, {runs[0]['incremental_fixed']['changed_per_round']} changed",
-    }
-    fig, (cpu_ax, bytes_ax) = plt.subplots(1, 2, figsize=(11, 4.5))
-    for mode, label in labels.items():
-        line = cpu_ax.plot(ns, [run[mode]["cpu_us_median"] for run in runs], marker="o", label=label)[0]
-        if mode != "incremental_fixed":
-            cpu_ax.plot(
-                ns,
-                [run[mode]["cpu_ex_gc_us_median"] for run in runs],
-                linestyle="--",
-                color=line.get_color(),
-                alpha=0.6,
-                label=f"{label.split(',')[0]}, without GC time",
-            )
-        bytes_ax.plot(ns, [run[mode]["bytes_mean"] for run in runs], marker="o", label=label)
-    for ax, title, unit in (
-        (cpu_ax, "broker CPU per fetch (median)", "µs (process CPU time: decode + handle + encode)"),
-        (bytes_ax, "request + response bytes per fetch", "bytes"),
-    ):
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("partitions in the fetch session (N)")
-        ax.set_ylabel(unit)
-        ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle(
-        f"kipling fetch path in one process (in-memory logs), Fetch v{runs[0]['fetch_version']}, "
-        f"one ~{VALUE_BYTES}-byte batch per changed partition"
+    return plot_session_scaling(
+        runs,
+        path,
+        cpu_key="cpu_us_median",
+        extra_cpu_key="cpu_ex_gc_us_median",
+        cpu_title="broker CPU per fetch (median)",
+        cpu_unit="µs (process CPU time: decode + handle + encode)",
+        suptitle=(
+            f"kipling fetch path in one process (in-memory logs), Fetch v{runs[0]['fetch_version']}, "
+            f"one ~{VALUE_BYTES}-byte batch per changed partition"
+        ),
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
-
-
-# -- main ----------------------------------------------------------------------------------------------
 
 
 async def run_all(args: argparse.Namespace) -> None:
