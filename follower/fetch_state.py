@@ -99,6 +99,24 @@ class PartitionFetchState:
         return replace(self, delayed_until_ms=None)
 
 
+def _state(
+    replica_state: ReplicaState,
+    fetch_offset: int,
+    current_leader_epoch: int,
+    lag: int | None,
+    last_fetched_epoch: int | None,
+    topic_id: uuid.UUID | None,
+) -> PartitionFetchState:
+    return PartitionFetchState(
+        Offset(fetch_offset),
+        LeaderEpoch(current_leader_epoch),
+        replica_state,
+        lag=lag,
+        last_fetched_epoch=None if last_fetched_epoch is None else LeaderEpoch(last_fetched_epoch),
+        topic_id=topic_id,
+    )
+
+
 def fetching(
     fetch_offset: int,
     current_leader_epoch: int,
@@ -108,13 +126,8 @@ def fetching(
     topic_id: uuid.UUID | None = None,
 ) -> PartitionFetchState:
     """A FETCHING state (shorthand used by the fetcher and tests)."""
-    return PartitionFetchState(
-        Offset(fetch_offset),
-        LeaderEpoch(current_leader_epoch),
-        ReplicaState.FETCHING,
-        lag=lag,
-        last_fetched_epoch=None if last_fetched_epoch is None else LeaderEpoch(last_fetched_epoch),
-        topic_id=topic_id,
+    return _state(
+        ReplicaState.FETCHING, fetch_offset, current_leader_epoch, lag, last_fetched_epoch, topic_id
     )
 
 
@@ -127,11 +140,6 @@ def truncating(
     topic_id: uuid.UUID | None = None,
 ) -> PartitionFetchState:
     """A TRUNCATING state whose ``fetch_offset`` is the fallback truncation point (the HW)."""
-    return PartitionFetchState(
-        Offset(fetch_offset),
-        LeaderEpoch(current_leader_epoch),
-        ReplicaState.TRUNCATING,
-        lag=lag,
-        last_fetched_epoch=None if last_fetched_epoch is None else LeaderEpoch(last_fetched_epoch),
-        topic_id=topic_id,
+    return _state(
+        ReplicaState.TRUNCATING, fetch_offset, current_leader_epoch, lag, last_fetched_epoch, topic_id
     )
