@@ -25,7 +25,8 @@ from broker.handlers.metadata import (
     MetadataHandler,
 )
 from broker.handlers.registry import HandlerRegistry
-from broker.topics import METADATA_FILE_NAME, ZERO_UUID, PartitionState, TopicState, TopicStore
+from broker.replica_manager import ReplicaManager
+from broker.topics import METADATA_FILE_NAME, ZERO_UUID, TopicStore
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
 from protocol.messages import REQUESTS, RESPONSES
@@ -39,38 +40,22 @@ ENDPOINT = BrokerEndpoint(NODE, "broker.example", 19092)
 NONE, UNKNOWN_TOPIC = int(ErrorCode.NONE), int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-class LogListener:
-    """Stands in for the ReplicaManager: creates and deletes partition logs as topics change."""
-
-    def __init__(self, logs: LogManager) -> None:
-        self.logs = logs
-
-    def on_topic_created(self, topic: TopicState) -> None:
-        self.on_partitions_created(topic, topic.sorted_partitions())
-
-    def on_partitions_created(self, topic: TopicState, partitions: list[PartitionState]) -> None:
-        for p in partitions:
-            self.logs.get_or_create_log(topic.name, p.partition, topic.topic_id)
-
-    def on_topic_deleted(self, topic: TopicState) -> None:
-        for p in topic.sorted_partitions():
-            self.logs.delete_log(topic.name, p.partition)
-
-
 class Env:
     def __init__(self, tmp_path: pathlib.Path, **props: str) -> None:
         self.log_dir = tmp_path / "logs"
         self.config, _ = BrokerConfig.from_properties(
             {"log.dirs": str(self.log_dir), "node.id": str(NODE), **props}
         )
-        self.logs = LogManager([self.log_dir], LogConfig(), FakeClock(1_700_000_000_000))
+        clock = FakeClock(1_700_000_000_000)
+        self.logs = LogManager([self.log_dir], LogConfig(), clock)
         self.topics = TopicStore(
             self.log_dir / METADATA_FILE_NAME,
             NODE,
             default_num_partitions=self.config.num_partitions,
             default_replication_factor=self.config.default_replication_factor,
         )
-        self.topics.subscribe(LogListener(self.logs))
+        # the real ReplicaManager: partition directories come and go through production wiring
+        self.replicas = ReplicaManager(self.logs, self.topics, NODE, self.config, clock)
 
     def metadata(self) -> MetadataHandler:
         return MetadataHandler(
@@ -85,6 +70,7 @@ class Env:
 def env(tmp_path: pathlib.Path) -> Iterator[Env]:
     environment = Env(tmp_path)
     yield environment
+    environment.replicas.shutdown()
     environment.logs.shutdown()
 
 
