@@ -306,7 +306,7 @@ class MessageSpec:
 
     api_key: int
     name: str
-    type: str  # "request" | "response" | "header" | "data"
+    type: str  # "request" | "response" | "header" | "data" | "metadata"
     valid_versions: str
     flexible_versions: str
     fields: tuple[Field, ...]
@@ -342,6 +342,15 @@ def request(api_key: int, name: str, valid: str, flexible: str, *fields: Field) 
 
 def response(api_key: int, name: str, valid: str, flexible: str, *fields: Field) -> MessageSpec:
     return MessageSpec(api_key, f"{name}Response", "response", valid, flexible, tuple(fields))
+
+
+def metadata_record(type_id: int, name: str, valid: str, flexible: str, *fields: Field) -> MessageSpec:
+    """A cluster-metadata record, KRaft style: its type id plays the role of an API key.
+
+    Its codecs derive exactly as a message's do; the type "metadata" keeps it out of the
+    request/response registry of :mod:`protocol.messages`.
+    """
+    return MessageSpec(type_id, name, "metadata", valid, flexible, tuple(fields))
 
 
 @functools.cache

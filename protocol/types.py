@@ -18,7 +18,6 @@ from typing import Any
 
 from construct import (
     Construct,
-    Flag,
     Float64b,
     FormatField,
     Int8sb,
@@ -79,7 +78,10 @@ INT64 = _fixed(Int64sb, 8)
 UINT16 = _fixed(Int16ub, 2)
 UINT32 = _fixed(Int32ub, 4)
 FLOAT64 = _fixed(Float64b, 8)
-BOOL = _fixed(Flag, 1)
+# Not construct's Flag: its compiled parser reads ``io.read(1) != b"\x00"``, so a body cut just
+# before a bool decoded as True. A struct "?" field checks its length on both paths, reads any
+# non-zero byte as True (as Kafka does) and joins the neighbouring fixed-size fields in one unpack.
+BOOL = _fixed(FormatField(">", "?"), 1)
 UUID = WireType(wire.read_uuid, wire.write_uuid, 16)
 UVARINT = WireType(wire.read_uvarint, wire.write_uvarint, 1)
 VARINT = WireType(wire.read_varint, wire.write_varint, 1)
@@ -220,7 +222,7 @@ def _fixed_runs(fields: Sequence[FieldCodec]) -> list[list[FieldCodec]]:
 
 def _run_packer(code: Any, run: Sequence[FieldCodec]) -> tuple[str, int]:
     fmt = ">" + "".join(f.construct.fmtstr.lstrip("<>=!@") for f in run)  # type: ignore[attr-defined]
-    name = f"packer_{fmt[1:]}"
+    name = "packer_" + fmt[1:].replace("?", "_")  # "?" (bool) is no identifier; "_" is no format code
     code.append(f"{name} = struct.Struct({fmt!r})")
     return name, struct.calcsize(fmt)
 
@@ -340,10 +342,15 @@ class Struct(Construct):
             targets = ", ".join(f"result[{f.name!r}]" for f in run)
             lines.append(f"    {targets} = {packer}.unpack(io.read({size}))")
         if self.flexible:
-            lines.append("    if io.read(1) == b'\\x00':")
+            lines.append("    tag_count = io.read(1)")
+            lines.append("    if tag_count == b'\\x00':")
             for i, field in enumerate(self.tagged):
                 lines.append(f"        result[{field.name!r}] = {_default_expr(field, f'{me}.tagged[{i}]')}")
             lines.append("        pass")
+            # At the end of the input there is nothing to step back over: seeking back would
+            # re-read the previous field's last byte as the tag count.
+            lines.append("    elif not tag_count:")
+            lines.append("        raise DecodeError('truncated input: missing tagged fields')")
             lines.append("    else:")
             lines.append("        io.seek(-1, 1)")
             lines.append(f"        {me}.parse_tagged_section(io, result)")

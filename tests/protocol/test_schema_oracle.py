@@ -3,6 +3,10 @@
 For each API and each version kipling declares: the version is valid in Kafka, flexibility
 matches, and the fields present in that version match in order, name, type, nullability,
 tag and default.
+
+kafka-python ships the specs of the APIs a client sends, not of the controller-only ones
+(BrokerRegistration, BrokerHeartbeat, AlterPartition): those are skipped, by an explicit list, so
+that any other missing spec still fails.
 """
 
 from __future__ import annotations
@@ -11,11 +15,16 @@ from typing import Any
 
 import pytest
 
+from protocol.api_keys import ApiKey
 from protocol.messages import REQUESTS, RESPONSES
 from protocol.schema import PRIMITIVES, Field, MessageSpec
 from tests.protocol.oracle import in_range, kafka_spec, resolve_fields, snake
 
 ALL_SPECS = [*REQUESTS.values(), *RESPONSES.values()]
+
+NOT_IN_ORACLE = frozenset({ApiKey.ALTER_PARTITION, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT})
+"""Controller-only APIs whose JSON kafka-python does not ship; their declarations were checked
+against Apache Kafka's own message files by hand and are pinned by tests/protocol/test_controller_apis.py."""
 
 
 def _kafka_type(type_name: str) -> str:
@@ -70,6 +79,8 @@ def _compare(
 @pytest.mark.parametrize("spec", ALL_SPECS, ids=lambda s: s.name)
 def test_declaration_matches_kafka(spec: MessageSpec) -> None:
     theirs = kafka_spec(spec.api_key, spec.type)
+    if theirs is None and spec.api_key in NOT_IN_ORACLE:
+        pytest.skip(f"kafka-python ships no spec for {spec.name}")
     assert theirs is not None, f"Kafka has no spec for {spec.name}"
     problems: list[str] = []
     for version in spec.version_list():
