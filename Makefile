@@ -26,13 +26,14 @@ install: $(STAMP)
 
 install-test: $(TEST_STAMP)
 
-# Debian packages the tests need: kcat (librdkafka 2.0.2, the oldest client the tests drive).
+# Debian packages the tests need: kcat (librdkafka 2.0.2, the oldest client the tests drive) and
+# docker-compose (v1, to validate docker-compose.yml; no docker engine: --no-install-recommends).
 # Installed with apt-get when missing (CI and developer machines run as root); sudo otherwise.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 system-deps:
-	@command -v kcat >/dev/null 2>&1 || { \
+	@{ command -v kcat && command -v docker-compose; } >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq kcat >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends kcat docker-compose >/dev/null; }
 
 run: $(STAMP)
 	$(BIN)/kipling broker $(ARGS)

@@ -10,9 +10,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from broker.commands import broker, decode_frame, dump_log
+from broker.commands import broker, decode_frame, dev_cluster, dump_log
 
-COMMANDS = (broker, decode_frame, dump_log)
+COMMANDS = (broker, dev_cluster, decode_frame, dump_log)
 
 
 def build_parser() -> argparse.ArgumentParser:

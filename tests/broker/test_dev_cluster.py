@@ -1,0 +1,428 @@
+"""`kipling dev-cluster`: its layout and checks in-process, then the real command with real brokers.
+
+The process tests start brokers that are still standalone nodes (no replication between them yet):
+they check what the supervisor promises — every broker up on its ports, one tagged output, a
+graceful stop on SIGTERM with nothing left behind, a failed broker stopping the rest, a busy port
+refused before anything starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.cli import main
+from broker.config import BrokerConfig
+from broker.dev_cluster import (
+    ClusterLayout,
+    Console,
+    DevClusterError,
+    LineSplitter,
+    Supervisor,
+    bootstrap_servers,
+    broker_command,
+    broker_properties,
+    broker_specs,
+    check_ports,
+    default_cluster_config_dir,
+    port_in_use,
+    read_cluster_settings,
+)
+from protocol.api_keys import ApiKey
+from tests.integration.wire_client import WireClient
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER_DIR = ROOT / "config" / "cluster"
+STARTED = re.compile(r"started (broker-\d+) \(pid (\d+)\)")
+
+
+# -- layout and configuration --------------------------------------------------------------------
+
+
+def test_layout_ports_roles_and_voters(tmp_path: Path) -> None:
+    specs = broker_specs(ClusterLayout(brokers=3, data_dir=tmp_path))
+    assert [(s.name, s.port, s.metrics_port) for s in specs] == [
+        ("broker-1", 9092, 9404),
+        ("broker-2", 9093, 9405),
+        ("broker-3", 9094, 9406),
+    ]
+    assert bootstrap_servers(specs) == "bootstrap.servers=127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094"
+    first, second = (s.node_properties() for s in specs[:2])
+    assert first["process.roles"] == "broker,controller"
+    assert first["listeners"] == "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9192"
+    assert second["process.roles"] == "broker"
+    assert second["listeners"] == "PLAINTEXT://127.0.0.1:9093"
+    for props in (first, second):
+        assert props["controller.quorum.voters"] == "1@127.0.0.1:9192"
+        assert props["controller.listener.names"] == "CONTROLLER"
+    assert specs[2].log_dir == tmp_path.resolve() / "broker-3"
+
+
+def test_controller_port_can_be_chosen(tmp_path: Path) -> None:
+    layout = ClusterLayout(brokers=2, data_dir=tmp_path, base_port=20000, controller_port=21000)
+    specs = broker_specs(layout)
+    assert specs[1].node_properties()["controller.quorum.voters"] == "1@127.0.0.1:21000"
+    assert (21000, "broker-1 controller port") in specs[0].ports()
+    assert all(port != 21000 for port, _ in specs[1].ports())
+
+
+def test_every_broker_config_is_valid_and_takes_the_cluster_files_settings(tmp_path: Path) -> None:
+    settings = read_cluster_settings(CLUSTER_DIR)
+    for spec in broker_specs(ClusterLayout(brokers=5, data_dir=tmp_path)):
+        config, warnings = BrokerConfig.from_properties(broker_properties(spec, settings))
+        assert warnings == []
+        assert config.node_id == spec.node_id
+        assert config.min_insync_replicas == 2 and config.default_replication_factor == 3
+        assert [str(li) for li in config.advertised_listeners] == [f"PLAINTEXT://{spec.bootstrap}"]
+        assert config.metrics_listener == ("127.0.0.1", spec.metrics_port)
+
+
+def test_broker_files_that_disagree_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "broker-1.properties").write_text("node.id=1\nmin.insync.replicas=2\n")
+    (tmp_path / "broker-2.properties").write_text("node.id=2\nmin.insync.replicas=1\n")
+    with pytest.raises(DevClusterError, match=r"min\.insync\.replicas differs"):
+        read_cluster_settings(tmp_path)
+    with pytest.raises(DevClusterError, match="no broker-"):
+        read_cluster_settings(tmp_path / "missing")
+
+
+def test_default_cluster_config_falls_back_to_the_source_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert default_cluster_config_dir() == CLUSTER_DIR
+
+
+def test_broker_command_runs_the_broker_module(tmp_path: Path) -> None:
+    (spec,) = broker_specs(ClusterLayout(brokers=1, data_dir=tmp_path))
+    argv = broker_command(spec, tmp_path / "cluster.properties")
+    assert argv[:5] == [sys.executable, "-m", "broker", "--config", str(tmp_path / "cluster.properties")]
+    assert "node.id=1" in argv and f"log.dirs={tmp_path.resolve() / 'broker-1'}" in argv
+
+
+# -- ports ---------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _listening() -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def test_port_checks_name_the_port() -> None:
+    with _listening() as busy:
+        assert port_in_use("127.0.0.1", busy)
+        with pytest.raises(DevClusterError, match=rf"port {busy} \(broker-2 client port\) is already in use"):
+            check_ports(
+                "127.0.0.1", [(busy - 1 if busy > 1 else busy + 1, "x"), (busy, "broker-2 client port")]
+            )
+    with pytest.raises(DevClusterError, match="port 9404 is both the a and the b"):
+        check_ports("127.0.0.1", [(9404, "a"), (9404, "b")])
+    with pytest.raises(DevClusterError, match="port 70000"):
+        check_ports("127.0.0.1", [(70000, "a")])
+
+
+# -- output --------------------------------------------------------------------------------------
+
+
+def test_line_splitter_handles_any_chunking() -> None:
+    splitter = LineSplitter()
+    assert splitter.feed(b"one\ntw") == ["one"]
+    assert splitter.feed(b"o\r\n\nthr") == ["two", ""]
+    assert splitter.feed(b"\xffee") == []
+    assert splitter.flush() == ["thr\ufffdee"]
+    assert splitter.flush() == []
+
+
+def test_console_tags_have_a_fixed_width_and_colour_only_on_request() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    names = [f"broker-{i}" for i in (1, 2, 10)]
+    plain = Console(names, out, err)  # a StringIO is not a terminal
+    plain.lines("broker-1", ["hello"])
+    plain.lines("broker-10", ["world"])
+    plain.notice("stopping")
+    assert out.getvalue().splitlines() == ["broker-1    | hello", "broker-10   | world"]
+    assert err.getvalue() == "dev-cluster | stopping\n"
+    coloured = io.StringIO()
+    Console(names, coloured, err, colour=True).lines("broker-2", ["x"])
+    assert coloured.getvalue() == "\x1b[33mbroker-2    |\x1b[0m x\n"
+
+
+def test_help_documents_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["dev-cluster", "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for expected in (
+        "--brokers",
+        "--data-dir",
+        "--base-port",
+        "--metrics-base-port",
+        "--controller-port",
+        "--cluster-config",
+        "--stop-timeout",
+        "bootstrap.servers=",
+        "config/cluster/broker-*.properties",
+        "SIGTERM",
+        "status 1",
+        "already in use",
+    ):
+        assert expected in text, expected
+
+
+# -- the real command ----------------------------------------------------------------------------
+
+
+def _free_run(count: int, avoid: set[int]) -> int:
+    """The first port of ``count`` consecutive free loopback ports, none of them in ``avoid``."""
+    for _ in range(50):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            first = sock.getsockname()[1]
+        ports = set(range(first, first + count))
+        if (
+            first + count <= 65535
+            and not ports & avoid
+            and not any(port_in_use("127.0.0.1", p) for p in ports)
+        ):
+            return first
+    raise RuntimeError("no run of free ports")
+
+
+def _free_layout(brokers: int) -> tuple[int, int, int]:
+    """Free client, metrics and controller ports for a cluster of ``brokers``."""
+    base = _free_run(brokers, set())
+    taken = set(range(base, base + brokers))
+    metrics = _free_run(brokers, taken)
+    controller = _free_run(1, taken | set(range(metrics, metrics + brokers)))
+    return base, metrics, controller
+
+
+def _kipling() -> list[str]:
+    script = Path(sys.executable).with_name("kipling")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "broker.cli"]
+
+
+class DevCluster:
+    """``kipling dev-cluster`` run as a process, its output in files."""
+
+    def __init__(self, tmp_path: Path, brokers: int) -> None:
+        self.base, self.metrics, self.controller = _free_layout(brokers)
+        self.brokers = brokers
+        self.data_dir = tmp_path / "cluster"
+        tmp_path.mkdir(parents=True, exist_ok=True)
+        self.out_path, self.err_path = tmp_path / "out.txt", tmp_path / "err.txt"
+        args = [
+            *_kipling(),
+            "dev-cluster",
+            f"--brokers={brokers}",
+            f"--data-dir={self.data_dir}",
+            f"--base-port={self.base}",
+            f"--metrics-base-port={self.metrics}",
+            f"--controller-port={self.controller}",
+            f"--cluster-config={CLUSTER_DIR}",
+            "--stop-timeout=8",
+        ]
+        with self.out_path.open("wb") as out, self.err_path.open("wb") as err:
+            self.process = subprocess.Popen(args, cwd=tmp_path, stdout=out, stderr=err)
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.base + i for i in range(self.brokers)]
+
+    def out(self) -> str:
+        return self.out_path.read_text(errors="replace")
+
+    def err(self) -> str:
+        return self.err_path.read_text(errors="replace")
+
+    def pids(self) -> dict[str, int]:
+        return {name: int(pid) for name, pid in STARTED.findall(self.err())}
+
+    def wait_until_serving(self, timeout_s: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        pending = list(self.ports)
+        while pending:
+            assert self.process.poll() is None, f"dev-cluster exited early:\n{self.err()}\n{self.out()}"
+            assert time.monotonic() < deadline, f"brokers on {pending} never answered:\n{self.out()}"
+            with contextlib.suppress(OSError), WireClient(pending[0], timeout_s=2) as client:
+                body = {"client_software_name": "dev-cluster-test", "client_software_version": "1"}
+                assert client.request(ApiKey.API_VERSIONS, 3, body).body.error_code == 0
+                pending.pop(0)
+                continue
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Leave nothing running, whatever the test did."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        for pid in self.pids().values():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def start_cluster(tmp_path: Path) -> Iterator[Callable[[int], DevCluster]]:
+    """Start ``kipling dev-cluster`` processes of the test's own; whatever is left is killed afterwards."""
+    started: list[DevCluster] = []
+
+    def start(brokers: int) -> DevCluster:
+        cluster = DevCluster(tmp_path / f"run{len(started)}", brokers)
+        started.append(cluster)
+        return cluster
+
+    yield start
+    for cluster in started:
+        cluster.stop()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _gone(pid: int, timeout_s: float) -> bool:
+    """Whether ``pid`` is dead, allowing a killed orphan the moment init needs to reap it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _healthcheck_command(port: int) -> list[str]:
+    """The Dockerfile's HEALTHCHECK, pointed at ``port``."""
+    text = (ROOT / "Dockerfile").read_text()
+    match = re.search(r"HEALTHCHECK[^\n]*\\\n\s*CMD (\[.*\])", text)
+    assert match is not None
+    argv = json.loads(match.group(1))
+    return [
+        sys.executable if argv[0] == "python" else argv[0],
+        *(a.replace("9092", str(port)) for a in argv[1:]),
+    ]
+
+
+def test_three_brokers_serve_then_stop_on_sigterm(start_cluster: Callable[[int], DevCluster]) -> None:
+    cluster = start_cluster(3)
+    cluster.wait_until_serving()
+    for i in range(3):
+        with urllib.request.urlopen(f"http://127.0.0.1:{cluster.metrics + i}/metrics", timeout=5) as response:
+            assert response.status == 200
+            assert b"kafka_" in response.read()
+    # The image's health check speaks to a broker as Docker would.
+    assert subprocess.run(_healthcheck_command(cluster.base), timeout=10).returncode == 0
+    pids = cluster.pids()
+    assert sorted(pids) == ["broker-1", "broker-2", "broker-3"]
+
+    started = time.monotonic()
+    cluster.process.send_signal(signal.SIGTERM)
+    assert cluster.process.wait(timeout=15) == 0, cluster.err()
+    assert time.monotonic() - started < 15
+    assert not [name for name, pid in pids.items() if _alive(pid)], "a broker survived dev-cluster"
+
+    out = cluster.out().splitlines()
+    assert out[0] == "bootstrap.servers=" + ",".join(f"127.0.0.1:{p}" for p in cluster.ports)
+    for name in pids:
+        assert any(line.startswith(f"{name}    | ") and "broker started" in line for line in out), name
+        assert f"{name} stopped (exit code 0)" in cluster.err()
+    assert (cluster.data_dir / "broker-1" / "meta.properties").exists()
+
+
+def test_a_broker_that_dies_stops_the_others(start_cluster: Callable[[int], DevCluster]) -> None:
+    cluster = start_cluster(2)
+    cluster.wait_until_serving()
+    pids = cluster.pids()
+    os.kill(pids["broker-2"], signal.SIGKILL)
+    assert cluster.process.wait(timeout=15) == 1, cluster.err()
+    assert "broker-2 exited on its own (killed by SIGKILL)" in cluster.err()
+    assert "broker-1 stopped (exit code 0)" in cluster.err()
+    assert not _alive(pids["broker-1"])
+
+
+def test_a_port_in_use_is_reported_before_anything_starts(tmp_path: Path) -> None:
+    base, metrics, controller = _free_layout(3)
+    data_dir = tmp_path / "cluster"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", base + 1))
+        busy.listen()
+        result = subprocess.run(
+            [
+                *_kipling(),
+                "dev-cluster",
+                "--brokers=3",
+                f"--data-dir={data_dir}",
+                f"--base-port={base}",
+                f"--metrics-base-port={metrics}",
+                f"--controller-port={controller}",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert result.returncode == 2
+    assert f"port {base + 1} (broker-2 client port) is already in use" in result.stderr
+    assert result.stdout == ""
+    assert not data_dir.exists()
+    assert not port_in_use("127.0.0.1", base), "broker-1 must not have been started"
+
+
+# -- the supervisor with stand-in children -------------------------------------------------------
+
+STUBBORN_CHILD = """
+import signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+print("grandchild", grandchild.pid, flush=True)
+print("no newline at the end", end="", flush=True)
+time.sleep(60)
+"""
+
+
+async def test_a_child_that_ignores_sigterm_is_killed_with_its_group() -> None:
+    """The stop timeout is a promise: a broker stuck in shutdown, and any process it started, go."""
+    out, err = io.StringIO(), io.StringIO()
+    console = Console(["broker-1"], out, err)
+    supervisor = Supervisor(
+        [("broker-1", [sys.executable, "-c", STUBBORN_CHILD])], console, stop_timeout_s=0.5
+    )
+
+    async def stop_when_ready() -> None:
+        while "grandchild" not in out.getvalue():
+            await asyncio.sleep(0.02)
+        supervisor.request_stop("test")
+
+    stopper = asyncio.create_task(stop_when_ready())
+    assert await asyncio.wait_for(supervisor.run(), timeout=15) == 0
+    await stopper
+    grandchild = int(re.search(r"grandchild (\d+)", out.getvalue()).group(1))  # type: ignore[union-attr]
+    assert _gone(grandchild, timeout_s=5), "the broker's own child survived"
+    assert "broker-1    | no newline at the end" in out.getvalue().splitlines()
+    assert "broker-1 did not stop in time: killing it" in err.getvalue()
+    assert "broker-1 stopped (killed by SIGKILL)" in err.getvalue()
+    assert "processes left by" not in err.getvalue(), "the group was already killed whole"
