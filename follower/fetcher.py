@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 import structlog
@@ -90,11 +90,14 @@ class ReplicaFetcher:
         stats: FetcherStats,
         *,
         backoff_ms: int = DEFAULT_BACKOFF_MS,
+        on_failed: Callable[[TopicPartition, str], None] | None = None,
     ) -> None:
         """``name`` is the client id (Kafka's ``ReplicaFetcherThread-<fetcherId>-<sourceBrokerId>``).
 
         ``logs`` must hold the log of every partition before it is added; ``clock`` (monotonic in
-        production, see fetch_state.MonotonicClock) times the backoff deadlines.
+        production, see fetch_state.MonotonicClock) times the backoff deadlines. ``on_failed`` is
+        told (partition, reason) when a partition is marked failed, so that the owner of the
+        fetcher can report it (the follower process tells its broker).
         """
         self.name = name
         self._leader = leader
@@ -102,6 +105,7 @@ class ReplicaFetcher:
         self._clock = clock
         self._stats = stats
         self._backoff_ms = backoff_ms
+        self._on_failed = on_failed
         self._partitions = PartitionStates()
         self._failed: set[TopicPartition] = set()
         self._partitions_changed = asyncio.Event()
@@ -521,6 +525,8 @@ class ReplicaFetcher:
         self._failed.add(tp)
         self._stats.set_failed_partitions(len(self._failed))
         self._logger.error("partition marked as failed", topic=tp[0], partition=tp[1], reason=reason)
+        if self._on_failed is not None:
+            self._on_failed(tp, reason)
 
     def _log_partition_error(self, tp: TopicPartition, api: str, error: ErrorCode | None) -> None:
         log = self._logger.info if error in _RETRY_QUIETLY else self._logger.warning

@@ -88,6 +88,9 @@ class NetworkLeaderEndpoint:
         """The session's partitions with the fetcher's parameters (mirrors the handler's session)."""
         self._params_view = MappingProxyType(self._params)
         self._built: tuple[FollowerFetchRequest, FetchRequestData] | None = None
+        self._read_versions(connection)
+
+    def _read_versions(self, connection: KafkaConnection) -> None:
         self._fetch_version = connection.version_for(ApiKey.FETCH, FETCH_MAX_VERSION, FETCH_MIN_VERSION)
         self.supports_truncation_on_fetch = self._fetch_version >= TRUNCATION_ON_FETCH_MIN_VERSION
         try:
@@ -101,6 +104,22 @@ class NetworkLeaderEndpoint:
     def session(self) -> FetchSessionHandler:
         """The fetch session handler (for metrics and tests)."""
         return self._session
+
+    @property
+    def connection(self) -> KafkaConnection:
+        return self._connection
+
+    def replace_connection(self, connection: KafkaConnection) -> None:
+        """Continue over a new connection to the same leader (the last one was lost).
+
+        The session's partitions are kept, so the fetcher's O(changed) bookkeeping stays valid
+        across reconnects; the failed request already made the session handler start over with a
+        full request (a fetch session belongs to the leader, not to a connection, so a request
+        built before the reconnect may still be sent). The leader's API versions are read again: it
+        may have been upgraded in between.
+        """
+        self._connection = connection
+        self._read_versions(connection)
 
     # -- fetch ---------------------------------------------------------------------------------------
 

@@ -6,6 +6,11 @@ start offsets) and the clean-shutdown marker. On startup it loads every ``<topic
 directory, telling each log whether it may skip recovery; on shutdown it flushes, checkpoints and
 leaves the marker behind. The marker is deleted right after loading so that a crash later is noticed.
 
+A log may be *released* to a follower process (storage/handover.py): it is closed here and opened
+there, and while the follower process owns it this LogManager keeps only an *external entry* with
+the offsets the follower reports, so that the checkpoint files keep one writer and still cover
+every partition of the log dir. :meth:`LogManager.adopt_log` takes such a log back.
+
 One owner drives a LogManager at a time (it is not thread-safe).
 """
 
@@ -18,7 +23,8 @@ import re
 import shutil
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TextIO
 
 import structlog
@@ -36,6 +42,7 @@ from storage.checkpoint import (
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.errors import KiplingStorageError
+from storage.handover import LogHandover, close_for_handover, open_handed_over_log
 from storage.log import PartitionLog
 
 LOCK_FILE = ".lock"
@@ -79,6 +86,29 @@ def validate_topic_partition(topic: str, partition: int) -> None:
         raise ValueError(f"illegal partition {partition} for topic {topic!r}")
 
 
+class ExternallyOwnedLogError(KiplingStorageError):
+    """The log is owned by a follower process: take it back (adopt_log) before touching its files."""
+
+
+@dataclass(slots=True)
+class ExternalLog:
+    """A log owned by a follower process, as this LogManager still knows it (for its checkpoints).
+
+    ``closed`` is True once its owner reported closing it for good (a clean handover); until then a
+    shutdown of this LogManager must not claim a clean shutdown for its log dir.
+    """
+
+    log_dir: pathlib.Path
+    high_watermark: int
+    recovery_point: int
+    log_start_offset: int
+    closed: bool = False
+
+
+_OffsetOf = Callable[[PartitionLog | ExternalLog], int]
+"""Reads one checkpointed offset from an open log or an external entry (same attribute names)."""
+
+
 class LogDirLock:
     """An exclusive flock on ``<log dir>/.lock``, held for the life of the LogManager."""
 
@@ -119,6 +149,7 @@ class LogManager:
         self._topic_configs = topic_configs
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, pathlib.Path] = {}
+        self._external: dict[TopicPartition, ExternalLog] = {}
         self._locks: list[LogDirLock] = []
         self._shut_down = False
         try:
@@ -231,6 +262,7 @@ class LogManager:
         if existing is not None:
             self._check_topic_id(existing, topic_id)
             return existing
+        self._check_not_external(key, "open")
         validate_topic_partition(topic, partition)
         log_dir = self._least_loaded_log_dir()
         directory = log_dir / partition_dir_name(topic, partition)
@@ -252,6 +284,7 @@ class LogManager:
 
     def _least_loaded_log_dir(self) -> pathlib.Path:
         counts = Counter(self._dir_of.values())
+        counts.update(external.log_dir for external in self._external.values())
         return min(self._log_dirs, key=lambda directory: counts[directory])
 
     # -- deletion --------------------------------------------------------------------------------
@@ -259,6 +292,7 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> None:
         """Close the log and remove its files; a crash midway leaves a "-delete" dir removed at load."""
         key = (topic, partition)
+        self._check_not_external(key, "delete")
         log = self._logs.pop(key, None)
         if log is None:
             return
@@ -278,6 +312,7 @@ class LogManager:
         it must stop blocking the partition's name, but its data is the operator's to inspect.
         """
         key = (topic, partition)
+        self._check_not_external(key, "set aside")
         log = self._logs.pop(key, None)
         if log is None:
             return None
@@ -290,34 +325,138 @@ class LogManager:
         _log.warning("set a stray log aside", topic=topic, partition=partition, directory=str(stray))
         return stray
 
+    # -- handover to and from follower processes -------------------------------------------------
+
+    def release_log(self, topic: str, partition: int) -> LogHandover:
+        """Flush, close and forget the log so that a follower process can own it; returns the handover.
+
+        From here on the partition is an external entry: its offsets come from
+        :meth:`update_external_offsets` and still go into this log dir's checkpoint files.
+        """
+        key = (topic, partition)
+        log = self._logs.get(key)
+        if log is None:
+            raise KiplingStorageError(f"no open log for {topic}-{partition} to release")
+        log_dir = self._dir_of[key]
+        handover = close_for_handover(log)
+        del self._logs[key], self._dir_of[key]
+        self._external[key] = ExternalLog(
+            log_dir, handover.high_watermark, handover.recovery_point, handover.log_start_offset
+        )
+        _log.info(
+            "released log to a follower process",
+            topic=topic,
+            partition=partition,
+            log_end_offset=handover.log_end_offset,
+        )
+        return handover
+
+    def adopt_log(self, handover: LogHandover, config: LogConfig | None = None) -> PartitionLog:
+        """Take back a log its follower process closed (or that died holding it) and open it here.
+
+        An unclean handover (its owner died) is recovered from its recovery point while opening.
+        """
+        key = handover.topic_partition
+        if key in self._logs:
+            raise KiplingStorageError(f"{key[0]}-{key[1]} is already open here; cannot adopt it")
+        external = self._external.get(key)
+        if external is None:
+            raise KiplingStorageError(f"{key[0]}-{key[1]} was not released to a follower process")
+        log_dir = pathlib.Path(handover.log_dir)
+        if log_dir != external.log_dir:
+            raise KiplingStorageError(
+                f"handover of {key[0]}-{key[1]} names log dir {log_dir}, not {external.log_dir}"
+            )
+        log = open_handed_over_log(handover, config or self._config_for(key[0]), self._clock)
+        del self._external[key]
+        self._logs[key], self._dir_of[key] = log, log_dir
+        _log.info(
+            "adopted log from a follower process",
+            topic=key[0],
+            partition=key[1],
+            log_end_offset=log.log_end_offset,
+            clean=handover.clean,
+        )
+        return log
+
+    def update_external_offsets(
+        self, topic: str, partition: int, high_watermark: int, recovery_point: int, log_start_offset: int
+    ) -> bool:
+        """Record the offsets a follower process reported for a log it owns; False if not external.
+
+        A report after the log was adopted back (or for an unknown partition) is ignored: the
+        follower's reports and its handover reply travel on one ordered channel, so this is a late
+        duplicate and the log's own offsets are newer.
+        """
+        external = self._external.get((topic, partition))
+        if external is None:
+            return False
+        external.high_watermark = high_watermark
+        external.recovery_point = recovery_point
+        external.log_start_offset = log_start_offset
+        external.closed = False
+        return True
+
+    def external_log_closed(self, handover: LogHandover) -> None:
+        """The follower process closed this log for good (it shut down): keep its final offsets.
+
+        The entry stays external, but a clean handover lets :meth:`shutdown` leave the clean
+        shutdown marker; an unclean one (the process died) makes the next start recover the log dir.
+        """
+        external = self._external.get(handover.topic_partition)
+        if external is None:
+            return
+        external.high_watermark = handover.high_watermark
+        external.recovery_point = handover.recovery_point
+        external.log_start_offset = handover.log_start_offset
+        external.closed = handover.clean
+
+    def is_external(self, topic: str, partition: int) -> bool:
+        """True while the partition's log is owned by a follower process."""
+        return (topic, partition) in self._external
+
+    def external_logs(self) -> Mapping[TopicPartition, ExternalLog]:
+        """The logs owned by follower processes, with their last reported offsets (a copy)."""
+        return dict(self._external)
+
+    def _check_not_external(self, key: TopicPartition, action: str) -> None:
+        if key in self._external:
+            raise ExternallyOwnedLogError(
+                f"cannot {action} the log of {key[0]}-{key[1]}: a follower process owns it"
+            )
+
     # -- checkpoints, flush, retention -----------------------------------------------------------
 
     def _logs_in(self, log_dir: pathlib.Path) -> Iterator[tuple[TopicPartition, PartitionLog]]:
         return ((key, log) for key, log in self._logs.items() if self._dir_of[key] == log_dir)
 
-    def _checkpoint(self, name: str, value: Callable[[PartitionLog], int], log_dir: pathlib.Path) -> None:
-        offsets = {key: value(log) for key, log in self._logs_in(log_dir)}
+    def _checkpoint(self, name: str, offset: _OffsetOf, log_dir: pathlib.Path) -> None:
+        """Write ``name`` for ``log_dir``: its own logs' offsets plus those reported for external logs."""
+        offsets = {key: offset(log) for key, log in self._logs_in(log_dir)}
+        for key, external in self._external.items():
+            if external.log_dir == log_dir:
+                offsets[key] = offset(external)
         OffsetCheckpointFile(log_dir / name).write(offsets)
 
     def _write_checkpoints(self, log_dir: pathlib.Path) -> None:
-        self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point, log_dir)
-        self._checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset, log_dir)
-        self._checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark, log_dir)
+        self._checkpoint(RECOVERY_POINT_CHECKPOINT, _recovery_point, log_dir)
+        self._checkpoint(LOG_START_OFFSET_CHECKPOINT, _log_start_offset, log_dir)
+        self._checkpoint(REPLICATION_OFFSET_CHECKPOINT, _high_watermark, log_dir)
 
     def checkpoint_recovery_points(self) -> None:
         """Record, per log dir, the offset up to which each log is known to be on disk."""
         for log_dir in self._log_dirs:
-            self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point, log_dir)
+            self._checkpoint(RECOVERY_POINT_CHECKPOINT, _recovery_point, log_dir)
 
     def checkpoint_high_watermarks(self) -> None:
         """Record, per log dir, each log's high watermark (restored, clamped, at the next start)."""
         for log_dir in self._log_dirs:
-            self._checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark, log_dir)
+            self._checkpoint(REPLICATION_OFFSET_CHECKPOINT, _high_watermark, log_dir)
 
     def checkpoint_log_start_offsets(self) -> None:
         """Record, per log dir, each log's log start offset (it may be above its first segment's base)."""
         for log_dir in self._log_dirs:
-            self._checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset, log_dir)
+            self._checkpoint(LOG_START_OFFSET_CHECKPOINT, _log_start_offset, log_dir)
 
     def flush_all(self) -> None:
         for log in self._logs.values():
@@ -342,8 +481,11 @@ class LogManager:
     def shutdown(self) -> None:
         """Flush, checkpoint, close every log and leave the clean-shutdown marker; idempotent.
 
-        The marker is written only once everything before it succeeded, so that any failure means a
-        full recovery at the next start. The directory locks are released in every case.
+        Checkpoints include the logs owned by follower processes (their last reported offsets); a
+        log dir holding one that was not closed cleanly (:meth:`external_log_closed`) gets no
+        marker, so the next start recovers it. The marker is written only once everything before it
+        succeeded, so that any failure means a full recovery at the next start. The directory locks
+        are released in every case.
         """
         if self._shut_down:
             return
@@ -355,13 +497,31 @@ class LogManager:
             for log in self._logs.values():
                 log.close()
             for log_dir in self._log_dirs:
-                (log_dir / CLEAN_SHUTDOWN_MARKER).touch()
-                fsync_directory(log_dir)
-            _log.info("log manager shut down cleanly", log_dirs=[str(d) for d in self._log_dirs])
+                self._leave_clean_shutdown_marker(log_dir)
+            _log.info("log manager shut down", log_dirs=[str(d) for d in self._log_dirs])
         finally:
             self._logs.clear()
             self._dir_of.clear()
+            self._external.clear()
             self._release_locks()
+
+    def _leave_clean_shutdown_marker(self, log_dir: pathlib.Path) -> None:
+        """Mark ``log_dir`` clean unless a follower process may have left one of its logs unflushed."""
+        open_external = sorted(
+            key
+            for key, external in self._external.items()
+            if external.log_dir == log_dir and not external.closed
+        )
+        if open_external:
+            _log.warning(
+                "not marking the log dir clean: follower processes did not close all their logs",
+                log_dir=str(log_dir),
+                partitions=[f"{topic}-{partition}" for topic, partition in open_external[:10]],
+                count=len(open_external),
+            )
+            return
+        (log_dir / CLEAN_SHUTDOWN_MARKER).touch()
+        fsync_directory(log_dir)
 
     def _abandon(self) -> None:
         """Undo a failed start: close what was opened and release the locks, without a marker."""
@@ -369,9 +529,22 @@ class LogManager:
             log.close()
         self._logs.clear()
         self._dir_of.clear()
+        self._external.clear()
         self._release_locks()
 
     def _release_locks(self) -> None:
         for lock in self._locks:
             lock.release()
         self._locks.clear()
+
+
+def _recovery_point(log: PartitionLog | ExternalLog) -> int:
+    return log.recovery_point
+
+
+def _log_start_offset(log: PartitionLog | ExternalLog) -> int:
+    return log.log_start_offset
+
+
+def _high_watermark(log: PartitionLog | ExternalLog) -> int:
+    return log.high_watermark

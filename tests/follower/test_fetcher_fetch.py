@@ -181,8 +181,10 @@ async def test_metrics(tmp_path) -> None:
 
     await h.fetcher.do_work()
 
-    assert h.sample("kafka_server_fetcherstats_requests_total", client_id=CLIENT_ID) == 1
-    assert h.sample("kafka_server_fetcherstats_bytes_total", client_id=CLIENT_ID) == len(leader.bytes_from(0))
+    assert h.sample("kafka_server_fetcherstats_requestspersec_total", client_id=CLIENT_ID) == 1
+    assert h.sample("kafka_server_fetcherstats_bytespersec_total", client_id=CLIENT_ID) == len(
+        leader.bytes_from(0)
+    )
     assert h.sample("kafka_server_fetcherstats_requestlatency_seconds_count", client_id=CLIENT_ID) == 1
     assert h.sample("kafka_server_replicafetchermanager_failedpartitionscount", client_id=CLIENT_ID) == 0
 

@@ -1,0 +1,38 @@
+"""The ``configure`` message of the follower processes, from the broker's configuration.
+
+The follower processes read no configuration file: the broker sends them the replica.* settings
+and its log defaults, so that one server.properties governs both.
+"""
+
+from __future__ import annotations
+
+from broker.config.broker_config import BrokerConfig
+from broker.config.topic_config import to_log_config
+from client.replica_messages import FollowerSettings
+
+DEFAULT_OFFSETS_REPORT_INTERVAL_MS = 2000
+
+
+def follower_settings(config: BrokerConfig, broker_epoch: int = -1) -> FollowerSettings:
+    """Kafka's replica.* keys, the broker's log defaults and housekeeping intervals.
+
+    Offsets are reported at least as often as high watermarks are checkpointed, so that a
+    checkpoint never lags a follower process by more than one interval.
+    """
+    return FollowerSettings(
+        replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+        replica_fetch_min_bytes=config.replica_fetch_min_bytes,
+        replica_fetch_max_bytes=config.replica_fetch_max_bytes,
+        replica_fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
+        replica_fetch_backoff_ms=config.replica_fetch_backoff_ms,
+        replica_socket_timeout_ms=config.replica_socket_timeout_ms,
+        broker_epoch=broker_epoch,
+        log_config=to_log_config({}, config).to_properties(),
+        offsets_report_interval_ms=min(
+            DEFAULT_OFFSETS_REPORT_INTERVAL_MS, config.replica_high_watermark_checkpoint_interval_ms
+        ),
+        log_retention_check_interval_ms=config.log_retention_check_interval_ms,
+    )
+
+
+__all__ = ["follower_settings"]

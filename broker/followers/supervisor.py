@@ -1,0 +1,548 @@
+"""The broker's follower processes: start them, route partitions to them, restart them, stop them.
+
+A broker runs ``num.replica.fetchers`` follower processes (DESIGN.md section 1). A followed
+partition always goes to the same one, Kafka's fetcher id
+``abs(31 * topic.hashCode() + partition) % num.replica.fetchers`` (broker/followers/fetcher_ids.py),
+which then owns the partition's log until it hands it back.
+
+:class:`FollowerSupervisor` keeps the *assignment table*: per followed partition, the entry last
+sent in ``add_partitions``, whose handover is updated from the follower's ``offsets`` reports.
+That table is what survives a follower crash. When a process dies the supervisor logs its exit
+code at ERROR, waits a backoff (doubling up to a maximum while restarts keep failing fast),
+starts a new process and sends it ``configure`` (with the current broker epoch) and every
+partition of its fetcher id. Their handovers are then *unclean*: built from the last reported
+offsets, which may be behind the files (or the files may end in a torn write), so the new process
+recovers each log from its recovery point as crash recovery does (storage/handover.py).
+
+Requests to one process are serialised by a per-process lock, so a restart never interleaves with
+an add or a remove. While a process is down, ``add_partitions`` only records the entry (the restart
+sends it) and ``remove_partitions`` answers from the table: no process has those files open then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import pathlib
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from broker.followers.fetcher_ids import fetcher_id_for, java_string_hash
+from broker.followers.metrics import FollowerMetricsCollector, LagSeries, forget_process
+from broker.followers.process import FollowerProcess
+from client.replica_ipc import IpcClosedError, IpcError, JsonObject
+from client.replica_messages import (
+    ADD_PARTITIONS,
+    CONFIGURE,
+    METRICS_SNAPSHOT,
+    OFFSETS,
+    PARTITION_FAILED,
+    REMOVE_PARTITIONS,
+    SET_BROKER_EPOCH,
+    SHUTDOWN,
+    FollowerSettings,
+    PartitionAssignment,
+    PartitionOffsets,
+    fetcher_client_id,
+)
+from storage.config import LogConfig
+from storage.handover import LogHandover
+
+_log = structlog.get_logger(__name__)
+
+TopicPartition = tuple[str, int]
+OffsetsCallback = Callable[[str, int, int, int, int], object]
+"""(topic, partition, HW, recovery point, log start offset): LogManager.update_external_offsets."""
+FailureCallback = Callable[[str, int, str], object]
+"""(topic, partition, reason): a follower process gave a partition up."""
+
+MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+_STABLE_RUN_S = 60.0
+"""A process that ran this long before dying restarts after the initial backoff again."""
+
+
+# -- the assignment table ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FollowedPartition:
+    """A partition given to a follower process: its log's handover and the leader to follow.
+
+    ``log_config`` None means the defaults of the supervisor's settings.
+    """
+
+    handover: LogHandover
+    leader_id: int
+    leader_host: str
+    leader_port: int
+    leader_epoch: int
+    partition_epoch: int
+    log_config: LogConfig | None = None
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return self.handover.topic_partition
+
+    def to_message(self) -> PartitionAssignment:
+        return PartitionAssignment(
+            handover=self.handover.to_json(),
+            log_config={} if self.log_config is None else self.log_config.to_properties(),
+            leader_id=self.leader_id,
+            leader_host=self.leader_host,
+            leader_port=self.leader_port,
+            leader_epoch=self.leader_epoch,
+            partition_epoch=self.partition_epoch,
+        )
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One fetcher id: its current process (None while down) and the lock ordering its requests."""
+
+    fetcher_id: int
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    process: FollowerProcess | None = None
+    supervisor_task: asyncio.Task[None] | None = None
+    restarts: int = 0
+
+
+class FollowerSupervisor:
+    """Starts, feeds, restarts and stops a broker's follower processes."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        num_fetchers: int,
+        settings: FollowerSettings,
+        *,
+        python_executable: str = sys.executable,
+        on_offsets: OffsetsCallback | None = None,
+        on_partition_failed: FailureCallback | None = None,
+        metrics_dir: pathlib.Path | None = None,
+        env: Mapping[str, str] | None = None,
+        log_level: str = "INFO",
+        log_json: bool = False,
+        restart_backoff_ms: int = 500,
+        restart_backoff_max_ms: int = 30_000,
+        request_timeout_ms: int = 60_000,
+        shutdown_timeout_ms: int = 30_000,
+    ) -> None:
+        """``env`` is the children's base environment (default: the broker's).
+
+        ``metrics_dir`` is where the children write their metrics (default: a directory named
+        after the broker id and pid under the temp dir); its metric files are deleted at start and
+        stop, and the directory too at stop when nothing else is in it.
+        """
+        if num_fetchers < 1:
+            raise ValueError(f"num.replica.fetchers must be at least 1, got {num_fetchers}")
+        self.broker_id = broker_id
+        self.num_fetchers = num_fetchers
+        self._settings = settings
+        self._python = python_executable
+        self._on_offsets = on_offsets
+        self._on_partition_failed = on_partition_failed
+        self.metrics_dir = metrics_dir or pathlib.Path(tempfile.gettempdir()) / (
+            f"kipling-follower-metrics-{broker_id}-{os.getpid()}"
+        )
+        self._env = dict(os.environ if env is None else env)
+        self._log_level = log_level
+        self._log_json = log_json
+        self._restart_backoff_s = restart_backoff_ms / 1000
+        self._restart_backoff_max_s = restart_backoff_max_ms / 1000
+        self._request_timeout_s = request_timeout_ms / 1000
+        self._shutdown_timeout_s = shutdown_timeout_ms / 1000
+        self._slots = [_Slot(fetcher_id) for fetcher_id in range(num_fetchers)]
+        self._assignments: dict[TopicPartition, FollowedPartition] = {}
+        self._failed: dict[TopicPartition, str] = {}
+        self._started = False
+        self._stopping = False
+        self._logger = _log.bind(broker_id=broker_id)
+
+    # -- lookups -------------------------------------------------------------------------------------
+
+    def fetcher_id_for(self, topic: str, partition: int) -> int:
+        return fetcher_id_for(topic, partition, self.num_fetchers)
+
+    @property
+    def assignments(self) -> Mapping[TopicPartition, FollowedPartition]:
+        """The followed partitions with what is known of their logs (a copy)."""
+        return dict(self._assignments)
+
+    @property
+    def failed_partitions(self) -> Mapping[TopicPartition, str]:
+        """Partitions a follower process gave up, with the reason (until removed or re-added)."""
+        return dict(self._failed)
+
+    def process_ids(self) -> dict[int, int | None]:
+        """Fetcher id -> pid of its running process (None while it is down)."""
+        return {slot.fetcher_id: slot.process.pid if slot.process else None for slot in self._slots}
+
+    def restart_count(self, fetcher_id: int) -> int:
+        return self._slots[fetcher_id].restarts
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start every follower process and send it ``configure`` (and its partitions, if any)."""
+        if self._started:
+            raise RuntimeError("FollowerSupervisor.start() called twice")
+        self._started = True
+        self._clean_metrics_dir()
+        try:
+            await asyncio.gather(*(self._first_launch(slot) for slot in self._slots))
+        except BaseException:
+            await self.stop()
+            raise
+        for slot in self._slots:
+            slot.supervisor_task = asyncio.create_task(
+                self._supervise(slot), name=f"supervise-{slot.fetcher_id}"
+            )
+        self._logger.info("follower processes started", count=self.num_fetchers)
+
+    async def stop(self) -> dict[TopicPartition, LogHandover]:
+        """Shut every process down (SIGKILL after the timeout); the handovers of every followed log.
+
+        Handovers the processes returned are clean; those of a process that died or did not answer
+        are rebuilt from the table, unclean. The table is empty afterwards.
+        """
+        self._stopping = True
+        results = await asyncio.gather(*(self._stop_slot(slot) for slot in self._slots))
+        for slot in self._slots:
+            if slot.supervisor_task is not None and slot.supervisor_task is not asyncio.current_task():
+                slot.supervisor_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await slot.supervisor_task
+        handovers: dict[TopicPartition, LogHandover] = {}
+        for result in results:
+            handovers.update(result)
+        self._assignments.clear()
+        self._failed.clear()
+        self._clean_metrics_dir(remove=True)
+        self._logger.info("follower processes stopped", partitions=len(handovers))
+        return handovers
+
+    async def _first_launch(self, slot: _Slot) -> None:
+        async with slot.lock:
+            slot.process = await self._launch(slot)
+
+    def _clean_metrics_dir(self, *, remove: bool = False) -> None:
+        """Delete the children's metric files (of earlier runs, or at stop); only ``*.db`` files go.
+
+        The directory itself is created here, and removed at stop if nothing else is in it.
+        """
+        self.metrics_dir.mkdir(parents=True, exist_ok=True)
+        for path in self.metrics_dir.glob("*.db"):
+            path.unlink(missing_ok=True)
+        if remove:
+            with contextlib.suppress(OSError):
+                self.metrics_dir.rmdir()
+
+    async def _stop_slot(self, slot: _Slot) -> dict[TopicPartition, LogHandover]:
+        async with slot.lock:
+            process, slot.process = slot.process, None
+            returned: dict[TopicPartition, LogHandover] | None = None
+            if process is not None:
+                try:
+                    reply = await process.request(SHUTDOWN, {}, self._shutdown_timeout_s)
+                    returned = _handovers(reply)
+                except (IpcError, TimeoutError) as exc:
+                    self._logger.error(
+                        "follower process did not shut down cleanly",
+                        fetcher_id=slot.fetcher_id,
+                        error=repr(exc),
+                    )
+                code = await process.stop(self._shutdown_timeout_s)
+                forget_process(self.metrics_dir, process.pid)
+                self._logger.info("follower process exited", fetcher_id=slot.fetcher_id, exit_code=code)
+            return self._final_handovers(slot, returned)
+
+    def _final_handovers(
+        self, slot: _Slot, returned: dict[TopicPartition, LogHandover] | None
+    ) -> dict[TopicPartition, LogHandover]:
+        """What the process returned, else the table's handover (unclean unless the process answered)."""
+        out = {}
+        for tp in self._partitions_of(slot):
+            handover = returned.get(tp) if returned is not None else None
+            if handover is None:
+                known = self._assignments[tp].handover
+                handover = known if returned is not None else known.unclean()
+            out[tp] = handover
+        return out
+
+    async def _launch(self, slot: _Slot) -> FollowerProcess:
+        """Start a process for ``slot``: configure it and give it the slot's partitions."""
+        env = {**self._env, MULTIPROCESS_DIR_ENV: str(self.metrics_dir)}
+        process = await FollowerProcess.spawn(
+            python_executable=self._python,
+            broker_id=self.broker_id,
+            fetcher_id=slot.fetcher_id,
+            env=env,
+            on_event=functools.partial(self._on_event, slot),
+            log_level=self._log_level,
+            log_json=self._log_json,
+        )
+        try:
+            await process.request(CONFIGURE, self._settings.to_json(), self._request_timeout_s)
+            entries = [self._assignments[tp] for tp in self._partitions_of(slot)]
+            if entries:
+                await self._send_add(slot, process, entries)
+        except BaseException:
+            process.kill()
+            await process.stop(self._shutdown_timeout_s)
+            forget_process(self.metrics_dir, process.pid)
+            raise
+        return process
+
+    async def _supervise(self, slot: _Slot) -> None:
+        """Restart the slot's process whenever it dies, until the supervisor stops."""
+        loop = asyncio.get_running_loop()
+        delay = self._restart_backoff_s
+        while not self._stopping:
+            process = slot.process
+            if process is not None:
+                started = loop.time()
+                code = await process.wait()
+                if self._stopping or slot.process is not process:
+                    continue
+                self._on_process_died(slot, process, code)
+                await process.channel.close()
+                if loop.time() - started >= _STABLE_RUN_S:
+                    delay = self._restart_backoff_s
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self._restart_backoff_max_s)
+            async with slot.lock:
+                if self._stopping or slot.process is not None:
+                    continue
+                try:
+                    slot.process = await self._launch(slot)
+                except Exception:
+                    self._logger.exception("could not restart follower process", fetcher_id=slot.fetcher_id)
+                    continue
+                slot.restarts += 1
+                self._logger.warning(
+                    "follower process restarted",
+                    fetcher_id=slot.fetcher_id,
+                    pid=slot.process.pid,
+                    partitions=len(self._partitions_of(slot)),
+                )
+
+    def _on_process_died(self, slot: _Slot, process: FollowerProcess, code: int) -> None:
+        """Log, forget its live gauges, mark its logs' handovers unclean (it may have left torn tails)."""
+        slot.process = None
+        partitions = self._partitions_of(slot)
+        self._logger.error(
+            "follower process died; restarting it",
+            fetcher_id=slot.fetcher_id,
+            pid=process.pid,
+            exit_code=code,
+            partitions=len(partitions),
+        )
+        forget_process(self.metrics_dir, process.pid)
+        for tp in partitions:
+            entry = self._assignments[tp]
+            self._assignments[tp] = replace(entry, handover=entry.handover.unclean())
+
+    def _partitions_of(self, slot: _Slot) -> list[TopicPartition]:
+        return [tp for tp in self._assignments if self.fetcher_id_for(*tp) == slot.fetcher_id]
+
+    # -- partitions ----------------------------------------------------------------------------------
+
+    async def add_partitions(self, entries: Iterable[FollowedPartition]) -> None:
+        """Give partitions to their follower processes (a partition already followed changes leader).
+
+        The entries are in the table before anything is sent, so a process that dies meanwhile
+        gets them from its restart. A log a process could not open is reported through the
+        failure callback.
+        """
+        by_slot: dict[int, list[FollowedPartition]] = {}
+        for entry in entries:
+            tp = entry.topic_partition
+            known = self._assignments.get(tp)
+            if known is not None:  # its log stays where it is: keep what is known of it
+                entry = replace(entry, handover=known.handover)
+            self._assignments[tp] = entry
+            self._failed.pop(tp, None)
+            by_slot.setdefault(self.fetcher_id_for(*tp), []).append(entry)
+        await asyncio.gather(*(self._add_to(self._slots[fid], group) for fid, group in by_slot.items()))
+
+    async def _add_to(self, slot: _Slot, entries: list[FollowedPartition]) -> None:
+        async with slot.lock:
+            process = slot.process
+            if process is None:
+                return  # down: the restart sends the whole table
+            try:
+                await self._send_add(slot, process, entries)
+            except IpcClosedError:
+                pass  # it died: the restart sends them
+            except (IpcError, TimeoutError) as exc:
+                self._logger.error(
+                    "add_partitions failed; restarting the process",
+                    fetcher_id=slot.fetcher_id,
+                    error=repr(exc),
+                )
+                await self._fence(process)
+
+    async def _send_add(
+        self, slot: _Slot, process: FollowerProcess, entries: Sequence[FollowedPartition]
+    ) -> None:
+        body = {"partitions": [entry.to_message().to_json() for entry in entries]}
+        reply = await process.request(ADD_PARTITIONS, body, self._request_timeout_s)
+        for failure in reply.get("failed", []):
+            self._partition_failed(
+                slot, (str(failure["topic"]), int(failure["partition"])), str(failure["reason"])
+            )
+
+    async def remove_partitions(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, LogHandover]:
+        """Take partitions back: their processes stop fetching, close the logs and hand them over.
+
+        Partitions not followed are ignored. If a process fails to answer it is killed first, and
+        the handover comes from the table (unclean), so nobody opens a log a process may still write.
+        """
+        by_slot: dict[int, list[TopicPartition]] = {}
+        for tp in dict.fromkeys(tps):
+            if tp in self._assignments:
+                by_slot.setdefault(self.fetcher_id_for(*tp), []).append(tp)
+        results = await asyncio.gather(
+            *(self._remove_from(self._slots[fid], group) for fid, group in by_slot.items())
+        )
+        out: dict[TopicPartition, LogHandover] = {}
+        for result in results:
+            out.update(result)
+        return out
+
+    async def _remove_from(self, slot: _Slot, tps: list[TopicPartition]) -> dict[TopicPartition, LogHandover]:
+        async with slot.lock:
+            tps = [tp for tp in tps if tp in self._assignments]
+            returned: dict[TopicPartition, LogHandover] | None = {}
+            process = slot.process
+            if process is not None and tps:
+                try:
+                    reply = await process.request(
+                        REMOVE_PARTITIONS, {"partitions": [list(tp) for tp in tps]}, self._request_timeout_s
+                    )
+                    returned = _handovers(reply)
+                except (IpcError, TimeoutError) as exc:
+                    self._logger.error(
+                        "remove_partitions failed; stopping the process before handing the logs back",
+                        fetcher_id=slot.fetcher_id,
+                        error=repr(exc),
+                    )
+                    await self._fence(process)
+                    returned = None
+            out = {}
+            for tp in tps:
+                entry = self._assignments.pop(tp)
+                self._failed.pop(tp, None)
+                handover = returned.get(tp) if returned is not None else None
+                if handover is None:
+                    handover = entry.handover if returned is not None else entry.handover.unclean()
+                out[tp] = handover
+            return out
+
+    async def _fence(self, process: FollowerProcess) -> None:
+        """Make sure ``process`` is dead (its supervisor task then restarts the slot)."""
+        process.kill()
+        await process.wait()
+
+    async def set_broker_epoch(self, epoch: int) -> None:
+        """The broker's new epoch goes into later Fetch requests (and into ``configure`` on restarts)."""
+        self._settings = replace(self._settings, broker_epoch=epoch)
+        await asyncio.gather(*(self._send_epoch(slot, epoch) for slot in self._slots))
+
+    async def _send_epoch(self, slot: _Slot, epoch: int) -> None:
+        async with slot.lock:
+            if slot.process is None:
+                return
+            try:
+                await slot.process.request(SET_BROKER_EPOCH, {"epoch": epoch}, self._request_timeout_s)
+            except (IpcError, TimeoutError) as exc:
+                self._logger.warning(
+                    "could not send the broker epoch", fetcher_id=slot.fetcher_id, error=repr(exc)
+                )
+
+    async def snapshot(self, fetcher_id: int) -> JsonObject:
+        """The process's ``metrics_snapshot`` (per-partition offsets and fetch states, for diagnostics)."""
+        slot = self._slots[fetcher_id]
+        async with slot.lock:
+            if slot.process is None:
+                raise IpcClosedError(f"follower process {fetcher_id} is not running")
+            return await slot.process.request(METRICS_SNAPSHOT, {}, self._request_timeout_s)
+
+    # -- events --------------------------------------------------------------------------------------
+
+    def _on_event(self, slot: _Slot, message_type: str, body: JsonObject) -> None:
+        if message_type == OFFSETS:
+            for item in body.get("partitions", []):
+                self._offsets_reported(slot, PartitionOffsets.from_json(item))
+        elif message_type == PARTITION_FAILED:
+            self._partition_failed(slot, (str(body["topic"]), int(body["partition"])), str(body["reason"]))
+        else:
+            self._logger.warning("unknown event from a follower process", type=message_type)
+
+    def _offsets_reported(self, slot: _Slot, offsets: PartitionOffsets) -> None:
+        tp = (offsets.topic, offsets.partition)
+        entry = self._assignments.get(tp)
+        if entry is None or self.fetcher_id_for(*tp) != slot.fetcher_id:
+            return  # removed meanwhile: the handover it returned is newer
+        handover = replace(
+            entry.handover,
+            log_end_offset=offsets.log_end_offset,
+            high_watermark=offsets.high_watermark,
+            recovery_point=offsets.recovery_point,
+            log_start_offset=offsets.log_start_offset,
+            clean=False,
+        )
+        self._assignments[tp] = replace(entry, handover=handover)
+        if self._on_offsets is not None:
+            self._on_offsets(
+                offsets.topic,
+                offsets.partition,
+                offsets.high_watermark,
+                offsets.recovery_point,
+                offsets.log_start_offset,
+            )
+
+    def _partition_failed(self, slot: _Slot, tp: TopicPartition, reason: str) -> None:
+        if tp not in self._assignments:
+            return
+        self._failed[tp] = reason
+        self._logger.error(
+            "follower process gave a partition up",
+            fetcher_id=slot.fetcher_id,
+            topic=tp[0],
+            partition=tp[1],
+            reason=reason,
+        )
+        if self._on_partition_failed is not None:
+            self._on_partition_failed(tp[0], tp[1], reason)
+
+    # -- metrics -------------------------------------------------------------------------------------
+
+    def register_collector(self, registry: CollectorRegistry) -> FollowerMetricsCollector:
+        """Show the follower processes' metrics on ``registry`` (the broker's ``/metrics``)."""
+        collector = FollowerMetricsCollector(self.metrics_dir, self._live_lag_series)
+        registry.register(collector)
+        return collector
+
+    def _live_lag_series(self) -> Set[LagSeries]:
+        return {
+            (fetcher_client_id(self.fetcher_id_for(*tp), entry.leader_id), tp[0], str(tp[1]))
+            for tp, entry in self._assignments.items()
+            if tp not in self._failed
+        }
+
+
+def _handovers(reply: Mapping[str, Any]) -> dict[TopicPartition, LogHandover]:
+    handovers = (LogHandover.from_json(item) for item in reply.get("handovers", []))
+    return {handover.topic_partition: handover for handover in handovers}
+
+
+__all__ = ["FollowedPartition", "FollowerSupervisor", "fetcher_id_for", "java_string_hash"]

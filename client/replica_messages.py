@@ -1,0 +1,161 @@
+"""What a broker and its follower processes say to each other over :mod:`client.replica_ipc`.
+
+Requests, broker → follower (each gets one reply):
+
+* ``configure`` — :class:`FollowerSettings`, always the first message; reply ``{}``.
+* ``set_broker_epoch`` — ``{"epoch": n}`` (sent in every Fetch as the replica's broker epoch).
+* ``add_partitions`` — ``{"partitions": [PartitionAssignment...]}``: open each handed-over log and
+  follow it; a partition already followed moves to its new leader / epoch. Reply
+  ``{"added": [[topic, partition]...], "failed": [{"topic", "partition", "reason"}...]}``.
+* ``remove_partitions`` — ``{"partitions": [[topic, partition]...]}``: stop fetching, flush and close
+  the logs; reply ``{"handovers": [LogHandover JSON...]}`` (partitions it did not have are left out).
+* ``metrics_snapshot`` — ``{}``; reply ``{"partitions": [...], "fetchers": [...]}`` (diagnostics).
+* ``shutdown`` — ``{}``: stop everything, close every log, reply ``{"handovers": [...]}``, exit 0.
+
+Events, follower → broker (never answered):
+
+* ``offsets`` — ``{"partitions": [PartitionOffsets...]}``, every few seconds for the partitions whose
+  offsets moved, and for all of them at shutdown: the broker writes them into its checkpoints.
+* ``partition_failed`` — ``{"topic", "partition", "reason"}``: the fetcher gave the partition up.
+
+The log handover and log config inside these objects are storage's (``storage.handover.LogHandover``
+as JSON, ``storage.config.LogConfig`` as topic properties); this module keeps them as plain JSON
+because ``client`` may not import ``storage``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+CONFIGURE = "configure"
+SET_BROKER_EPOCH = "set_broker_epoch"
+ADD_PARTITIONS = "add_partitions"
+REMOVE_PARTITIONS = "remove_partitions"
+METRICS_SNAPSHOT = "metrics_snapshot"
+SHUTDOWN = "shutdown"
+OFFSETS = "offsets"
+PARTITION_FAILED = "partition_failed"
+
+
+def fetcher_client_id(fetcher_id: int, source_broker_id: int) -> str:
+    """Kafka's fetcher thread name (``ReplicaFetcherThread-<fetcherId>-<sourceBrokerId>``).
+
+    The follower uses it as its fetchers' client id and metrics label; the broker needs it to tell
+    which fetcher's metrics describe a partition.
+    """
+    return f"ReplicaFetcherThread-{fetcher_id}-{source_broker_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerSettings:
+    """The broker settings a follower process runs with (Kafka's replica.* keys, and log defaults).
+
+    ``client_id`` is the client id of the fetchers' connections; None uses each fetcher's name
+    (``ReplicaFetcherThread-<fetcherId>-<sourceBrokerId>``), as Kafka does.
+    """
+
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes: int = 1048576
+    replica_fetch_response_max_bytes: int = 10485760
+    replica_fetch_backoff_ms: int = 1000
+    replica_socket_timeout_ms: int = 30000
+    client_id: str | None = None
+    broker_epoch: int = -1
+    log_config: dict[str, str] = field(default_factory=dict)
+    """Default topic properties (``LogConfig.to_properties()``) for logs added without their own."""
+    offsets_report_interval_ms: int = 2000
+    """How often the follower reports moved offsets (below the HW checkpoint interval, 5 s)."""
+    flush_check_interval_ms: int = 1000
+    """How often idle logs are checked for a due ``flush.ms``."""
+    log_retention_check_interval_ms: int = 300000
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FollowerSettings:
+        """Unknown keys are ignored, so a newer broker can talk to an older follower."""
+        known = {f.name for f in fields(cls)}
+        values = {key: value for key, value in data.items() if key in known}
+        if "log_config" in values:
+            values["log_config"] = {str(k): str(v) for k, v in dict(values["log_config"]).items()}
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionAssignment:
+    """One entry of ``add_partitions``: the log handed over and the leader to follow."""
+
+    handover: dict[str, Any]
+    """``storage.handover.LogHandover.to_json()``."""
+    log_config: dict[str, str]
+    """The partition's ``LogConfig.to_properties()`` (empty: the configured defaults)."""
+    leader_id: int
+    leader_host: str
+    leader_port: int
+    leader_epoch: int
+    partition_epoch: int
+
+    @property
+    def topic_partition(self) -> tuple[str, int]:
+        return str(self.handover["topic"]), int(self.handover["partition"])
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PartitionAssignment:
+        return cls(
+            handover=dict(data["handover"]),
+            log_config={str(k): str(v) for k, v in dict(data.get("log_config") or {}).items()},
+            leader_id=int(data["leader_id"]),
+            leader_host=str(data["leader_host"]),
+            leader_port=int(data["leader_port"]),
+            leader_epoch=int(data["leader_epoch"]),
+            partition_epoch=int(data["partition_epoch"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    """One entry of an ``offsets`` event: what the broker checkpoints for a log it does not own."""
+
+    topic: str
+    partition: int
+    high_watermark: int
+    recovery_point: int
+    log_start_offset: int
+    log_end_offset: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PartitionOffsets:
+        return cls(
+            topic=str(data["topic"]),
+            partition=int(data["partition"]),
+            high_watermark=int(data["high_watermark"]),
+            recovery_point=int(data["recovery_point"]),
+            log_start_offset=int(data["log_start_offset"]),
+            log_end_offset=int(data["log_end_offset"]),
+        )
+
+
+__all__ = [
+    "ADD_PARTITIONS",
+    "CONFIGURE",
+    "METRICS_SNAPSHOT",
+    "OFFSETS",
+    "PARTITION_FAILED",
+    "REMOVE_PARTITIONS",
+    "SET_BROKER_EPOCH",
+    "SHUTDOWN",
+    "FollowerSettings",
+    "PartitionAssignment",
+    "PartitionOffsets",
+    "fetcher_client_id",
+]
