@@ -9,7 +9,9 @@ on a change that a crash could undo. Issue 4 replaces the storage with a control
 this API stays.
 
 Validation follows Kafka's controller (ReplicationControlManager): the same checks, in the same order,
-with the same error codes and messages, so admin tools print what they print against Kafka.
+with the same error codes and messages, so admin tools print what they print against Kafka. The rules
+live in :mod:`broker.controller.topic_rules`, shared with the cluster controller; here the only
+registered (and usable) broker is this node.
 """
 
 from __future__ import annotations
@@ -18,30 +20,31 @@ import dataclasses
 import json
 import pathlib
 import uuid
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
 
 from broker import topic_names
-from broker.config import ConfigError, validate_topic_configs
+from broker.config import validate_topic_configs
+from broker.controller import topic_rules
+from broker.controller.topic_rules import (
+    MAX_PARTITIONS_PER_REQUEST as MAX_PARTITIONS_PER_REQUEST,
+)
+from broker.controller.topic_rules import ZERO_UUID as ZERO_UUID
+from broker.controller.topic_rules import ConfigValidator as ConfigValidator
+from broker.controller.topic_rules import ManualAssignment as ManualAssignment
+from broker.controller.topic_rules import NewPartition
 from protocol.error_codes import ErrorCode, KafkaError
 from storage.checkpoint import write_atomically
 
 METADATA_FILE_NAME = "__kipling_metadata.json"
 """The file, in the first log dir, that holds the topic metadata."""
 FORMAT_VERSION = 1
-MAX_PARTITIONS_PER_REQUEST = 10_000
-"""Kafka's MAX_PARTITIONS_PER_BATCH: more partitions than this in one request is a POLICY_VIOLATION."""
 NO_LEADER = -1
 INITIAL_LEADER_EPOCH = 0
 INITIAL_PARTITION_EPOCH = 0
-ZERO_UUID = uuid.UUID(int=0)
-
-ManualAssignment = tuple[int, Sequence[int]]
-"""(partition index, replica broker ids) of CreateTopics' manual assignment."""
-ConfigValidator = Callable[[Mapping[str, str | None]], dict[str, str]]
 
 _log = structlog.get_logger("kipling.topics")
 
@@ -155,7 +158,7 @@ class TopicStore:
         self._validate_configs = config_validator
         self._by_name: dict[str, TopicState] = {}
         self._by_id: dict[uuid.UUID, TopicState] = {}
-        self._colliding: dict[str, set[str]] = {}
+        self._names = topic_rules.TopicNames()
         self._listeners: list[TopicListener] = []
         for topic in self._load():
             self._index(topic)
@@ -207,13 +210,19 @@ class TopicStore:
         TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST, INVALID_CONFIG,
         INVALID_REPLICATION_FACTOR, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT or POLICY_VIOLATION.
         """
-        self._check_new_name(name)
-        overrides = self._checked_configs(configs)
-        if assignments:
-            replica_lists = self._manual_replicas(num_partitions, replication_factor, assignments)
-        else:
-            replica_lists = self._placed_replicas(num_partitions, replication_factor)
-        topic = TopicState(name, self._new_topic_id(), _new_partitions(replica_lists, 0), overrides)
+        plan = topic_rules.plan_topic(
+            name,
+            num_partitions,
+            replication_factor,
+            configs,
+            assignments=assignments,
+            names=self._names,
+            brokers=self._brokers(),
+            defaults=topic_rules.TopicDefaults(self.default_num_partitions, self.default_replication_factor),
+            config_validator=self._validate_configs,
+        )
+        topic_id = topic_rules.new_topic_id(self._by_id)
+        topic = TopicState(name, topic_id, _new_partitions(plan.partitions), plan.configs)
         if validate_only:
             return topic
         self._persist([*self._by_name.values(), topic])
@@ -224,7 +233,7 @@ class TopicStore:
             topic_id=str(topic.topic_id),
             partitions=len(topic.partitions),
             replication_factor=topic.replication_factor,
-            configs=overrides,
+            configs=plan.configs,
         )
         self._notify("on_topic_created", topic)
         return topic
@@ -256,17 +265,15 @@ class TopicStore:
         topic = self._by_name.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        current = len(topic.partitions)
-        if total_count < current:
-            raise KafkaError(
-                ErrorCode.INVALID_PARTITIONS,
-                f"The topic {name} currently has {current} partition(s); "
-                f"{total_count} would not be an increase.",
-            )
-        if total_count == current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
-        replica_lists = self._additional_replicas(topic, total_count - current, assignments)
-        added = _new_partitions(replica_lists, current)
+        planned = topic_rules.plan_new_partitions(
+            name,
+            len(topic.partitions),
+            topic.replication_factor,
+            total_count,
+            assignments=assignments,
+            brokers=self._brokers(),
+        )
+        added = _new_partitions(planned)
         if validate_only:
             return list(added.values())
         grown = dataclasses.replace(topic, partitions={**topic.partitions, **added})
@@ -276,158 +283,22 @@ class TopicStore:
         self._notify("on_partitions_created", topic, list(added.values()))
         return list(added.values())
 
-    # -- validation ------------------------------------------------------------------------------
-
-    def _check_new_name(self, name: str) -> None:
-        if name == topic_names.CLUSTER_METADATA_TOPIC:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
-        topic_names.validate(name)
-        if name in self._by_name:
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        colliding = self._colliding.get(topic_names.unify_collision_chars(name))
-        if colliding:
-            raise KafkaError(
-                ErrorCode.INVALID_TOPIC_EXCEPTION,
-                f"Topic '{name}' collides with existing topic: {min(colliding)}",
-            )
-
-    def _checked_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
-        nulls = [key for key, value in configs.items() if value is None]
-        if nulls:
-            raise KafkaError(
-                ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs: " + ",".join(nulls)
-            )
-        try:
-            return self._validate_configs(configs)
-        except ConfigError as exc:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-
-    def _placed_replicas(self, num_partitions: int, replication_factor: int) -> list[list[int]]:
-        """Kafka's automatic placement, on the brokers there are (one, for now)."""
-        if replication_factor < -1 or replication_factor == 0:
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                "Replication factor must be larger than 0, or -1 to use the default value.",
-            )
-        if num_partitions < -1 or num_partitions == 0:
-            raise KafkaError(
-                ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
-            )
-        count = self.default_num_partitions if num_partitions == -1 else num_partitions
-        factor = self.default_replication_factor if replication_factor == -1 else replication_factor
-        _check_partition_budget(count)
-        return self._place(count, factor)
-
-    def _place(self, count: int, factor: int) -> list[list[int]]:
-        brokers = self.broker_ids()
-        if factor > len(brokers):
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {factor} time(s): The target replication factor of "
-                f"{factor} cannot be reached because only {len(brokers)} broker(s) are registered.",
-            )
-        return [[brokers[(p + r) % len(brokers)] for r in range(factor)] for p in range(count)]
-
-    def _manual_replicas(
-        self, num_partitions: int, replication_factor: int, assignments: Sequence[ManualAssignment]
-    ) -> list[list[int]]:
-        if replication_factor != -1:
-            raise KafkaError(
-                ErrorCode.INVALID_REQUEST,
-                "A manual partition assignment was specified, but replication factor was not set to -1.",
-            )
-        if num_partitions != -1:
-            raise KafkaError(
-                ErrorCode.INVALID_REQUEST,
-                "A manual partition assignment was specified, but numPartitions was not set to -1.",
-            )
-        _check_partition_budget(len(assignments))
-        by_index: dict[int, list[int]] = {}
-        expected: int | None = None
-        for index, replicas in assignments:
-            if index in by_index:
-                raise KafkaError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"Found multiple manual partition assignments for partition {index}",
-                )
-            by_index[index] = self._checked_replicas(replicas, expected)
-            expected = len(replicas)
-        if set(by_index) != set(range(len(by_index))):
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                "partitions should be a consecutive 0-based integer sequence",
-            )
-        return [by_index[index] for index in range(len(by_index))]
-
-    def _additional_replicas(
-        self, topic: TopicState, additional: int, assignments: Sequence[Sequence[int]] | None
-    ) -> list[list[int]]:
-        _check_partition_budget(additional)
-        factor = topic.replication_factor
-        if assignments is None:
-            return self._place(additional, factor)
-        if len(assignments) != additional:
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Attempted to add {additional} additional partition(s), but only {len(assignments)} "
-                "assignment(s) were specified.",
-            )
-        return [self._checked_replicas(replicas, factor) for replicas in assignments]
-
-    def _checked_replicas(self, replicas: Sequence[int], expected: int | None) -> list[int]:
-        """Kafka's validateManualPartitionAssignment: brokers checked in ascending id order."""
-        if not replicas:
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                "The manual partition assignment includes an empty replica list.",
-            )
-        registered = set(self.broker_ids())
-        previous: int | None = None
-        for broker in sorted(replicas):
-            if broker not in registered:
-                raise KafkaError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"The manual partition assignment includes broker {broker}, "
-                    "but no such broker is registered.",
-                )
-            if broker == previous:
-                raise KafkaError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"The manual partition assignment includes the broker {broker} more than once.",
-                )
-            previous = broker
-        if expected is not None and len(replicas) != expected:
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but "
-                f"this is not consistent with previous partitions, which have {expected} replica(s).",
-            )
-        return list(replicas)
-
-    def _new_topic_id(self) -> uuid.UUID:
-        """A random id, never the zero UUID (it means "no id" on the wire) nor one in use."""
-        while True:
-            candidate = uuid.uuid4()
-            if candidate != ZERO_UUID and candidate not in self._by_id:
-                return candidate
+    def _brokers(self) -> topic_rules.ClusterBrokers:
+        """Every registered broker is usable here: there is no fencing on a single node."""
+        ids = self.broker_ids()
+        return topic_rules.ClusterBrokers.of(ids, ids)
 
     # -- indexes, persistence, listeners ---------------------------------------------------------
 
     def _index(self, topic: TopicState) -> None:
         self._by_name[topic.name] = topic
         self._by_id[topic.topic_id] = topic
-        if topic_names.has_collision_chars(topic.name):
-            self._colliding.setdefault(topic_names.unify_collision_chars(topic.name), set()).add(topic.name)
+        self._names.add(topic.name)
 
     def _unindex(self, topic: TopicState) -> None:
         del self._by_name[topic.name]
         del self._by_id[topic.topic_id]
-        key = topic_names.unify_collision_chars(topic.name)
-        names = self._colliding.get(key)
-        if names is not None:
-            names.discard(topic.name)
-            if not names:
-                del self._colliding[key]
+        self._names.discard(topic.name)
 
     def _persist(self, topics: Iterable[TopicState]) -> None:
         """Write the whole metadata file atomically; the in-memory state moves only afterwards."""
@@ -476,24 +347,19 @@ class TopicStore:
                 _log.exception("topic listener failed", listener=type(listener).__name__, change=event)
 
 
-def _new_partitions(replica_lists: Sequence[Sequence[int]], first_index: int) -> dict[int, PartitionState]:
-    """Partitions led by their first replica, at leader epoch 0 and partition epoch 0."""
+def _new_partitions(planned: Sequence[NewPartition]) -> dict[int, PartitionState]:
+    """The planned partitions at leader epoch 0 and partition epoch 0, by index."""
     return {
-        first_index + offset: PartitionState(
-            partition=first_index + offset,
-            leader_id=replicas[0],
+        p.index: PartitionState(
+            partition=p.index,
+            leader_id=p.leader,
             leader_epoch=INITIAL_LEADER_EPOCH,
             partition_epoch=INITIAL_PARTITION_EPOCH,
-            replicas=list(replicas),
-            isr=list(replicas),
+            replicas=list(p.replicas),
+            isr=list(p.isr),
         )
-        for offset, replicas in enumerate(replica_lists)
+        for p in planned
     }
-
-
-def _check_partition_budget(count: int) -> None:
-    if count > MAX_PARTITIONS_PER_REQUEST:
-        raise KafkaError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
 
 
 def _check_unique(topics: Collection[TopicState], path: pathlib.Path) -> None:
