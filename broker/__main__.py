@@ -21,8 +21,10 @@ from pathlib import Path
 import structlog
 from prometheus_client import CollectorRegistry
 
+from broker.cluster_node import ClusterBroker, build_cluster_broker
 from broker.config import BrokerConfig, ConfigError, load_config, to_log_config
 from broker.config.properties import PropertiesError
+from broker.controller.metadata_log import ControllerFailedError
 from broker.fetch_service import FetchService
 from broker.fetch_session.cache import FetchSessionCache
 from broker.fetch_session.context import FetchManager
@@ -101,6 +103,10 @@ class Broker:
         log.info(
             "broker started", node_id=self.config.node_id, log_dirs=[str(d) for d in self.config.log_dirs]
         )
+
+    async def abort(self) -> None:
+        """Undo a start that failed (a port in use): close the logs without serving."""
+        self.log_manager.shutdown()
 
     async def stop(self) -> None:
         log.info("shutting down")
@@ -187,11 +193,12 @@ def build_broker(config: BrokerConfig) -> Broker:
         max_frame_size=config.socket_request_max_bytes,
         idle_timeout_ms=config.connections_max_idle_ms,
     )
+    advertised = _advertised(config, server)
     handlers: list[Handler] = [
         ApiVersionsHandler(handler_registry.api_ranges),
         MetadataHandler(
             topics,
-            brokers=_advertised(config, server),
+            brokers=lambda listener: advertised(),
             cluster_id=cluster_id,
             controller_id=config.node_id,
             auto_create_topics_enable=config.auto_create_topics_enable,
@@ -201,7 +208,7 @@ def build_broker(config: BrokerConfig) -> Broker:
         CreatePartitionsHandler(topics),
         DescribeConfigsHandler(topics, config),
         ProduceHandler(produce_service),
-        FetchHandler(fetch_service, brokers=_advertised(config, server)),
+        FetchHandler(fetch_service, brokers=advertised),
         ListOffsetsHandler(replicas),
         OffsetForLeaderEpochHandler(replicas),
         InitProducerIdHandler(producer_ids),
@@ -236,8 +243,10 @@ def build_broker(config: BrokerConfig) -> Broker:
 
 async def serve(config: BrokerConfig) -> int:
     try:
-        broker = build_broker(config)
-    except (MetaPropertiesError, TopicMetadataError, StorageError) as exc:
+        broker: Broker | ClusterBroker = (
+            build_cluster_broker(config) if config.controller_quorum_voters else build_broker(config)
+        )
+    except (MetaPropertiesError, TopicMetadataError, StorageError, ControllerFailedError) as exc:
         log.error("cannot start", error=str(exc))
         return 1
     stop = asyncio.Event()
@@ -253,7 +262,7 @@ async def serve(config: BrokerConfig) -> int:
         gc.freeze()
     except OSError as exc:
         log.error("cannot listen", error=str(exc))
-        broker.log_manager.shutdown()
+        await broker.abort()
         return 1
     await stop.wait()
     await broker.stop()

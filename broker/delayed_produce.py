@@ -11,15 +11,21 @@ Per waiting partition, at each check:
 
 - the broker no longer hosts it: UNKNOWN_TOPIC_OR_PARTITION; it is no longer the leader:
   NOT_LEADER_OR_FOLLOWER. The records may or may not survive; the producer retries.
-- ``high_watermark >= required_offset``: committed. NONE if the (maximal) ISR still has at least
-  ``min.insync.replicas`` members, else NOT_ENOUGH_REPLICAS_AFTER_APPEND (the records stay in the
-  log). Since Kafka 3.7 the high watermark does not advance while the ISR is below min ISR, so a
-  produce caught by an ISR collapse mostly ends in REQUEST_TIMED_OUT instead.
+- ``high_watermark >= required_offset``: committed. The partition's
+  ``acks_all_completion_error()`` then decides: NONE if the maximal ISR (the committed ISR plus an
+  expansion in flight) still has at least ``min.insync.replicas`` members, else
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND (the records stay in the log). Since Kafka 3.7 the high
+  watermark does not advance while the ISR is below min ISR, so a produce caught by an ISR collapse
+  mostly ends in REQUEST_TIMED_OUT instead.
 - otherwise it keeps waiting.
 
 The produce completes when no partition waits. At the deadline, partitions still waiting answer
 REQUEST_TIMED_OUT (the error they carry from the start) and mark the expiry meter. The response
 callback runs exactly once with every partition's status, in request order.
+
+The high watermark of a partition with followers moves when a follower's fetch shows it has the
+records (:meth:`broker.partition.Partition.update_follower_fetch`); the partition's listeners then
+call ``check_and_complete``, so a parked produce completes in the same event-loop tick as that fetch.
 """
 
 from __future__ import annotations
@@ -41,14 +47,9 @@ class ReplicatedPartition(Protocol):
     @property
     def high_watermark(self) -> int: ...
 
-    @property
-    def isr_size(self) -> int:
-        """Size of the maximal ISR (the committed ISR plus members of an expansion in flight)."""
-        ...
-
-    @property
-    def min_insync_replicas(self) -> int:
-        """The effective minimum: min(min.insync.replicas, replication factor)."""
+    def acks_all_completion_error(self) -> ErrorCode:
+        """NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND when the maximal ISR (the committed ISR plus
+        members of an expansion in flight) is below min(min.insync.replicas, replication factor)."""
         ...
 
 
@@ -134,9 +135,7 @@ class DelayedProduce(DelayedOperation):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if partition.high_watermark < status.required_offset:
             return None
-        if partition.isr_size < partition.min_insync_replicas:
-            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        return ErrorCode.NONE
+        return partition.acks_all_completion_error()
 
     def on_complete(self) -> None:
         self._response_callback(self.produce_status)

@@ -27,8 +27,22 @@ not led here gets the replica manager's error (NOT_LEADER_OR_FOLLOWER or KAFKA_S
 
 Followers (replica id >= 0) read up to the log end offset, and must be in the partition's replica
 set (NOT_LEADER_OR_FOLLOWER, or UNKNOWN_LEADER_EPOCH when the request carries a leader epoch, as
-Kafka's followerReplicaOrThrow). Follower fetch state (LEO, last caught-up time) is not updated
-yet: replication comes with the follower processes. The KIP-903 broker epoch is not checked.
+Kafka's followerReplicaOrThrow). Every partition a follower's *first* read returned without error
+and without a diverging epoch then updates the follower's state in the partition
+(:meth:`~broker.partition.Partition.update_follower_fetch`, kafka-behaviour.md 6.1): fetch offset =
+follower LEO, the request's LogStartOffset, the fetch manager's clock, the leader LEO read before
+the read, and the request's ReplicaEpoch (the partition's eligibility check decides what an unknown
+or stale one means for the ISR; the fetch itself is not refused for it). The update runs after the
+response of an immediate answer is built (so that a high watermark it raises marks the partition
+dirty in a session created by this very request) and before a long poll parks; the re-read after a
+long poll updates nothing, as in Kafka. A moved high watermark reaches delayed produces, delayed
+fetches and sessions through the partition's listeners.
+
+Follower liveness of idle partitions: the partitions of an incremental follower fetch that are not
+dirty are not read, hence not updated here. They count as fetched at each use of the session at
+their cached offset; the session cache reports each idle stretch once, when it ends, and
+:meth:`FetchService._credit_idle_follower` hands it to the partition (see
+:mod:`broker.fetch_session.cache`). An incremental follower fetch therefore stays O(changed).
 
 Deliberate limits: no quotas (throttle 0), no preferred read replica (Kafka's default selector),
 no transactions (the last stable offset is the high watermark, aborted transactions are always
@@ -56,9 +70,11 @@ from broker.delayed_fetch import (
     IsolationLevel,
 )
 from broker.fetch_session import (
+    CachedPartition,
     FetchContext,
     FetchManager,
     FetchResponseParts,
+    FetchSession,
     IncrementalFetchContext,
     PartitionFetchParams,
     PartitionFetchResult,
@@ -133,6 +149,8 @@ class FetchRequest:
     session_epoch: int
     fetch_data: Sequence[tuple[TopicPartitionKey, PartitionFetchParams]]
     to_forget: Sequence[TopicPartitionKey]
+    replica_epoch: int = -1
+    """ReplicaState.ReplicaEpoch (v15+): the follower's broker epoch, -1 when absent."""
 
     @property
     def is_from_follower(self) -> bool:
@@ -155,6 +173,15 @@ class PartitionPayload(NamedTuple):
 _NO_RECORDS = PartitionPayload(None)
 
 
+class _FollowerRead(NamedTuple):
+    """A follower's successful read of one partition: what its fetch state update needs."""
+
+    partition: Partition
+    fetch_offset: int
+    log_start_offset: int
+    leader_end_offset: int
+
+
 @dataclass(slots=True)
 class _ReadPass:
     """One pass over the context's partitions: the results and what decides the long poll."""
@@ -165,6 +192,8 @@ class _ReadPass:
     erroneous: int = 0
     must_answer: bool = False
     """A read failed or found a diverging epoch: Kafka answers at once."""
+    follower_reads: list[_FollowerRead] | None = None
+    """Collected on a follower's first read only: the fetch state updates to make."""
 
 
 class FetchService:
@@ -188,6 +217,7 @@ class FetchService:
         self._purgatory = purgatory
         self._fetch_max_bytes = fetch_max_bytes
         self._expiration_meter = expiration_meter
+        manager.cache.follower_idle_listener = self._credit_idle_follower
 
     # -- the request -----------------------------------------------------------------------------
 
@@ -205,11 +235,17 @@ class FetchService:
             to_forget=request.to_forget,
             is_follower=request.is_from_follower,
             resolve_topic_name=self._topic_name,
+            replica_id=request.replica_id,
         )
         params = self._fetch_params(request)
-        first = self._read_all(context.partitions_to_read(), request, params)
+        first = self._read_all(
+            context.partitions_to_read(), request, params, update_follower_state=request.is_from_follower
+        )
         if self._answer_now(request, params, context, first):
-            return context.update_and_generate_response(first.results)
+            response = context.update_and_generate_response(first.results)
+            self._update_follower_states(request, first)
+            return response
+        self._update_follower_states(request, first)
         await self._wait(request, params, context, first)
         again = self._read_all(context.partitions_to_read(), request, params)
         return context.update_and_generate_response(again.results)
@@ -223,6 +259,35 @@ class FetchService:
         key = TopicPartitionKey(partition.topic_id, partition.topic, partition.index)
         self._manager.cache.on_partition_changed(key)
         self._purgatory.check_and_complete(partition.key)
+
+    # -- follower fetch state --------------------------------------------------------------------
+
+    def _update_follower_states(self, request: FetchRequest, read: _ReadPass) -> None:
+        """6.1 for every partition the follower's first read returned (no error, no divergence)."""
+        if not read.follower_reads:
+            return
+        now = self._manager.now_ms()
+        for follower_read in read.follower_reads:
+            follower_read.partition.update_follower_fetch(
+                request.replica_id,
+                follower_read.fetch_offset,
+                follower_read.log_start_offset,
+                now,
+                follower_read.leader_end_offset,
+                request.replica_epoch,
+            )
+
+    def _credit_idle_follower(self, session: FetchSession, cached: CachedPartition) -> None:
+        """The session cache's report that a follower session held ``cached`` idle up to its last use.
+
+        The partition records a fetch at ``session.last_used_ms`` at the cached offset (which was the
+        leader's LEO all along); a partition no longer hosted here has nothing to record.
+        """
+        partition = self._lookup(cached.key)
+        if partition is not None:
+            partition.update_idle_follower_fetch(
+                session.replica_id, session.last_used_ms, cached.params.fetch_offset
+            )
 
     def _fetch_params(self, request: FetchRequest) -> FetchParams:
         return FetchParams(
@@ -245,14 +310,19 @@ class FetchService:
         partitions: Sequence[tuple[TopicPartitionKey, PartitionFetchParams]],
         request: FetchRequest,
         params: FetchParams,
+        *,
+        update_follower_state: bool = False,
     ) -> _ReadPass:
-        """Read every partition in order, spending the response budget (KIP-74)."""
-        read = _ReadPass({})
+        """Read every partition in order, spending the response budget (KIP-74).
+
+        With ``update_follower_state`` the successful reads are listed for the follower's state update.
+        """
+        read = _ReadPass({}, follower_reads=[] if update_follower_state else None)
         budget = params.max_bytes
         min_one_batch = True
         for key, fetch in partitions:
             limit = max(0, min(fetch.max_bytes, budget))
-            result = self._read_partition(key, fetch, request, limit, min_one_batch)
+            result = self._read_partition(key, fetch, request, limit, min_one_batch, read.follower_reads)
             read.results[key] = result
             if result.erroneous:
                 read.erroneous += 1
@@ -274,6 +344,7 @@ class FetchService:
         request: FetchRequest,
         limit: int,
         min_one_batch: bool,
+        follower_reads: list[_FollowerRead] | None = None,
     ) -> PartitionFetchResult:
         partition = self._lookup(key)
         if partition is None:
@@ -299,6 +370,10 @@ class FetchService:
             return self._error_result(key, read.error_code, request.version)
         if request.version < ZSTD_MIN_VERSION and read.slice is not None and _starts_with_zstd(read.slice):
             return self._error_result(key, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, request.version)
+        if follower_reads is not None and read.diverging_epoch is None:
+            follower_reads.append(
+                _FollowerRead(partition, fetch.fetch_offset, fetch.log_start_offset, read.log_end_offset)
+            )
         return _read_result(read, fetch.fetch_offset, request)
 
     def _lookup(self, key: TopicPartitionKey) -> Partition | None:
@@ -473,7 +548,7 @@ def _follower_error(partition: Partition, replica_id: int, current_leader_epoch:
     error = partition.check_leader_epoch(current_leader_epoch)
     if error != ErrorCode.NONE:
         return error
-    if replica_id in partition.replicas and replica_id != partition.node_id:
+    if replica_id in partition.replica_set.followers:  # the replica set, this leader excluded
         return ErrorCode.NONE
     _log.debug(
         "fetch from a replica outside the replica set",

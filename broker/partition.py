@@ -2,8 +2,8 @@
 
 The :class:`Partition` wraps the partition's :class:`~storage.log.PartitionLog` (which it does not
 own: the LogManager opens, checkpoints and closes logs) and adds what the leader knows beyond the
-bytes on disk: the leader epoch, the replicas and ISR, the high watermark rule, and the idempotent
-producers' state (:class:`~storage.producer_state.ProducerStateManager`).
+bytes on disk: the leader epoch, the replicas and ISR with each follower's fetch state, the high
+watermark, and the idempotent producers' state (:class:`~storage.producer_state.ProducerStateManager`).
 
 Appends (Produce) follow Kafka's order of checks: leadership, ``min.insync.replicas`` for acks=-1,
 then the batch (one whole v2 batch, consistent record count, size, no control or transactional
@@ -13,25 +13,43 @@ copies and stamps the batch. The CRC is therefore computed once per batch, not o
 and once in the log; the rare paths that answer without appending (a duplicate, a sequence error)
 verify it themselves first, so a corrupt batch is always CORRUPT_MESSAGE.
 
-With a single replica in the ISR the high watermark is the log end offset right after each append
-(kafka-behaviour.md 6.2), so acks=-1 completes at once. Until follower fetch state exists the high
-watermark does not move while the ISR holds other replicas, which is what Kafka does when they do
-not fetch.
+Replication, leader side (kafka-behaviour.md 6), is a :class:`~broker.replica_state.LeaderReplicaSet`
+driven from here:
+
+- the high watermark is recomputed after a local append, after a follower fetch
+  (:meth:`Partition.update_follower_fetch`) and when the ISR changes; it is the minimum LEO over the
+  leader, the maximal ISR and caught-up followers about to join, frozen while the committed ISR is
+  below ``min(min.insync.replicas, replication factor)``, and never below the current leader
+  epoch's start offset (with only the leader in the ISR it is the LEO right after each append);
+- ISR changes go to the controller as AlterPartition proposals through an
+  :class:`AlterPartitionSender` (fire-and-forget): an expansion when a follower's fetch finds it
+  caught up (6.3), a shrink when the periodic "isr-expiration" task finds a follower out of sync
+  (:meth:`Partition.maybe_shrink_isr`, 6.4). The answer comes back through
+  :meth:`Partition.on_alter_partition_result`. Without a sender the ISR is whatever the metadata says;
+- new metadata comes through :meth:`Partition.make_leader` and :meth:`Partition.make_follower`.
 
 Listeners (fetch sessions, delayed fetches, delayed produces) hear of every change of the log end
-offset, high watermark, log start offset or leader epoch, after the change.
+offset, high watermark, log start offset, leader epoch or leadership, after the change. That is how
+a follower fetch that moves the high watermark completes acks=-1 produces: never by polling.
 """
 
 from __future__ import annotations
 
 import uuid
 from bisect import bisect_right
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, Protocol
 
 import structlog
 
 from broker.produce_validation import read_single_batch, verify_crc
+from broker.replica_state import (
+    DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+    BrokerEligibility,
+    IsrProposal,
+    LeaderReplicaSet,
+    ProposalOutcome,
+)
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.errors import CorruptRecordError, UnsupportedMagicError
 from protocol.records.batch import RecordBatchHeader
@@ -58,6 +76,7 @@ __all__ = [
     "NO_EPOCH",
     "READ_COMMITTED",
     "READ_UNCOMMITTED",
+    "AlterPartitionSender",
     "AppendResult",
     "Partition",
     "PartitionRead",
@@ -82,6 +101,18 @@ _POSITION_CACHE_LIMIT = 1024
 _log = structlog.get_logger("kipling.partition")
 
 PartitionListener = Callable[["Partition"], None]
+
+
+class AlterPartitionSender(Protocol):
+    """Carries ISR proposals to the controller (AlterPartition), fire-and-forget.
+
+    ``submit`` must return at once; the sender later calls
+    ``partition.on_alter_partition_result(proposal, error, leader_epoch, isr, partition_epoch)``
+    with the controller's answer (or an error such as REQUEST_TIMED_OUT if it gave up), on the
+    broker's event loop. Until then the partition proposes nothing else.
+    """
+
+    def submit(self, partition: Partition, proposal: IsrProposal) -> None: ...
 
 
 class AppendResult(NamedTuple):
@@ -151,8 +182,17 @@ class Partition:
         min_insync_replicas: int,
         producer_state: ProducerStateManager,
         clock: Clock,
+        replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        alter_partition: AlterPartitionSender | None = None,
+        broker_eligibility: BrokerEligibility | None = None,
     ) -> None:
-        """Wire already loaded state; use :meth:`open`, which also rebuilds the producer state."""
+        """Wire already loaded state; use :meth:`open`, which also rebuilds the producer state.
+
+        ``alter_partition`` carries ISR proposals to the controller (None: the ISR changes only
+        through :meth:`make_leader`); ``broker_eligibility(replica id, fetch broker epoch)`` says
+        whether a follower may join the ISR (not fenced, not shutting down, current broker epoch;
+        None: always).
+        """
         self.log = log
         self.topic = log.topic
         self.index = log.partition
@@ -161,20 +201,33 @@ class Partition:
         self.topic_id = topic_id
         self.node_id = node_id
         self.leader_epoch = leader_epoch
-        self.partition_epoch = partition_epoch
-        self.replicas = list(replicas)
-        self.isr = list(isr)
-        self.configured_min_insync_replicas = min_insync_replicas
         self.producer_state = producer_state
         self.is_leader = True
         self.is_offline = False
         self._clock = clock
+        self._alter_partition = alter_partition
         self._listeners: list[PartitionListener] = []
         self._positions: dict[int, int] = {}
         self._positions_segment: LogSegment | None = None
         self._known_log_start_offset = log.log_start_offset
         self._logger = _log.bind(topic=self.topic, partition=self.index)
-        self._become_leader()
+        self._assign_leader_epoch()
+        self._replica_set = LeaderReplicaSet(
+            leader_id=node_id,
+            replicas=replicas,
+            isr=isr,
+            leader_epoch=leader_epoch,
+            leader_epoch_start_offset=self._leader_epoch_start_offset(),
+            partition_epoch=partition_epoch,
+            min_insync_replicas=min_insync_replicas,
+            high_watermark=log.high_watermark,
+            now_ms=clock.time_ms(),
+            replica_lag_time_max_ms=replica_lag_time_max_ms,
+            is_eligible=broker_eligibility,
+            leader_log_end_offset=log.log_end_offset,
+        )
+        self._replica_set.maybe_increment_high_watermark(clock.time_ms())
+        self._sync_high_watermark()
 
     @classmethod
     def open(
@@ -190,6 +243,9 @@ class Partition:
         min_insync_replicas: int,
         clock: Clock,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        alter_partition: AlterPartitionSender | None = None,
+        broker_eligibility: BrokerEligibility | None = None,
     ) -> Partition:
         """Take the lead of ``log``: rebuild the producer state, record the epoch, set the HW."""
         producer_state = ProducerStateManager(log.directory, producer_id_expiration_ms)
@@ -205,10 +261,13 @@ class Partition:
             min_insync_replicas=min_insync_replicas,
             producer_state=producer_state,
             clock=clock,
+            replica_lag_time_max_ms=replica_lag_time_max_ms,
+            alter_partition=alter_partition,
+            broker_eligibility=broker_eligibility,
         )
 
-    def _become_leader(self) -> None:
-        """Kafka's makeLeader: the epoch cache gets (epoch, LEO) before any data, then the HW moves.
+    def _assign_leader_epoch(self) -> None:
+        """Kafka's makeLeader: the epoch cache gets (epoch, LEO) before any data of the epoch.
 
         An epoch lower than the cache's latest is stale metadata: assigning it would cut the cache.
         """
@@ -216,7 +275,13 @@ class Partition:
         latest = cache.latest_epoch
         if latest is None or self.leader_epoch > latest:
             cache.assign(self.leader_epoch, self.log.log_end_offset)
-        self._maybe_increment_high_watermark()
+
+    def _leader_epoch_start_offset(self) -> int:
+        """Where the current leader epoch starts in the log (the LEO if the cache does not know it)."""
+        entry = self.log.leader_epoch_cache.latest_entry
+        if entry is not None and entry.epoch == self.leader_epoch:
+            return entry.start_offset
+        return self.log.log_end_offset
 
     # -- state -------------------------------------------------------------------------------------
 
@@ -238,16 +303,54 @@ class Partition:
         return self.log.log_end_offset
 
     @property
+    def replica_set(self) -> LeaderReplicaSet:
+        """The followers' fetch state, ISR and HW rule (read it; change it through this class)."""
+        return self._replica_set
+
+    @property
+    def partition_epoch(self) -> int:
+        """The epoch of the committed replicas/ISR (bumped by every AlterPartition the controller takes)."""
+        return self._replica_set.partition_epoch
+
+    @property
+    def replicas(self) -> list[int]:
+        return list(self._replica_set.replicas)
+
+    @property
+    def isr(self) -> list[int]:
+        """The committed ISR: what acks=-1 admission checks."""
+        return list(self._replica_set.isr)
+
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The committed ISR plus members of an expansion in flight: what the HW waits for."""
+        return list(self._replica_set.maximal_isr)
+
+    @property
     def isr_size(self) -> int:
-        return len(self.isr)
+        return len(self._replica_set.isr)
+
+    @property
+    def configured_min_insync_replicas(self) -> int:
+        return self._replica_set.configured_min_insync_replicas
+
+    @configured_min_insync_replicas.setter
+    def configured_min_insync_replicas(self, value: int) -> None:
+        """A topic config change; it takes effect at the next HW computation (append, fetch, ISR change)."""
+        self._replica_set.configured_min_insync_replicas = value
 
     @property
     def min_insync_replicas(self) -> int:
         """min(min.insync.replicas, replication factor): Kafka clamps a minimum no ISR could reach."""
-        return max(1, min(self.configured_min_insync_replicas, len(self.replicas)))
+        return self._replica_set.min_insync_replicas
+
+    def acks_all_completion_error(self) -> ErrorCode:
+        """What an acks=-1 produce whose offset the HW reached answers (6.5): NONE, or
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND when the maximal ISR is below the effective min ISR."""
+        return self._replica_set.acks_all_completion_error()
 
     def add_listener(self, fn: PartitionListener) -> None:
-        """``fn(partition)`` runs after every change of LEO, HW, log start offset or leader epoch."""
+        """``fn(partition)`` runs after every change of LEO, HW, log start offset, epoch or leadership."""
         self._listeners.append(fn)
 
     def remove_listener(self, fn: PartitionListener) -> None:
@@ -261,13 +364,15 @@ class Partition:
             except Exception:
                 self._logger.exception("partition listener failed")
 
-    def _maybe_increment_high_watermark(self) -> bool:
-        """HW = LEO when this broker is the whole ISR; frozen below the effective min ISR (Kafka 3.7+)."""
-        if self.isr_size < self.min_insync_replicas or self.isr != [self.node_id]:
+    def _sync_high_watermark(self) -> bool:
+        """Carry the replica set's HW to the log (what reads, checkpoints and retention see).
+
+        True if it moved. The log clamps it to its LEO; it never goes backwards here.
+        """
+        high_watermark = self._replica_set.high_watermark
+        if high_watermark <= self.log.high_watermark:
             return False
-        if self.log.log_end_offset <= self.log.high_watermark:
-            return False
-        self.log.update_high_watermark(self.log.log_end_offset)
+        self.log.update_high_watermark(high_watermark)
         return True
 
     # -- appends -----------------------------------------------------------------------------------
@@ -281,7 +386,7 @@ class Partition:
         answered from the producer state with the offsets it got the first time.
         """
         self._check_writable()
-        if required_acks == -1 and self.isr_size < self.min_insync_replicas:
+        if required_acks == -1 and not self._replica_set.acks_all_allowed():
             raise KafkaError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"The size of the current ISR {self.isr} is insufficient to satisfy the min.isr "
@@ -381,7 +486,8 @@ class Partition:
             self._on_roll(snapshot_at)
         written = header._replace(base_offset=info.first_offset, max_timestamp=info.max_timestamp)
         self.producer_state.update(written, info.first_offset, info.last_offset)
-        self._maybe_increment_high_watermark()
+        self._replica_set.update_leader_log_end_offset(self.log.log_end_offset, self._clock.time_ms())
+        self._sync_high_watermark()
         self._notify()
         return AppendResult(
             info.first_offset,
@@ -588,6 +694,255 @@ class Partition:
             raise KafkaError(error)
         return self.end_offset_for_epoch(leader_epoch)
 
+    # -- replication, leader side ----------------------------------------------------------------
+
+    def update_follower_fetch(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        follower_log_start_offset: int,
+        fetch_time_ms: int,
+        leader_end_offset: int,
+        broker_epoch: int = -1,
+    ) -> bool:
+        """A follower's fetch read this partition without error or diverging epoch (6.1).
+
+        ``fetch_offset`` is the follower's LEO, ``leader_end_offset`` the leader's LEO read before
+        the read, ``broker_epoch`` the request's ReplicaEpoch (-1 before fetch v15). Records the
+        fetch, proposes the follower for the ISR if it caught up within this epoch (6.3), raises
+        the HW if it can; True (and the listeners are told) if the HW moved. A fetch from a
+        replica outside the assignment, or while not leader, changes nothing.
+        """
+        replica_set = self._replica_set
+        if not self.is_leader or replica_id not in replica_set.followers:
+            return False
+        replica_set.update_follower_fetch(
+            replica_id,
+            fetch_offset,
+            follower_log_start_offset,
+            fetch_time_ms,
+            broker_epoch,
+            leader_end_offset=leader_end_offset,
+        )
+        self._maybe_expand_isr(replica_id)
+        return self._high_watermark_changed()
+
+    def update_idle_follower_fetch(self, replica_id: int, last_used_ms: int, cached_offset: int) -> bool:
+        """A follower session held this partition idle (not dirty) up to its last use at ``last_used_ms``.
+
+        The fetch session cache calls it once per idle stretch, when the stretch ends, so that the
+        follower's last fetch and last caught-up times are what Kafka's per-fetch bookkeeping would
+        have left (see :meth:`LeaderReplicaSet.mark_fetched_at_session_time`). True if the HW moved.
+        """
+        if not self.is_leader:
+            return False
+        self._replica_set.mark_fetched_at_session_time(replica_id, last_used_ms, cached_offset)
+        return self._high_watermark_changed()
+
+    def maybe_shrink_isr(self, now_ms: int | None = None) -> bool:
+        """The "isr-expiration" check (6.4): propose removing followers that are out of sync.
+
+        Out of sync: in the ISR, not at the leader's LEO, and not caught up within
+        ``replica.lag.time.max.ms``. Nothing while a proposal is in flight, when not leader, or
+        without an AlterPartition sender. True if a shrink was proposed.
+        """
+        if not self.is_leader or self._alter_partition is None:
+            return False
+        now = self._clock.time_ms() if now_ms is None else now_ms
+        replica_set = self._replica_set
+        out_of_sync = replica_set.shrink_candidates(now)
+        if not out_of_sync:
+            return False
+        self._logger.info(
+            "shrinking ISR",
+            isr=list(replica_set.isr),
+            out_of_sync=[self._follower_summary(rid) for rid in out_of_sync],
+            high_watermark=replica_set.high_watermark,
+            log_end_offset=replica_set.leader_log_end_offset,
+        )
+        self._propose(tuple(rid for rid in replica_set.isr if rid not in out_of_sync))
+        return True
+
+    def on_alter_partition_result(
+        self,
+        proposal: IsrProposal,
+        error: ErrorCode,
+        leader_epoch: int,
+        isr: Sequence[int],
+        partition_epoch: int,
+    ) -> bool:
+        """The controller's answer to ``proposal``; True if it was committed.
+
+        A committed ISR replaces the old one (the HW may then move: a shrink unblocks it, an
+        expansion may lift the min-ISR freeze), and a follower that caught up meanwhile is proposed
+        next: on an idle partition no fetch would re-check it. A refusal, an answer for another
+        leader epoch or one no newer than the ISR we hold clears the proposal and keeps the committed
+        ISR; the follower's next fetch, or the periodic check, proposes again (never at once, which
+        would loop at the controller's pace). An answer to anything but the proposal in flight
+        (stale, or leadership lost meanwhile) is ignored.
+        """
+        replica_set = self._replica_set
+        if not self.is_leader or replica_set.pending is not proposal:
+            self._logger.debug("ignoring AlterPartition answer", proposal=proposal, error=error)
+            return False
+        now = self._clock.time_ms()
+        if error == ErrorCode.NONE and leader_epoch != self.leader_epoch:
+            replica_set.clear_pending()
+            outcome = ProposalOutcome.IGNORED
+        else:
+            outcome = replica_set.apply_proposal_result(
+                proposal, error, isr=isr, partition_epoch=partition_epoch, now_ms=now
+            )
+        self._logger.info(
+            "AlterPartition answered",
+            outcome=outcome.value,
+            error=error.name,
+            isr=list(replica_set.isr),
+            partition_epoch=replica_set.partition_epoch,
+        )
+        committed = outcome is ProposalOutcome.COMMITTED
+        if committed:
+            self.maybe_expand_isr(now)
+        self._high_watermark_changed()
+        return committed
+
+    def make_leader(
+        self, leader_epoch: int, partition_epoch: int, replicas: Sequence[int], isr: Sequence[int]
+    ) -> bool:
+        """New metadata for this partition with this broker as its leader; True if anything changed.
+
+        - an older partition (or leader) epoch is stale: ignored;
+        - a new leader epoch, or leading again after following, is Kafka's makeLeader: the epoch
+          cache gets (epoch, LEO), the HW then counts only offsets from there, and the followers'
+          states are reset (6.4);
+        - the same leader epoch with a newer partition epoch is an ISR or replica-set update
+          (any proposal in flight is void: it was based on the old partition epoch).
+        """
+        replica_set = self._replica_set
+        if partition_epoch < replica_set.partition_epoch or leader_epoch < self.leader_epoch:
+            self._logger.debug(
+                "ignoring stale leader metadata", leader_epoch=leader_epoch, partition_epoch=partition_epoch
+            )
+            return False
+        now = self._clock.time_ms()
+        if leader_epoch > self.leader_epoch or not self.is_leader:
+            self._start_leader_epoch(leader_epoch, partition_epoch, replicas, isr, now)
+        elif partition_epoch > replica_set.partition_epoch:
+            replica_set.on_isr_changed(isr, partition_epoch, now, replicas=replicas)
+            self.maybe_expand_isr(now)
+        else:
+            return False
+        self._sync_high_watermark()
+        self._notify()
+        return True
+
+    def make_follower(self, leader_epoch: int | None = None, partition_epoch: int | None = None) -> bool:
+        """This broker no longer leads the partition; True if it did.
+
+        Parked fetches and produces are told (they answer NOT_LEADER_OR_FOLLOWER, or a fenced epoch),
+        later appends and leader reads are refused, and an AlterPartition answer still in flight is
+        ignored. The newer epochs, if given, are recorded so that requests are fenced against them.
+        """
+        if leader_epoch is not None and leader_epoch > self.leader_epoch:
+            self.leader_epoch = leader_epoch
+        replica_set = self._replica_set
+        if partition_epoch is not None and partition_epoch > replica_set.partition_epoch:
+            replica_set.partition_epoch = partition_epoch
+        if not self.is_leader:
+            return False
+        self.is_leader = False
+        replica_set.clear_pending()
+        self._logger.info("no longer leader", leader_epoch=self.leader_epoch)
+        self._notify()
+        return True
+
+    def _start_leader_epoch(
+        self, leader_epoch: int, partition_epoch: int, replicas: Sequence[int], isr: Sequence[int], now: int
+    ) -> None:
+        new_leader = not self.is_leader
+        self.leader_epoch = leader_epoch
+        self.is_leader = True
+        self._assign_leader_epoch()
+        self._replica_set.become_leader(
+            leader_epoch=leader_epoch,
+            leader_epoch_start_offset=self._leader_epoch_start_offset(),
+            partition_epoch=partition_epoch,
+            replicas=replicas,
+            isr=isr,
+            now_ms=now,
+            new_leader=new_leader,
+            leader_log_end_offset=self.log.log_end_offset,
+            high_watermark=self.log.high_watermark,
+        )
+        self._replica_set.maybe_increment_high_watermark(now)
+        self._logger.info(
+            "leader epoch started",
+            leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch,
+            start_offset=self._replica_set.leader_epoch_start_offset,
+            isr=list(isr),
+            new_leader=new_leader,
+        )
+
+    def _maybe_expand_isr(self, replica_id: int) -> None:
+        """6.3: propose ``replica_id`` for the ISR if it caught up within this epoch and may join."""
+        if self._alter_partition is None or not self._replica_set.expansion_candidate(replica_id):
+            return
+        self._logger.info(
+            "expanding ISR", isr=list(self._replica_set.isr), joining=self._follower_summary(replica_id)
+        )
+        self._propose((*self._replica_set.isr, replica_id))
+
+    def maybe_expand_isr(self, now_ms: int | None = None) -> bool:
+        """Propose a caught-up, eligible follower that is not in the ISR; True if one was proposed.
+
+        Kafka re-checks expansion on every follower fetch. Here the partitions a follower session
+        holds idle are not re-read, so this runs when an expansion is committed, when the ISR changes
+        by metadata, and from the periodic ISR check (which retries refused proposals); call it too
+        when a broker becomes eligible again (unfenced). One proposal at a time.
+        """
+        replica_set = self._replica_set
+        if not self.is_leader or self._alter_partition is None or replica_set.pending is not None:
+            return False
+        now = self._clock.time_ms() if now_ms is None else now_ms
+        candidates = replica_set.expansion_candidates(now)
+        if not candidates:
+            return False
+        self._maybe_expand_isr(candidates[0])
+        return True
+
+    def _propose(self, new_isr: tuple[int, ...]) -> None:
+        """Put the proposal in flight, then hand it to the sender (which may answer at once).
+
+        A sender that fails to take it must not leave it in flight forever (no ISR change could
+        follow): it is dropped, and the next fetch or periodic check proposes again.
+        """
+        sender = self._alter_partition
+        if sender is None:
+            return
+        proposal = self._replica_set.propose_isr(new_isr)
+        try:
+            sender.submit(self, proposal)
+        except Exception:
+            self._logger.exception("AlterPartition submit failed", new_isr=list(new_isr))
+            if self._replica_set.pending is proposal:
+                self._replica_set.clear_pending()
+
+    def _high_watermark_changed(self) -> bool:
+        """Carry a moved HW to the log and tell the listeners (delayed produces, fetches, sessions)."""
+        if not self._sync_high_watermark():
+            return False
+        self._notify()
+        return True
+
+    def _follower_summary(self, replica_id: int) -> dict[str, int]:
+        state = self._replica_set.followers[replica_id]
+        return {
+            "broker_id": replica_id,
+            "log_end_offset": state.log_end_offset,
+            "last_caught_up_time_ms": state.last_caught_up_time_ms,
+        }
+
     # -- maintenance -------------------------------------------------------------------------------
 
     def after_retention(self) -> None:
@@ -608,6 +963,7 @@ class Partition:
     def close(self) -> None:
         """Stop leading; a producer snapshot at the LEO spares the next start any replay."""
         self.is_leader = False
+        self._replica_set.clear_pending()
         if not self.is_offline and self.producer_state.map_end_offset == self.log.log_end_offset:
             try:
                 self.producer_state.take_snapshot()
@@ -618,6 +974,7 @@ class Partition:
     def mark_removed(self) -> None:
         """The partition is going away (topic deleted): waiters re-check and find it gone."""
         self.is_leader = False
+        self._replica_set.clear_pending()
         self._notify()
 
     def __repr__(self) -> str:

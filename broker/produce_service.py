@@ -12,10 +12,13 @@ Request-level rules, as Kafka's KafkaApis applies them before any append:
   INVALID_TOPIC_EXCEPTION, a zstd batch below v7 → UNSUPPORTED_COMPRESSION_TYPE. The partition then
   applies its own checks (see :mod:`broker.partition`).
 
-acks=-1 waits in the produce purgatory (:class:`~broker.delayed_produce.DelayedProduce`) until the
-high watermark covers the batch, or ``timeout_ms`` passes (REQUEST_TIMED_OUT). With a single
-replica the high watermark moves at append, so the wait completes before it starts. Appends and
-HW moves wake it through :meth:`ProduceService.on_partition_changed`.
+acks=-1 is refused with NOT_ENOUGH_REPLICAS, nothing appended, while the committed ISR is below
+``min(min.insync.replicas, replication factor)`` (the partition checks it). Otherwise it waits in
+the produce purgatory (:class:`~broker.delayed_produce.DelayedProduce`) until the high watermark
+covers the batch, or ``timeout_ms`` passes (REQUEST_TIMED_OUT). With a single replica the high
+watermark moves at append, so the wait completes before it starts. With followers it moves when
+their fetches show they have the batch; every HW move (and a leadership loss) wakes the wait
+through :meth:`ProduceService.on_partition_changed`, a partition listener.
 """
 
 from __future__ import annotations
@@ -171,7 +174,7 @@ class ProduceService:
             partition is not None
             and partition.is_leader
             and partition.high_watermark >= status.required_offset
-            and partition.isr_size >= partition.min_insync_replicas
+            and partition.acks_all_completion_error() == ErrorCode.NONE
         )
 
     async def _wait_for_commit(self, timeout_ms: int, outcomes: list[PartitionOutcome]) -> None:

@@ -53,6 +53,10 @@ class ProducerIdBlock:
         return self.first_id + self.size
 
 
+NODE_ID_SHIFT = 40
+"""A broker's own producer id range starts at node id << 40 (2^22 brokers of 2^40 ids each)."""
+
+
 class ProducerIdBlockSource(Protocol):
     """Reserves blocks of producer ids; a block is durable once returned."""
 
@@ -66,16 +70,22 @@ class LocalProducerIdBlockSource:
     file, fsync, rename, directory fsync). A missing file means no id was ever handed out.
     """
 
-    def __init__(self, path: pathlib.Path, block_size: int = BLOCK_SIZE) -> None:
+    def __init__(self, path: pathlib.Path, block_size: int = BLOCK_SIZE, first_id: int = 0) -> None:
+        """``first_id`` is where a broker that never handed out an id starts. In a cluster each
+        broker starts in its own range (its node id shifted by :data:`NODE_ID_SHIFT`) so that ids
+        stay unique across brokers until the controller allocates blocks (AllocateProducerIds)."""
         if block_size < 1:
             raise ValueError(f"producer id block size must be positive, got {block_size}")
         self.path = pathlib.Path(path)
         self.block_size = block_size
+        self._first_id = first_id
         self._next_start = self._read()
 
     @classmethod
-    def in_log_dir(cls, log_dir: pathlib.Path, block_size: int = BLOCK_SIZE) -> LocalProducerIdBlockSource:
-        return cls(pathlib.Path(log_dir) / PRODUCER_ID_BLOCK_FILE, block_size)
+    def in_log_dir(
+        cls, log_dir: pathlib.Path, block_size: int = BLOCK_SIZE, first_id: int = 0
+    ) -> LocalProducerIdBlockSource:
+        return cls(pathlib.Path(log_dir) / PRODUCER_ID_BLOCK_FILE, block_size, first_id)
 
     def next_block(self) -> ProducerIdBlock:
         """Persist the end of a new block, then return it; raises OSError if the write fails."""
@@ -95,7 +105,7 @@ class LocalProducerIdBlockSource:
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            return 0
+            return self._first_id
         except OSError as exc:
             raise ProducerIdStoreError(f"{self.path}: {exc}") from exc
         lines = text.splitlines()

@@ -9,6 +9,10 @@ a partition they cannot serve deserves.
 
 A partition whose log cannot be created or opened (disk error, a directory left by an older topic
 of the same name) is reported as KAFKA_STORAGE_ERROR; its files are never deleted automatically.
+
+Partitions are opened with the broker's ``replica.lag.time.max.ms``, the AlterPartition sender and
+the ISR eligibility check given here; :meth:`ReplicaManager.maybe_shrink_isr` is the body of Kafka's
+periodic "isr-expiration" task (every ``replica.lag.time.max.ms / 2``).
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from collections.abc import Callable, Hashable, Iterable
 import structlog
 
 from broker.config import BrokerConfig, ConfigError, effective_topic_configs, to_log_config
-from broker.partition import Partition
+from broker.partition import AlterPartitionSender, Partition
+from broker.replica_state import BrokerEligibility
 from broker.topics import PartitionState, TopicState, TopicStore
 from protocol.error_codes import ErrorCode
 from protocol.errors import ProtocolError
@@ -44,8 +49,21 @@ class ReplicaManager:
         node_id: int,
         broker_config: BrokerConfig,
         clock: Clock,
+        *,
+        alter_partition: AlterPartitionSender | None = None,
+        broker_eligibility: BrokerEligibility | None = None,
+        manage_topics: bool = True,
     ) -> None:
+        """``alter_partition`` and ``broker_eligibility`` go to every partition (see :class:`Partition`).
+
+        With ``manage_topics`` (a single node) the manager follows the TopicStore's events and leads
+        every partition assigned here. In a cluster it does not: the metadata loader's transitions
+        call :meth:`lead` and :meth:`stop_leading` as leadership moves (broker/replica_transitions.py),
+        and ``topics`` only answers lookups.
+        """
         self._log_manager = log_manager
+        self._alter_partition = alter_partition
+        self._broker_eligibility = broker_eligibility
         self._topics = topics
         self._node_id = node_id
         self._config = broker_config
@@ -54,10 +72,11 @@ class ReplicaManager:
         self._by_id: dict[tuple[uuid.UUID, int], Partition] = {}
         self._failed: set[TopicPartition] = set()
         self._listeners: list[PartitionListener] = []
-        topics.subscribe(self)
-        self._delete_stray_logs()
-        for topic in topics.all():
-            self._create_partitions(topic, topic.sorted_partitions())
+        if manage_topics:
+            topics.subscribe(self)
+            self._delete_stray_logs()
+            for topic in topics.all():
+                self._create_partitions(topic, topic.sorted_partitions())
         _log.info("replica manager started", node_id=node_id, partitions=len(self._partitions))
 
     def _delete_stray_logs(self) -> None:
@@ -199,7 +218,29 @@ class ReplicaManager:
             min_insync_replicas=min_isr,
             clock=self._clock,
             producer_id_expiration_ms=self._config.producer_id_expiration_ms,
+            replica_lag_time_max_ms=self._config.replica_lag_time_max_ms,
+            alter_partition=self._alter_partition,
+            broker_eligibility=self._broker_eligibility,
         )
+
+    # -- leadership changes (cluster) ------------------------------------------------------------
+
+    def lead(self, topic: TopicState, state: PartitionState) -> Partition | None:
+        """Open and lead one partition assigned here (its log is created if new); None if it failed."""
+        self._create_partitions(topic, [state])
+        return self._partitions.get((topic.name, state.partition))
+
+    def stop_leading(self, topic: str, index: int) -> bool:
+        """This broker no longer leads the partition: waiters are answered, the log is left open in
+        the LogManager for whoever takes it next. False if it was not led here."""
+        partition = self._partitions.pop((topic, index), None)
+        self._failed.discard((topic, index))
+        if partition is None:
+            return False
+        self._by_id.pop((partition.topic_id, index), None)
+        partition.make_follower()
+        partition.close()
+        return True
 
     # -- maintenance -----------------------------------------------------------------------------
 
@@ -209,6 +250,25 @@ class ReplicaManager:
         for partition in list(self._partitions.values()):
             partition.after_retention()
         return deleted
+
+    def maybe_shrink_isr(self) -> int:
+        """The "isr-expiration" task: propose ISR shrinks where followers fell out of sync.
+
+        O(partitions led here), every ``replica.lag.time.max.ms / 2``; returns how many partitions
+        proposed a shrink. A partition with nothing to shrink also retries the expansion of a
+        caught-up follower (a refused proposal, or one blocked while another was in flight): Kafka
+        retries at the follower's next fetch, which an idle partition of a fetch session never
+        gets here. Idle partitions need no walk of the sessions: their followers' state is settled
+        when the idle stretch ends (see :mod:`broker.fetch_session.cache`).
+        """
+        now = self._clock.time_ms()
+        shrunk = 0
+        for partition in list(self._partitions.values()):
+            if partition.maybe_shrink_isr(now):
+                shrunk += 1
+            else:
+                partition.maybe_expand_isr(now)
+        return shrunk
 
     def remove_expired_producers(self) -> int:
         """Forget producers idle for producer.id.expiration.ms in every partition; returns how many."""

@@ -6,8 +6,12 @@ rules of kafka-behaviour.md section 6 can be tested on plain integers.
 * :class:`ReplicaState` is one follower's state as the leader sees it (6.1).
 * :class:`LeaderReplicaSet` is the replica set of one partition led here: committed ISR and the
   "maximal" ISR (the committed ISR plus additions proposed to the controller but not yet committed),
-  the high watermark rule (6.2), expansion (6.3) and shrink (6.4) candidates, AlterPartition
-  proposals guarded by the partition epoch, and the acks=-1 checks (6.5, 9.7).
+  the high watermark rule (6.2, and only offsets of the current leader epoch are committed),
+  expansion (6.3) and shrink (6.4) candidates, AlterPartition proposals guarded by the partition
+  epoch, the acks=-1 checks (6.5, 9.7), and the credit of fetches a follower made while its fetch
+  session held the partition idle (DESIGN "Follower liveness without touching idle partitions").
+
+:class:`broker.partition.Partition` drives it; nothing here sends or notifies.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from protocol.error_codes import ErrorCode
 __all__ = [
     "DEFAULT_REPLICA_LAG_TIME_MAX_MS",
     "UNKNOWN_OFFSET",
+    "BrokerEligibility",
     "IsrProposal",
     "LeaderReplicaSet",
     "ProposalOutcome",
@@ -146,10 +151,11 @@ class LeaderReplicaSet:
         high_watermark: int,
         now_ms: int,
         replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
-        is_eligible: BrokerEligibility = _always_eligible,
+        is_eligible: BrokerEligibility | None = None,
         leader_log_end_offset: int | None = None,
     ) -> None:
-        """``leader_log_end_offset`` defaults to the epoch start offset (the LEO at makeLeader)."""
+        """``leader_log_end_offset`` defaults to the epoch start offset (the LEO at makeLeader);
+        ``is_eligible`` defaults to "every replica may join the ISR"."""
         self.leader_id = leader_id
         self.replicas: tuple[int, ...] = tuple(replicas)
         self.isr: tuple[int, ...] = tuple(isr)
@@ -166,7 +172,9 @@ class LeaderReplicaSet:
             leader_epoch_start_offset if leader_log_end_offset is None else leader_log_end_offset
         )
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        self.is_eligible = is_eligible
+        self.is_eligible: BrokerEligibility = is_eligible or _always_eligible
+        self.leadership_start_ms = now_ms
+        """When the follower states were last reset (makeLeader): idle reports from before are void."""
         self.followers: dict[int, ReplicaState] = {}
         for rid in self.replicas:
             if rid != leader_id:
@@ -186,8 +194,14 @@ class LeaderReplicaSet:
         isr: Iterable[int],
         now_ms: int,
         new_leader: bool,
+        leader_log_end_offset: int | None = None,
+        high_watermark: int | None = None,
     ) -> bool:
-        """makeLeader for a new epoch. A partition epoch older than ours is stale: ignored (False)."""
+        """makeLeader for a new epoch. A partition epoch older than ours is stale: ignored (False).
+
+        ``leader_log_end_offset`` and ``high_watermark`` resynchronise with the log when this broker
+        takes the lead again after following (its log moved meanwhile); by default they are kept.
+        """
         if partition_epoch < self.partition_epoch:
             return False
         self.replicas = tuple(replicas)
@@ -195,8 +209,13 @@ class LeaderReplicaSet:
         self.pending = None
         self.leader_epoch = leader_epoch
         self.leader_epoch_start_offset = leader_epoch_start_offset
+        if leader_log_end_offset is not None:
+            self.leader_log_end_offset = leader_log_end_offset
         self.leader_log_end_offset = max(self.leader_log_end_offset, leader_epoch_start_offset)
+        if high_watermark is not None:
+            self.high_watermark = high_watermark
         self.partition_epoch = partition_epoch
+        self.leadership_start_ms = now_ms
         followers: dict[int, ReplicaState] = {}
         for rid in self.replicas:
             if rid == self.leader_id:
@@ -240,15 +259,18 @@ class LeaderReplicaSet:
         follower_log_start_offset: int,
         fetch_time_ms: int,
         broker_epoch: int = -1,
+        leader_end_offset: int | None = None,
     ) -> bool:
         """6.1 for a fetch that read (not diverged, no error). True if the HW rose.
 
-        The caller then checks :meth:`expansion_candidate` and proposes an expansion if it is one.
+        ``leader_end_offset`` is the leader LEO read before the read (default: the LEO now). The
+        caller then checks :meth:`expansion_candidate` and proposes an expansion if it is one.
         """
         state = self.followers[replica_id]
         old_leo = state.log_end_offset
+        leader_leo = self.leader_log_end_offset if leader_end_offset is None else leader_end_offset
         state.update_fetch_state(
-            fetch_offset, follower_log_start_offset, fetch_time_ms, self.leader_log_end_offset, broker_epoch
+            fetch_offset, follower_log_start_offset, fetch_time_ms, leader_leo, broker_epoch
         )
         if state.log_end_offset != old_leo:
             return self.maybe_increment_high_watermark(fetch_time_ms)
@@ -258,13 +280,26 @@ class LeaderReplicaSet:
         """DESIGN: a partition not dirty at a follower's fetch counts as fetched at the session's last-used
         time with its cached offset (and the follower's last known log start offset). True if the HW rose.
 
-        A report older than the follower's latest real fetch is dropped.
+        A partition of a follower session is clean only while nothing was readable past its cached
+        offset and nothing changed since, so the leader LEO of that fetch was the cached offset itself:
+        the report is a fetch at the leader's LEO, made at ``last_used_ms``. A report older than the
+        follower's latest real fetch, or than the last makeLeader, or for a replica outside the
+        assignment, is dropped.
         """
-        state = self.followers[replica_id]
-        if last_used_ms < state.last_fetch_time_ms:
+        state = self.followers.get(replica_id)
+        if (
+            state is None
+            or last_used_ms < state.last_fetch_time_ms
+            or last_used_ms < self.leadership_start_ms
+        ):
             return False
         return self.update_follower_fetch(
-            replica_id, cached_offset, state.log_start_offset, last_used_ms, state.broker_epoch
+            replica_id,
+            cached_offset,
+            state.log_start_offset,
+            last_used_ms,
+            state.broker_epoch,
+            leader_end_offset=cached_offset,
         )
 
     # -- high watermark ------------------------------------------------------------------------------
@@ -293,10 +328,15 @@ class LeaderReplicaSet:
         """Raise the HW to the candidate; never backwards, and frozen below the effective min ISR (3.7+).
 
         A follower of the ISR that has not fetched in this leader epoch has LEO -1 and holds the HW.
+        The HW only ever commits offsets of the current leader epoch: a candidate below the epoch's
+        start offset (followers still copying what earlier leaders wrote) leaves it where it is, as a
+        Raft leader commits nothing of an older term before an entry of its own.
         """
         if len(self.isr) < self.min_insync_replicas:
             return False
         candidate = self.high_watermark_candidate(now_ms)
+        if candidate < self.leader_epoch_start_offset:
+            return False
         if candidate > self.high_watermark:
             self.high_watermark = candidate
             return True
@@ -328,6 +368,19 @@ class LeaderReplicaSet:
             state.log_end_offset >= self.high_watermark
             and state.log_end_offset >= self.leader_epoch_start_offset
         )
+
+    def expansion_candidates(self, now_ms: int) -> list[int]:
+        """Followers that :meth:`expansion_candidate` accepts and that are caught up (6.2 rule).
+
+        Used when a proposal in flight is answered: a follower that caught up meanwhile may sit on an
+        idle partition that no fetch re-evaluates, so the leader looks for it itself.
+        """
+        return [
+            rid
+            for rid, state in self.followers.items()
+            if self.expansion_candidate(rid)
+            and state.is_caught_up(self.leader_log_end_offset, now_ms, self.replica_lag_time_max_ms)
+        ]
 
     def propose_isr(self, new_isr: Iterable[int]) -> IsrProposal:
         """Put an AlterPartition in flight. Until it commits, the ISR stays the old one and the maximal ISR
@@ -363,16 +416,46 @@ class LeaderReplicaSet:
         self.maybe_increment_high_watermark(now_ms)
         return ProposalOutcome.COMMITTED
 
-    def on_isr_changed(self, new_isr: Iterable[int], partition_epoch: int, now_ms: int = 0) -> bool:
+    def on_isr_changed(
+        self,
+        new_isr: Iterable[int],
+        partition_epoch: int,
+        now_ms: int = 0,
+        *,
+        replicas: Iterable[int] | None = None,
+    ) -> bool:
         """A metadata update of the ISR in the same leader epoch. Older partition epochs are ignored;
-        a newer one replaces the ISR and drops any proposal in flight (it was based on an old epoch)."""
+        a newer one replaces the ISR and drops any proposal in flight (it was based on an old epoch).
+
+        ``replicas`` (a reassignment) adds fresh states for new followers and forgets removed ones;
+        the others keep their fetch state, since the leader epoch did not change.
+        """
         if partition_epoch < self.partition_epoch:
             return False
+        if replicas is not None:
+            self._update_assignment(tuple(replicas), tuple(new_isr), now_ms)
         self.isr = self.maximal_isr = tuple(new_isr)
         self.partition_epoch = partition_epoch
         self.pending = None
         self.maybe_increment_high_watermark(now_ms)
         return True
+
+    def _update_assignment(self, replicas: tuple[int, ...], isr: tuple[int, ...], now_ms: int) -> None:
+        self.replicas = replicas
+        followers: dict[int, ReplicaState] = {}
+        for rid in replicas:
+            if rid == self.leader_id:
+                continue
+            state = self.followers.get(rid)
+            if state is None:
+                state = ReplicaState(rid)
+                state.reset(now_ms, self.leader_epoch_start_offset, new_leader=True, in_isr=rid in isr)
+            followers[rid] = state
+        self.followers = followers
+
+    def clear_pending(self) -> None:
+        """Forget the proposal in flight (leadership lost, or its answer is void): ISR = the committed one."""
+        self._clear_pending()
 
     def _clear_pending(self) -> None:
         self.pending = None

@@ -17,8 +17,10 @@ by those leaders. What needs the controller stops:
 
 * no leader election: a partition whose leader dies stays unavailable (followers keep fetching from
   a dead broker, clients get errors) until a controller is back;
-* no new topics, partitions or deletions; no registrations (a restarted broker cannot rejoin, since
-  it needs a new broker epoch), so no unfencing either;
+* no new topics, partitions or deletions (forwarded admin requests answer REQUEST_TIMED_OUT); no
+  registrations, so a broker that (re)starts while the controller is down waits: it opens its
+  client listeners only once it is registered, has caught up with the metadata log and is unfenced
+  (as a Kafka broker's start-up does), and it retries every half second meanwhile;
 * no ISR change can be committed: a leader whose follower died proposes the shrink through
   AlterPartition and keeps waiting for it. Until it is committed the ISR still holds the dead
   follower, so the high watermark does not advance past what the old ISR has (the dead follower's

@@ -19,6 +19,21 @@ UNKNOWN_SERVER_ERROR.
 
 Beyond Kafka, the cache keeps the watch index: for each partition, the sessions holding it, so that
 ``on_partition_changed`` marks it dirty in those sessions only.
+
+Follower liveness without touching idle partitions. Kafka updates the follower's fetch state of
+every partition of a follower session on every fetch. Here a partition that is clean (not dirty) in
+a follower's session is not read, and the rule is: *it counts as fetched at each use of the session,
+at its cached fetch offset, which was the leader's log end offset*. It is clean only while nothing
+was readable past that offset and nothing changed since (an append, a high watermark, log start or
+leadership change, the follower re-sending it, all make it dirty), so the follower was caught up at
+each of those fetches. Kafka's bookkeeping for a run of such fetches ends in the state the *last* one
+leaves, and while the partition stays clean the leader's rules cannot tell the difference (the
+follower's recorded log end offset equals the leader's, so it is caught up and holds no high
+watermark back). So the credit is given once, when the idle stretch ends: when the partition turns
+dirty (before the change is applied to the session), when the follower re-sends or forgets it, or
+when the session goes away. ``follower_idle_listener(session, cached)`` is then called with
+``session.last_used_ms`` still the time of the follower's last fetch before the end of the stretch.
+This costs O(1) per change, nothing per fetch, and nothing in the periodic ISR check.
 """
 
 from __future__ import annotations
@@ -31,6 +46,9 @@ from typing import Protocol
 from broker.fetch_session.metrics import FetchSessionCacheMetrics
 from broker.fetch_session.partition import CachedPartition, PartitionFetchParams, TopicPartitionKey
 from broker.fetch_session.session import FetchSession, SessionId, SessionUpdate
+
+IdleFollowerListener = Callable[[FetchSession, CachedPartition], None]
+"""Credits the session's follower with fetches of ``cached`` up to ``session.last_used_ms``."""
 
 DEFAULT_MAX_SLOTS = 1000
 """``max.incremental.fetch.session.cache.slots``."""
@@ -138,15 +156,18 @@ class FetchSessionCacheShard:
         size: int,
         uses_topic_ids: bool,
         populate: Callable[[FetchSession], None],
+        replica_id: int = -1,
     ) -> FetchSession | None:
         """Create and cache a session of ``size`` partitions if there is room or room can be made.
 
         ``populate`` fills the session's partitions; it runs only when creation succeeds, so that a
-        refused creation allocates nothing.
+        refused creation allocates nothing. ``replica_id`` is the follower's id for a follower session.
         """
         if len(self.sessions) >= self.max_entries and not self.try_evict(privileged, size, now_ms):
             return None
-        session = FetchSession(self.new_session_id(), privileged, uses_topic_ids, now_ms)
+        session = FetchSession(
+            self.new_session_id(), privileged, uses_topic_ids, now_ms, replica_id=replica_id
+        )
         populate(session)
         self.sessions[session.id] = session
         self._metrics.sessions_changed(1)
@@ -242,6 +263,8 @@ class FetchSessionCache:
         ]
         self._next_shard = 0
         self._watchers: dict[Hashable, dict[FetchSession, CachedPartition]] = {}
+        self.follower_idle_listener: IdleFollowerListener | None = None
+        """Called when an idle stretch of a follower session's partition ends (module docstring)."""
 
     # -- sessions ---------------------------------------------------------------------------------
 
@@ -272,11 +295,12 @@ class FetchSessionCache:
         uses_topic_ids: bool,
         size: int,
         populate: Callable[[FetchSession], None],
+        replica_id: int = -1,
     ) -> FetchSession | None:
         """Create a session on the next shard in turn (see ``FetchSessionCacheShard``)."""
         shard = self.shards[self._next_shard]
         self._next_shard = (self._next_shard + 1) % len(self.shards)
-        session = shard.maybe_create_session(now_ms, privileged, size, uses_topic_ids, populate)
+        session = shard.maybe_create_session(now_ms, privileged, size, uses_topic_ids, populate, replica_id)
         if session is not None:
             for cached in session.partitions.values():
                 self._watch(session, cached)
@@ -288,7 +312,15 @@ class FetchSessionCache:
         fetch_data: Iterable[tuple[TopicPartitionKey, PartitionFetchParams]],
         to_forget: Iterable[TopicPartitionKey],
     ) -> SessionUpdate:
-        """``FetchSession.update``, keeping the watch index in step with the partitions."""
+        """``FetchSession.update``, keeping the watch index in step with the partitions.
+
+        In a follower's session, the idle stretch of each clean partition the request sends or
+        forgets ends first, with the parameters it was idle at (O(request)).
+        """
+        if self.follower_idle_listener is not None and session.replica_id >= 0:
+            fetch_data, to_forget = list(fetch_data), list(to_forget)  # read twice
+            self._end_idle_stretches(session, (key for key, _ in fetch_data))
+            self._end_idle_stretches(session, to_forget)
         update = session.update(fetch_data, to_forget)
         for cached in update.added:
             self._watch(session, cached)
@@ -317,7 +349,10 @@ class FetchSessionCache:
             watching = self._watchers.get(watch_key)
             if watching:
                 for session, cached in tuple(watching.items()):
+                    idle = session.is_idle_follower_partition(cached)
                     session.partition_changed(cached)
+                    if idle:
+                        self._end_idle(session, cached)
 
     def sessions_watching(self, key: TopicPartitionKey) -> int:
         """How many sessions hold ``key`` (diagnostics and tests)."""
@@ -340,8 +375,24 @@ class FetchSessionCache:
                 del self._watchers[watch_key]
 
     def _unwatch_session(self, session: FetchSession) -> None:
-        for cached in session.partitions.values():
+        """A session left the cache: end its idle stretches (O(size), as the unwatching), unwatch."""
+        for cached in tuple(session.partitions.values()):
+            if session.is_idle_follower_partition(cached):
+                self._end_idle(session, cached)
             self._unwatch(session, cached)
+
+    def _end_idle_stretches(self, session: FetchSession, keys: Iterable[TopicPartitionKey]) -> None:
+        for key in keys:
+            cached = session.get(key)
+            if cached is not None and session.is_idle_follower_partition(cached):
+                self._end_idle(session, cached)
+
+    def _end_idle(self, session: FetchSession, cached: CachedPartition) -> None:
+        """Marked dirty first (in ``on_partition_changed``), so a listener that reports a change of
+        the same partition does not end the same stretch twice."""
+        listener = self.follower_idle_listener
+        if listener is not None:
+            listener(session, cached)
 
     def _id_range(self, shard_num: int) -> range:
         start = shard_num * self.id_range_size

@@ -150,12 +150,15 @@ class FullFetchContext(SessionlessFetchContext):
         *,
         privileged: bool,
         uses_topic_ids: bool,
+        replica_id: int = -1,
     ) -> None:
+        """``replica_id`` is the follower's broker id for a follower's (privileged) request."""
         super().__init__(fetch_data)
         self._cache = cache
         self._clock = clock
         self.privileged = privileged
         self.uses_topic_ids = uses_topic_ids
+        self.replica_id = replica_id
 
     def update_and_generate_response(
         self, results: Mapping[TopicPartitionKey, PartitionFetchResult]
@@ -168,7 +171,12 @@ class FullFetchContext(SessionlessFetchContext):
         """
         partitions = _readable_then_erroneous(self.fetch_data, results)
         session = self._cache.maybe_create_session(
-            self._clock(), self.privileged, self.uses_topic_ids, len(partitions), self._populate(partitions)
+            self._clock(),
+            self.privileged,
+            self.uses_topic_ids,
+            len(partitions),
+            self._populate(partitions),
+            self.replica_id,
         )
         session_id = session.id if session is not None else INVALID_SESSION_ID
         return FetchResponseParts(ErrorCode.NONE, session_id, partitions)
@@ -284,6 +292,10 @@ class FetchManager:
         self.cache = cache
         self._clock = clock
 
+    def now_ms(self) -> int:
+        """The time sessions are created and touched at (the fetch path's clock)."""
+        return self._clock()
+
     def new_context(
         self,
         *,
@@ -294,22 +306,31 @@ class FetchManager:
         to_forget: Sequence[TopicPartitionKey],
         is_follower: bool,
         resolve_topic_name: TopicNameResolver,
+        replica_id: int = -1,
     ) -> FetchContext:
         """The context for one request; ``fetch_data`` in request order, ``is_follower`` = replica id >= 0.
 
         Topic ids without a name are looked up with ``resolve_topic_name``; those still unknown stay
         in the request (and session) with a ``None`` name, and the handler answers them with
-        UNKNOWN_TOPIC_ID as erroneous partitions.
+        UNKNOWN_TOPIC_ID as erroneous partitions. ``replica_id`` (the follower's broker id) is kept
+        by a follower session it creates, for the follower liveness of idle partitions.
         """
         resolved = [(key.resolved(resolve_topic_name), params) for key, params in fetch_data]
         if is_full_request(session_epoch):
-            return self._full_context(version, session_id, session_epoch, resolved, is_follower)
+            follower_id = replica_id if is_follower else -1
+            return self._full_context(version, session_id, session_epoch, resolved, is_follower, follower_id)
         return self._incremental_context(
             version, session_id, session_epoch, resolved, to_forget, resolve_topic_name
         )
 
     def _full_context(
-        self, version: int, session_id: int, session_epoch: int, fetch_data: FetchData, is_follower: bool
+        self,
+        version: int,
+        session_id: int,
+        session_epoch: int,
+        fetch_data: FetchData,
+        is_follower: bool,
+        replica_id: int,
     ) -> FetchContext:
         if session_id != INVALID_SESSION_ID:
             self.cache.remove(session_id)
@@ -321,6 +342,7 @@ class FetchManager:
             self._clock,
             privileged=is_follower,
             uses_topic_ids=version >= TOPIC_ID_VERSION,
+            replica_id=replica_id,
         )
 
     def _incremental_context(

@@ -10,7 +10,11 @@ a kipling session keeps what makes an incremental fetch cost O(changed):
   leadership changes; a request marks the partitions it sends). Every other partition would be read
   by Kafka, found unchanged and left out, so skipping it changes nothing in the response;
 - an optional ``waiter``, called whenever a watched partition changes, so that a parked long poll
-  for an idle incremental fetch wakes in O(1) without watching every partition itself.
+  for an idle incremental fetch wakes in O(1) without watching every partition itself;
+- for a follower's (privileged) session, the follower's broker id (``replica_id``), so that the
+  leader can credit the follower with fetches of the partitions the session holds idle: a clean
+  partition of a follower session is one the follower fetched at each use of the session, at its
+  cached offset, which was the leader's log end offset (see ``FetchSessionCache``).
 """
 
 from __future__ import annotations
@@ -83,14 +87,25 @@ class FetchSession:
         "last_used_ms",
         "partitions",
         "privileged",
+        "replica_id",
         "uses_topic_ids",
         "waiter",
     )
 
-    def __init__(self, session_id: SessionId, privileged: bool, uses_topic_ids: bool, now_ms: int) -> None:
+    def __init__(
+        self,
+        session_id: SessionId,
+        privileged: bool,
+        uses_topic_ids: bool,
+        now_ms: int,
+        *,
+        replica_id: int = -1,
+    ) -> None:
         self.id = session_id
         self.privileged = privileged
         """True for follower sessions, which eviction protects over consumer sessions."""
+        self.replica_id = replica_id
+        """The follower's broker id for a follower session (the request's ReplicaId), else -1."""
         self.uses_topic_ids = uses_topic_ids
         """Fixed at creation (request v13+); a request of the other kind gets 106."""
         self.creation_ms = now_ms
@@ -171,6 +186,11 @@ class FetchSession:
         if self.waiter is not None:
             self.waiter()
 
+    def is_idle_follower_partition(self, cached: CachedPartition) -> bool:
+        """True when ``cached`` sits clean in a follower's session: each use of the session counts as
+        a fetch of it at its cached offset, which equals the leader's log end offset."""
+        return self.replica_id >= 0 and cached not in self.dirty
+
     def mark_clean(self, cached: CachedPartition, seen_change_count: int) -> None:
         """Leave the dirty set, unless the partition changed again after it was read."""
         if cached.change_count == seen_change_count:
@@ -208,5 +228,6 @@ class FetchSession:
     def __repr__(self) -> str:
         return (
             f"FetchSession(id={self.id}, epoch={self.epoch}, privileged={self.privileged}, "
+            f"replica_id={self.replica_id}, "
             f"size={self.size}, dirty={len(self.dirty)}, last_used={self.last_used_ms})"
         )

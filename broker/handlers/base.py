@@ -29,6 +29,8 @@ class RequestContext:
     peer: str
     connection_id: int
     received_ns: int
+    listener: str = ""
+    """The name of the listener the connection came in on (PLAINTEXT, CONTROLLER, ...)."""
 
 
 @dataclass(slots=True)

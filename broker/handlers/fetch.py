@@ -1,8 +1,9 @@
 """Fetch (key 1, v4-17): consumers and followers read record batches, possibly after a long poll.
 
 Thin: the request becomes a :class:`~broker.fetch_service.FetchRequest` (topic names up to v12,
-topic ids from v13; the replica id from ReplicaState from v15), the :class:`FetchService` serves
-it, and the response is encoded around the records' file slices (:mod:`broker.fetch_response`).
+topic ids from v13; the replica id, and the follower's broker epoch, from ReplicaState from v15),
+the :class:`FetchService` serves it, and the response is encoded around the records' file slices
+(:mod:`broker.fetch_response`).
 v4 is the lowest version served: it is the first with record batch v2, which kipling stores.
 """
 
@@ -79,7 +80,10 @@ def fetch_request(version: int, request: MessageData) -> FetchRequest:
         raise KafkaError(
             ErrorCode.INVALID_REQUEST, f"unknown isolation level {request.isolation_level}"
         ) from None
-    replica_id = request.replica_id if version < REPLICA_STATE_VERSION else request.replica_state.replica_id
+    if version < REPLICA_STATE_VERSION:
+        replica_id, replica_epoch = request.replica_id, -1
+    else:
+        replica_id, replica_epoch = request.replica_state.replica_id, request.replica_state.replica_epoch
     return FetchRequest(
         version=version,
         replica_id=replica_id,
@@ -91,6 +95,7 @@ def fetch_request(version: int, request: MessageData) -> FetchRequest:
         session_epoch=request.session_epoch,
         fetch_data=_fetch_data(version, request),
         to_forget=_to_forget(version, request),
+        replica_epoch=replica_epoch,
     )
 
 

@@ -23,15 +23,15 @@ crashes on -1).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from broker import topic_names
 from broker.handlers.base import Handler, RequestContext
-from broker.topics import NO_LEADER, ZERO_UUID, PartitionState, TopicState, TopicStore
+from broker.topics import NO_LEADER, ZERO_UUID, PartitionState, TopicState
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -66,17 +66,22 @@ class MetadataHandler(Handler):
 
     def __init__(
         self,
-        topics: TopicStore,
-        brokers: Callable[[], Sequence[BrokerEndpoint]],
+        topics: TopicLookup,
+        brokers: Callable[[str], Sequence[BrokerEndpoint]],
         cluster_id: str,
-        controller_id: int,
+        controller_id: int | Callable[[], int],
         auto_create_topics_enable: bool,
+        auto_create: TopicCreator | None = None,
     ) -> None:
+        """``brokers(listener)`` lists the live brokers with their address on the listener a request
+        came in on. ``auto_create`` creates a topic for auto-creation; by default the local store's
+        ``create_topic`` (a single node), in a cluster the forwarding to the controller."""
         self._topics = topics
         self._brokers = brokers
         self._cluster_id = cluster_id
-        self._controller_id = controller_id
+        self._controller_id = controller_id if callable(controller_id) else (lambda: controller_id)
         self._auto_create_topics_enable = auto_create_topics_enable
+        self._auto_create = auto_create or _local_creator(topics)
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         version = ctx.api_version
@@ -88,7 +93,7 @@ class MetadataHandler(Handler):
         if _wants_all_topics(version, request.topics):
             results = [self._describe(topic, include_ops) for topic in self._topics.all()]
         else:
-            results = self._requested(ctx, request, include_ops)
+            results = await self._requested(ctx, request, include_ops)
         cluster_ops = (
             CLUSTER_AUTHORIZED_OPERATIONS
             if 8 <= version <= 10 and request.include_cluster_authorized_operations
@@ -96,9 +101,9 @@ class MetadataHandler(Handler):
         )
         return {
             "throttle_time_ms": 0,
-            "brokers": [_broker(b) for b in self._brokers()],
+            "brokers": [_broker(b) for b in self._brokers(ctx.listener)],
             "cluster_id": self._cluster_id,
-            "controller_id": self._controller_id,
+            "controller_id": self._controller_id(),
             "topics": results,
             "cluster_authorized_operations": cluster_ops,
         }
@@ -117,7 +122,7 @@ class MetadataHandler(Handler):
 
     # -- topics -----------------------------------------------------------------------------------
 
-    def _requested(
+    async def _requested(
         self, ctx: RequestContext, request: MessageData, include_ops: bool
     ) -> list[dict[str, Any]]:
         allow_create = self._auto_create_topics_enable and (
@@ -133,7 +138,7 @@ class MetadataHandler(Handler):
                     results.append(self._by_id(wanted.topic_id, include_ops))
             elif wanted.name not in seen_names:
                 seen_names.add(wanted.name)
-                results.append(self._by_name(ctx, wanted.name, allow_create, include_ops))
+                results.append(await self._by_name(ctx, wanted.name, allow_create, include_ops))
         return results
 
     def _by_id(self, topic_id: uuid.UUID, include_ops: bool) -> dict[str, Any]:
@@ -142,7 +147,7 @@ class MetadataHandler(Handler):
             return _error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
         return self._describe(topic, include_ops)
 
-    def _by_name(
+    async def _by_name(
         self, ctx: RequestContext, name: str, allow_create: bool, include_ops: bool
     ) -> dict[str, Any]:
         topic = self._topics.get(name)
@@ -153,7 +158,7 @@ class MetadataHandler(Handler):
         if not allow_create or topic_names.is_internal(name):
             return _error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name, ZERO_UUID)
         try:
-            created = self._topics.create_topic(name, -1, -1, {})
+            created = await self._auto_create(name)
         except KafkaError as exc:
             _log.warning(
                 "auto-creation failed", topic=name, error=exc.code.name, reason=exc.message, peer=ctx.peer
@@ -173,6 +178,28 @@ class MetadataHandler(Handler):
             if include_ops
             else AUTHORIZED_OPERATIONS_OMITTED,
         }
+
+
+class TopicLookup(Protocol):
+    """Topic metadata (the local TopicStore, or the broker's copy of the cluster metadata)."""
+
+    def get(self, name: str) -> TopicState | None: ...
+
+    def get_by_id(self, topic_id: uuid.UUID) -> TopicState | None: ...
+
+    def all(self) -> list[TopicState]: ...
+
+
+TopicCreator = Callable[[str], Awaitable[TopicState]]
+"""Auto-create a topic with the broker defaults; raises KafkaError with the reason it cannot."""
+
+
+def _local_creator(topics: Any) -> TopicCreator:
+    async def create(name: str) -> TopicState:
+        created: TopicState = topics.create_topic(name, -1, -1, {})
+        return created
+
+    return create
 
 
 def _check_request(version: int, request: MessageData) -> None:

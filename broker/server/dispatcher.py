@@ -46,9 +46,12 @@ class Reply:
 
 
 class RequestDispatcher:
-    def __init__(self, registry: HandlerRegistry, metrics: RequestMetrics) -> None:
+    def __init__(self, registry: HandlerRegistry, metrics: RequestMetrics, listener: str = "") -> None:
+        """``listener`` names the listener whose connections this dispatcher serves (it goes into
+        every RequestContext, so that Metadata answers with that listener's addresses)."""
         self._registry = registry
         self._metrics = metrics
+        self._listener = listener
 
     async def dispatch(self, frame: memoryview, peer: str, connection_id: int) -> Reply | None:
         """Handle one request frame. Returns None when no response is due (acks=0)."""
@@ -85,6 +88,7 @@ class RequestDispatcher:
             peer,
             connection_id,
             time.monotonic_ns(),
+            self._listener,
         )
         handler = self._registry.get(ctx.api_key)
         if not self._registry.supports(ctx.api_key, ctx.api_version):

@@ -18,8 +18,14 @@ from protocol.error_codes import ErrorCode
 class FakePartition:
     high_watermark: int = 0
     isr_size: int = 3
+    """Size of the maximal ISR."""
     min_insync_replicas: int = 2
     is_leader: bool = True
+
+    def acks_all_completion_error(self) -> ErrorCode:
+        if self.isr_size >= self.min_insync_replicas:
+            return ErrorCode.NONE
+        return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
 def as_protocol(partition: FakePartition) -> ReplicatedPartition:

@@ -59,7 +59,7 @@ class Env:
 
     def metadata(self) -> MetadataHandler:
         return MetadataHandler(
-            self.topics, lambda: [ENDPOINT], CLUSTER_ID, NODE, self.config.auto_create_topics_enable
+            self.topics, lambda listener: [ENDPOINT], CLUSTER_ID, NODE, self.config.auto_create_topics_enable
         )
 
     def partition_dirs(self) -> list[str]:

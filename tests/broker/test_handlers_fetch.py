@@ -293,6 +293,23 @@ async def test_follower_fetch_reads_to_the_log_end(env: FetchEnv, version: int) 
     assert partitions_of(stranger, version)[0][1].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
+@pytest.mark.parametrize(("version", "broker_epoch"), [(14, -1), (15, 42)])
+async def test_follower_fetch_records_the_follower_state_with_its_broker_epoch(
+    env: FetchEnv, version: int, broker_epoch: int
+) -> None:
+    """v15+ carries the follower's broker epoch in ReplicaState; the partition keeps it for the ISR
+    eligibility check. Before v15 there is none (-1)."""
+    env.topics.create("shared", 1, replicas=(NODE, 2))
+    env.append("shared", 0, batch(2))
+    message = body(env, version, [P("shared", 0, offset=2)], replica_id=2)
+    if version >= 15:
+        message["replica_state"]["replica_epoch"] = broker_epoch
+    await call(handler_for(env), version, message)
+    state = env.partition("shared").replica_set.followers[2]
+    assert (state.log_end_offset, state.broker_epoch) == (2, broker_epoch)
+    assert env.partition("shared").high_watermark == 2  # the follower has both records: committed
+
+
 async def test_diverging_epoch_on_the_wire(env: FetchEnv) -> None:
     env.topics.create("shared", 1, replicas=(NODE, 2))
     env.append("shared", 0, batch(3))

@@ -96,6 +96,7 @@ class ProduceEnv:
     scheduler: FakeScheduler
     purgatory: DelayedOperationPurgatory
     logs: LogManager
+    clock: FakeClock
 
 
 def produce_env(tmp_path: pathlib.Path, topics: Any = None) -> ProduceEnv:
@@ -112,7 +113,7 @@ def produce_env(tmp_path: pathlib.Path, topics: Any = None) -> ProduceEnv:
     purgatory = DelayedOperationPurgatory("Produce", scheduler)
     service = ProduceService(replicas, purgatory, clock)
     replicas.add_partition_listener(service.on_partition_changed)
-    return ProduceEnv(ProduceHandler(service), replicas, scheduler, purgatory, logs)
+    return ProduceEnv(ProduceHandler(service), replicas, scheduler, purgatory, logs, clock)
 
 
 def shared_topics() -> StubTopics:
@@ -316,11 +317,16 @@ async def test_acks_all_completes_when_the_hw_moves(tmp_path: pathlib.Path) -> N
     partition.append_records(batch(), required_acks=1, now_ms=NOW)
     await asyncio.sleep(0)
     assert not task.done()  # ISR {1, 2}: the HW waits for the follower
-    partition.isr = [NODE]  # the follower left the ISR...
+    # the follower left the ISR: the ISR is now the partition's (set by the metadata or by an
+    # AlterPartition answer), no longer an attribute a test may overwrite
+    assert partition.make_leader(0, 1, [NODE, 2], [NODE])
     partition.append_records(batch(), required_acks=1, now_ms=NOW)
     await asyncio.sleep(0)
     assert not task.done()  # ...but min.insync.replicas=2 freezes the HW (Kafka 3.7+)
     partition.configured_min_insync_replicas = 1
+    # follower 2 left the ISR while still "caught up" (it was in the ISR within replica.lag.time.max.ms):
+    # the HW keeps waiting for such a follower, about to rejoin (6.2), until the lag max has passed
+    env.clock.advance(30_001)
     partition.append_records(batch(), required_acks=1, now_ms=NOW)  # the listener re-checks the purgatory
     results = partition_results(await asyncio.wait_for(task, 5))
     assert results[("shared", 0)].error_code == NONE

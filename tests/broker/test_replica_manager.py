@@ -18,6 +18,7 @@ from protocol.records import Record, build_batch
 from storage.checkpoint import topic_id_to_str
 from storage.clock import FakeClock
 from storage.log_manager import LogManager
+from tests.broker.test_leader_replication import FakeController
 
 NODE = 1
 NOW = 1_700_000_000_000
@@ -238,3 +239,31 @@ def test_stray_logs_are_deleted_at_start_and_the_topic_can_be_recreated(tmp_path
     assert not (tmp_path / "logs" / "t-0").exists()
     topics.create_topic("t", 1, 1, {})
     assert replicas.get_partition("t", 0) is not None
+
+
+def test_partitions_get_the_lag_max_and_the_alter_partition_sender(tmp_path: pathlib.Path) -> None:
+    """The periodic isr-expiration task calls ``maybe_shrink_isr``: it proposes through the sender
+    given to the ReplicaManager, with the broker's replica.lag.time.max.ms."""
+    config = load_config(None, [f"log.dirs={tmp_path}", f"node.id={NODE}", "replica.lag.time.max.ms=10000"])[
+        0
+    ]
+    clock = FakeClock(NOW)
+    logs = LogManager(config.log_dirs, to_log_config({}, config), clock)
+    states = {
+        0: PartitionState(0, NODE, 0, 0, [NODE, 2], [NODE, 2]),
+        1: PartitionState(1, NODE, 0, 0, [NODE], [NODE]),
+    }
+    stub = StubTopics({"orders": TopicState("orders", uuid.uuid4(), states)})
+    sender = FakeController()
+    replicas = ReplicaManager(logs, stub, NODE, config, clock, alter_partition=sender)  # type: ignore[arg-type]
+    led = replicas.get_partition("orders", 0)
+    assert led is not None and led.replica_set.replica_lag_time_max_ms == 10_000
+    led.append_records(batch(), required_acks=1, now_ms=NOW)
+    clock.advance(10_000)
+    assert replicas.maybe_shrink_isr() == 0  # follower 2 never fetched, but lag max is not over yet
+    clock.advance(1)
+    assert replicas.maybe_shrink_isr() == 1
+    assert sender.proposals == [(NODE,)] and sender.submitted[0][0] is led
+    assert replicas.maybe_shrink_isr() == 0  # in flight: nothing more
+    assert sender.answer() and led.isr == [NODE] and led.high_watermark == 1
+    logs.shutdown()

@@ -512,3 +512,63 @@ def test_hw_never_exceeds_isr_leo_and_never_decreases(events, min_isr):
                 if rid != LEADER:
                     assert rs.followers[rid].log_end_offset >= rs.high_watermark
             assert len(rs.isr) >= rs.min_insync_replicas
+
+
+# -- wiring additions: epoch-start HW rule, reassignment, explicit leader LEO, idle credits ---------
+
+
+def test_hw_never_commits_offsets_below_the_leader_epoch_start():
+    rs = make_set(isr=(1, 2), replicas=(1, 2), leo=20, hw=5, epoch_start=20)
+    rs.update_follower_fetch(2, 15, 0, T0)  # every ISR member has 15, but it is an older epoch's
+    assert rs.high_watermark == 5
+    rs.update_follower_fetch(2, 20, 0, T0 + 1)
+    assert rs.high_watermark == 20
+
+
+def test_reassignment_adds_fresh_followers_and_forgets_removed_ones():
+    rs = make_set(isr=(1, 2, 3), replicas=(1, 2, 3), leo=10, hw=10)
+    rs.update_follower_fetch(2, 10, 0, T0)
+    assert rs.on_isr_changed((1, 2), 11, T0 + 5, replicas=(1, 2, 4))
+    assert sorted(rs.followers) == [2, 4] and rs.replicas == (1, 2, 4)
+    assert rs.followers[2].log_end_offset == 10
+    assert (rs.followers[4].log_end_offset, rs.followers[4].last_caught_up_time_ms) == (UNKNOWN_OFFSET, 0)
+
+
+def test_fetch_uses_the_leader_leo_read_before_the_read():
+    rs = make_set(isr=(1, 2), replicas=(1, 2), leo=12, hw=0)
+    rs.update_follower_fetch(2, 10, 0, T0, leader_end_offset=10)  # the LEO when its read began
+    assert rs.followers[2].last_caught_up_time_ms == T0
+
+
+def test_idle_credit_is_a_fetch_at_the_leader_leo_of_that_time():
+    rs = make_set(isr=(1, 2), replicas=(1, 2), leo=10, hw=10)
+    rs.update_follower_fetch(2, 10, 0, T0)
+    rs.update_leader_log_end_offset(11, T0 + LAG)  # the idle stretch ends with an append...
+    rs.mark_fetched_at_session_time(2, T0 + LAG - 10, 10)  # ...after a last fetch at offset 10 = LEO
+    assert rs.followers[2].last_caught_up_time_ms == T0 + LAG - 10
+    assert rs.shrink_candidates(T0 + 2 * LAG - 10) == []
+    assert rs.shrink_candidates(T0 + 2 * LAG - 9) == [2]
+
+
+def test_idle_credit_from_before_the_last_make_leader_is_dropped():
+    rs = make_set(isr=(1, 2), replicas=(1, 2, 3), leo=10, hw=10)
+    rs.become_leader(
+        leader_epoch=6,
+        leader_epoch_start_offset=10,
+        partition_epoch=11,
+        replicas=(1, 2, 3),
+        isr=(1, 2),
+        now_ms=T0 + 100,
+        new_leader=True,
+    )
+    assert not rs.mark_fetched_at_session_time(3, T0 + 50, 10)
+    assert rs.followers[3].log_end_offset == UNKNOWN_OFFSET
+
+
+def test_expansion_candidates_are_caught_up_and_eligible():
+    rs = make_set(isr=(1,), replicas=(1, 2, 3), leo=10, hw=10, is_eligible=lambda rid, epoch: rid != 3)
+    rs.update_follower_fetch(2, 10, 0, T0)
+    rs.update_follower_fetch(3, 10, 0, T0)
+    assert rs.expansion_candidates(T0) == [2]
+    rs.update_leader_log_end_offset(12, T0 + 1)
+    assert rs.expansion_candidates(T0 + LAG + 1) == []  # no longer caught up: left to its next fetch

@@ -1,0 +1,327 @@
+"""The broker's line to the active controller (KRaft's NodeToControllerChannelManager, reduced).
+
+Every broker, including one that also runs the controller, talks to the controller over the
+network with Kafka's own APIs: BrokerRegistration, BrokerHeartbeat, AlterPartition, the admin
+requests it forwards (CreateTopics, DeleteTopics, CreatePartitions), and Fetch of the
+``__cluster_metadata`` log. One code path for every node keeps a combined single node honest: it
+runs exactly what a three-broker cluster runs.
+
+The channel holds one connection to the controller, reopened on demand with Kafka's reconnect
+backoff. A request that fails on the connection raises :class:`ControllerUnavailableError`; the
+caller decides whether repeating it is safe (a heartbeat is, a forwarded CreateTopics is answered
+with REQUEST_TIMED_OUT instead, as Kafka's forwarding does when the controller cannot be reached).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from broker.metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC
+from client.connection import KafkaConnection, ReconnectingConnection
+from client.errors import ClientError
+from protocol.api_keys import ApiKey
+from protocol.data import MessageData
+from protocol.error_codes import ErrorCode
+
+__all__ = [
+    "AlterPartitionItem",
+    "AlterPartitionReply",
+    "BrokerListener",
+    "ControllerChannel",
+    "ControllerUnavailableError",
+    "HeartbeatReply",
+    "MetadataFetch",
+]
+
+METADATA_FETCH_VERSION = 12
+"""The first Fetch version with DivergingEpoch and topic names: enough for the metadata log."""
+ALTER_PARTITION_VERSION = 2
+"""Topic ids and plain ISR lists (v3 adds broker epochs per ISR member, which kipling ignores)."""
+
+_log = structlog.get_logger("kipling.controller_channel")
+
+AddressProvider = Callable[[], tuple[str, int]]
+
+
+class ControllerUnavailableError(Exception):
+    """The controller could not be reached or did not answer in time."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerListener:
+    """One advertised listener of a registering broker."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: int = 0
+    """0 = PLAINTEXT (Kafka's SecurityProtocol id)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatReply:
+    error: ErrorCode
+    is_caught_up: bool
+    is_fenced: bool
+    should_shut_down: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionItem:
+    """One partition's ISR proposal."""
+
+    topic_id: uuid.UUID
+    partition: int
+    leader_epoch: int
+    new_isr: tuple[int, ...]
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReply:
+    """The controller's answer for one proposed partition."""
+
+    topic_id: uuid.UUID
+    partition: int
+    error: ErrorCode
+    leader_id: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataFetch:
+    """What one Fetch of the metadata log returned."""
+
+    error: ErrorCode
+    records: bytes
+    """Whole record batches from the fetch offset on (possibly empty)."""
+    high_watermark: int
+    diverging_epoch: tuple[int, int] | None
+    """(epoch, end offset) when the controller's log diverged from what this broker holds."""
+
+
+class ControllerChannel:
+    """Requests to the active controller over one reconnecting connection."""
+
+    def __init__(
+        self,
+        address: AddressProvider,
+        *,
+        client_id: str,
+        request_timeout_s: float = 30.0,
+        connect_timeout_s: float = 5.0,
+    ) -> None:
+        self._address = address
+        self._client_id = client_id
+        self._request_timeout_s = request_timeout_s
+
+        async def connect() -> KafkaConnection:
+            host, port = self._address()
+            return await KafkaConnection.open(
+                host,
+                port,
+                client_id=client_id,
+                connect_timeout_s=connect_timeout_s,
+                request_timeout_s=request_timeout_s,
+            )
+
+        self._connection = ReconnectingConnection(connect, backoff_max_s=1.0)
+
+    async def close(self) -> None:
+        await self._connection.close()
+
+    # -- generic -----------------------------------------------------------------------------------
+
+    async def request(
+        self,
+        api_key: ApiKey,
+        body: Any,
+        *,
+        version: int | None = None,
+        wanted_max: int | None = None,
+        timeout_s: float | None = None,
+    ) -> tuple[int, MessageData]:
+        """Send ``body`` at ``version`` (or the highest both sides speak, capped at ``wanted_max``)."""
+        try:
+            if version is None:
+                version = await self._connection.version_for(api_key, wanted_max)
+            response = await self._connection.request(api_key, version, body, timeout_s)
+        except ClientError as exc:
+            raise ControllerUnavailableError(f"{api_key.name} to the controller failed: {exc}") from exc
+        return version, response
+
+    async def forward(
+        self, api_key: ApiKey, version: int, body: MessageData, timeout_s: float
+    ) -> MessageData:
+        """Send an admin request as the client sent it, at the client's version; return the answer."""
+        _, response = await self.request(api_key, body, version=version, timeout_s=timeout_s)
+        return response
+
+    # -- broker lifecycle --------------------------------------------------------------------------
+
+    async def register(
+        self,
+        *,
+        broker_id: int,
+        cluster_id: str,
+        incarnation_id: uuid.UUID,
+        listeners: Sequence[BrokerListener],
+        rack: str | None,
+        previous_broker_epoch: int = -1,
+    ) -> tuple[ErrorCode, int]:
+        """BrokerRegistration: (error, broker epoch)."""
+        body = {
+            "broker_id": broker_id,
+            "cluster_id": cluster_id,
+            "incarnation_id": incarnation_id,
+            "listeners": [
+                {"name": li.name, "host": li.host, "port": li.port, "security_protocol": li.security_protocol}
+                for li in listeners
+            ],
+            "features": [],
+            "rack": rack,
+            "previous_broker_epoch": previous_broker_epoch,
+        }
+        _, response = await self.request(ApiKey.BROKER_REGISTRATION, body)
+        return ErrorCode(response.error_code), int(response.broker_epoch)
+
+    async def heartbeat(
+        self,
+        *,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool,
+        want_shut_down: bool,
+        timeout_s: float | None = None,
+    ) -> HeartbeatReply:
+        body = {
+            "broker_id": broker_id,
+            "broker_epoch": broker_epoch,
+            "current_metadata_offset": current_metadata_offset,
+            "want_fence": want_fence,
+            "want_shut_down": want_shut_down,
+        }
+        _, response = await self.request(ApiKey.BROKER_HEARTBEAT, body, timeout_s=timeout_s)
+        return HeartbeatReply(
+            ErrorCode(response.error_code),
+            bool(response.is_caught_up),
+            bool(response.is_fenced),
+            bool(response.should_shut_down),
+        )
+
+    async def alter_partition(
+        self, *, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem]
+    ) -> tuple[ErrorCode, list[AlterPartitionReply]]:
+        """AlterPartition for ``items``: (top-level error, per-partition replies)."""
+        by_topic: dict[uuid.UUID, list[AlterPartitionItem]] = {}
+        for item in items:
+            by_topic.setdefault(item.topic_id, []).append(item)
+        body = {
+            "broker_id": broker_id,
+            "broker_epoch": broker_epoch,
+            "topics": [
+                {
+                    "topic_id": topic_id,
+                    "partitions": [
+                        {
+                            "partition_index": item.partition,
+                            "leader_epoch": item.leader_epoch,
+                            "new_isr": list(item.new_isr),
+                            "leader_recovery_state": 0,
+                            "partition_epoch": item.partition_epoch,
+                        }
+                        for item in topic_items
+                    ],
+                }
+                for topic_id, topic_items in by_topic.items()
+            ],
+        }
+        _, response = await self.request(ApiKey.ALTER_PARTITION, body, version=ALTER_PARTITION_VERSION)
+        replies = [
+            AlterPartitionReply(
+                topic.topic_id,
+                p.partition_index,
+                ErrorCode(p.error_code),
+                p.leader_id,
+                p.leader_epoch,
+                tuple(p.isr),
+                p.partition_epoch,
+            )
+            for topic in response.topics
+            for p in topic.partitions
+        ]
+        return ErrorCode(response.error_code), replies
+
+    # -- metadata log ------------------------------------------------------------------------------
+
+    async def fetch_metadata(
+        self,
+        *,
+        broker_id: int,
+        fetch_offset: int,
+        last_fetched_epoch: int,
+        max_wait_ms: int,
+        max_bytes: int = 8 * 1024 * 1024,
+    ) -> MetadataFetch:
+        """One long-poll Fetch of the metadata log from ``fetch_offset``.
+
+        Sessionless and as a consumer (replica id -1): the broker is an observer of the metadata
+        log, it never counts towards its high watermark. The HTTP-style timeout is the wait plus
+        the request timeout, so a long poll never looks like a dead controller.
+        """
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": max_wait_ms,
+            "min_bytes": 1,
+            "max_bytes": max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": METADATA_TOPIC,
+                    "partitions": [
+                        {
+                            "partition": METADATA_PARTITION,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": fetch_offset,
+                            "last_fetched_epoch": last_fetched_epoch,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": max_bytes,
+                        }
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": f"broker-{broker_id}",
+        }
+        timeout_s = max_wait_ms / 1000 + self._request_timeout_s
+        _, response = await self.request(
+            ApiKey.FETCH, body, version=METADATA_FETCH_VERSION, timeout_s=timeout_s
+        )
+        if response.error_code:
+            return MetadataFetch(ErrorCode(response.error_code), b"", -1, None)
+        for topic in response.responses:
+            for partition in topic.partitions:
+                diverging = partition.diverging_epoch
+                diverged = (
+                    (int(diverging.epoch), int(diverging.end_offset))
+                    if diverging is not None and diverging.end_offset >= 0
+                    else None
+                )
+                records = partition.records
+                return MetadataFetch(
+                    ErrorCode(partition.error_code),
+                    bytes(records) if records is not None else b"",
+                    int(partition.high_watermark),
+                    diverged,
+                )
+        return MetadataFetch(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, b"", -1, None)

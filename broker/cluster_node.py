@@ -1,0 +1,577 @@
+"""Composition of a broker that is part of a cluster (``controller.quorum.voters`` is set).
+
+Used only by the entry point (``broker/__main__.py``); like it, this module builds and wires
+objects and holds no logic of its own. A cluster node is a broker, optionally with the controller
+role (``process.roles`` includes ``controller`` and its id is among the voters):
+
+* the **controller** owns the ``__cluster_metadata`` log in the first log dir and serves, on its
+  ``CONTROLLER`` listener, BrokerRegistration, BrokerHeartbeat, AlterPartition, the admin
+  requests brokers forward, and Fetch of the metadata log;
+* the **broker** registers with the controller and heartbeats (``BrokerLifecycleManager``),
+  fetches and replays the metadata log (``MetadataLoader``), leads the partitions the metadata
+  gives it and hands the ones it follows to its follower processes (``ReplicaTransitions``,
+  ``FollowerSupervisor``), sends ISR changes to the controller (``AlterPartitionManager``), and
+  serves clients once its metadata has caught up.
+
+Start order matters: controller first (brokers register with it), then the follower processes
+(the first metadata publication hands them partitions), then the metadata loader and the
+registration; the client listeners open only once the metadata has caught up. Stop order is the
+reverse, beginning with a controlled shutdown so that leadership moves before clients lose this
+broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from broker.cluster.alter_partition_manager import AlterPartitionManager
+from broker.cluster.controller_channel import BrokerListener, ControllerChannel
+from broker.cluster.lifecycle import BrokerLifecycleManager
+from broker.config import BrokerConfig, to_log_config
+from broker.config.broker_config import Listener
+from broker.controller.admin import ControllerTopicAdmin
+from broker.controller.controller import ControllerConfig, QuorumController
+from broker.controller.partition_log import (
+    MetadataPartitionSource,
+    PartitionMetadataLog,
+    next_controller_epoch,
+    read_metadata_log,
+)
+from broker.fetch_service import FetchService
+from broker.fetch_session.cache import FetchSessionCache
+from broker.fetch_session.context import FetchManager
+from broker.fetch_session.metrics import FetchSessionCacheMetrics
+from broker.followers import FollowerSupervisor
+from broker.followers.settings import follower_settings
+from broker.handlers.alter_partition import AlterPartitionHandler
+from broker.handlers.api_versions import ApiVersionsHandler
+from broker.handlers.base import Handler
+from broker.handlers.broker_heartbeat import BrokerHeartbeatHandler
+from broker.handlers.broker_registration import BrokerRegistrationHandler
+from broker.handlers.create_partitions import CreatePartitionsHandler
+from broker.handlers.create_topics import CreateTopicsHandler
+from broker.handlers.delete_topics import DeleteTopicsHandler
+from broker.handlers.describe_configs import DescribeConfigsHandler
+from broker.handlers.fetch import FetchHandler
+from broker.handlers.forwarding import ForwardingHandler, effect_of
+from broker.handlers.init_producer_id import InitProducerIdHandler
+from broker.handlers.list_offsets import ListOffsetsHandler
+from broker.handlers.metadata import BrokerEndpoint, MetadataHandler
+from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
+from broker.handlers.produce import ProduceHandler
+from broker.handlers.registry import HandlerRegistry
+from broker.meta_properties import ensure_meta_properties
+from broker.metadata.image import MetadataImage
+from broker.metadata.loader import MetadataLoader
+from broker.metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
+from broker.metrics_endpoint import MetricsEndpoint
+from broker.metrics_purgatory import DelayedFetchMetrics, DelayedProduceMetrics, PurgatoryMetrics
+from broker.partition import Partition
+from broker.partition_metrics import register_partition_metrics
+from broker.periodic import PeriodicTask
+from broker.produce_service import ProduceService
+from broker.producer_ids import NODE_ID_SHIFT, LocalProducerIdBlockSource, ProducerIdManager
+from broker.purgatory import DelayedOperationPurgatory
+from broker.replica_manager import ReplicaManager
+from broker.replica_transitions import ReplicaTransitions
+from broker.request_metrics import RequestMetrics
+from broker.server.dispatcher import RequestDispatcher
+from broker.server.listener import BrokerServer
+from broker.topics import TopicState
+from protocol.api_keys import ApiKey
+from protocol.error_codes import ErrorCode, KafkaError
+from storage.clock import Clock, SystemClock
+from storage.config import LogConfig
+from storage.log_manager import LogManager
+
+__all__ = ["ClusterBroker", "build_cluster_broker"]
+
+log = structlog.get_logger("kipling.broker")
+
+FLUSH_CHECK_INTERVAL_MS = 1_000
+PRODUCER_EXPIRATION_CHECK_MS = 600_000
+CONTROLLER_TICK_MS = 250
+"""How often the controller looks for brokers whose session expired."""
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
+AUTO_CREATE_WAIT_S = 5.0
+METADATA_LOG_CONFIG_OVERRIDES = {"retention.ms": "-1", "retention.bytes": "-1"}
+"""The metadata log is never trimmed by time or size: it is the cluster's whole history."""
+PLAINTEXT = 0
+
+
+@dataclass
+class ControllerNode:
+    """The controller role of this node: its metadata partition, its listener and its tasks."""
+
+    controller: QuorumController
+    partition: Partition
+    server: BrokerServer
+    purgatory: DelayedOperationPurgatory
+    tick: PeriodicTask
+
+
+@dataclass
+class ClusterBroker:
+    """A composed cluster node: what to start and stop, in order."""
+
+    config: BrokerConfig
+    log_manager: LogManager
+    replicas: ReplicaManager
+    controller: ControllerNode | None
+    channel: ControllerChannel
+    supervisor: FollowerSupervisor
+    loader: MetadataLoader
+    lifecycle: BrokerLifecycleManager
+    alter_partitions: AlterPartitionManager
+    purgatories: list[DelayedOperationPurgatory]
+    servers: list[BrokerServer]
+    metrics_endpoint: MetricsEndpoint | None
+    tasks: list[PeriodicTask] = field(default_factory=list)
+
+    async def start(self) -> None:
+        if self.controller is not None:
+            await self.controller.server.start()
+            self.controller.tick.start()
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.start()
+        await self.supervisor.start()
+        self.alter_partitions.start()
+        self.loader.start()
+        self.lifecycle.start()
+        await self.lifecycle.wait_registered()
+        await self.loader.wait_caught_up()
+        self.lifecycle.nudge()
+        await self.lifecycle.wait_unfenced()  # as Kafka's broker startup: serve once unfenced
+        for server in self.servers:
+            await server.start()
+        for task in self.tasks:
+            task.start()
+        log.info("broker started", node_id=self.config.node_id, broker_epoch=self.lifecycle.broker_epoch)
+
+    async def abort(self) -> None:
+        await self._stop_background()
+        await self._close_logs()
+
+    async def stop(self) -> None:
+        log.info("shutting down")
+        await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
+        for task in self.tasks:
+            task.stop()
+        for purgatory in self.purgatories:
+            purgatory.shutdown()
+        for server in self.servers:
+            await server.stop()
+        await self._stop_background()
+        await self._close_logs()
+        log.info("shutdown complete")
+
+    async def _stop_background(self) -> None:
+        await self.lifecycle.stop()
+        await self.loader.stop()
+        await self.alter_partitions.stop()
+        await self.channel.close()
+        if self.controller is not None:
+            self.controller.tick.stop()
+            self.controller.purgatory.shutdown()
+            await self.controller.server.stop()
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
+
+    async def _close_logs(self) -> None:
+        self.replicas.shutdown()
+        for handover in (await self.supervisor.stop()).values():
+            self.log_manager.external_log_closed(handover)
+        if self.controller is not None:
+            self.controller.partition.close()
+        self.log_manager.shutdown()
+
+
+def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
+    registry = CollectorRegistry()
+    clock = SystemClock()
+    cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config.cluster_id)
+    image = MetadataImage()
+
+    def topic_log_config(topic: TopicState) -> LogConfig:
+        return to_log_config(topic.configs, config)
+
+    def log_config_by_name(name: str) -> LogConfig:
+        topic = image.get(name)
+        if name == METADATA_TOPIC:
+            return to_log_config(METADATA_LOG_CONFIG_OVERRIDES, config)
+        return to_log_config(topic.configs if topic else {}, config)
+
+    log_manager = LogManager(
+        config.log_dirs, to_log_config({}, config), clock, topic_configs=log_config_by_name
+    )
+    controller = (
+        _build_controller(config, cluster_id, log_manager, clock)
+        if config.is_controller and config.node_id in {v.node_id for v in config.controller_quorum_voters}
+        else None
+    )
+    channel = ControllerChannel(
+        _controller_address(config, controller), client_id=f"broker-{config.node_id}-controller-channel"
+    )
+    request_metrics = RequestMetrics(registry)
+    servers: list[BrokerServer] = []
+    lifecycle_ref: list[BrokerLifecycleManager] = []
+
+    def broker_epoch() -> int:
+        return lifecycle_ref[0].broker_epoch if lifecycle_ref else -1
+
+    alter_partitions = AlterPartitionManager(channel, broker_id=config.node_id, broker_epoch=broker_epoch)
+    replicas = ReplicaManager(
+        log_manager,
+        image,
+        config.node_id,
+        config,
+        clock,
+        alter_partition=alter_partitions,
+        broker_eligibility=_eligibility(image),
+        manage_topics=False,
+    )
+    supervisor = FollowerSupervisor(
+        config.node_id,
+        config.num_replica_fetchers,
+        follower_settings(config),
+        on_offsets=log_manager.update_external_offsets,
+    )
+    supervisor.register_collector(registry)
+    transitions = ReplicaTransitions(
+        replicas,
+        log_manager,
+        supervisor,
+        node_id=config.node_id,
+        inter_broker_listener=config.inter_broker_listener_name or "PLAINTEXT",
+        log_config=topic_log_config,
+    )
+    loader = MetadataLoader(
+        channel, image, transitions.apply, transitions.apply_initial, broker_id=config.node_id
+    )
+
+    def on_epoch(epoch: int) -> None:
+        asyncio.get_running_loop().create_task(supervisor.set_broker_epoch(epoch))
+
+    lifecycle = BrokerLifecycleManager(
+        channel,
+        broker_id=config.node_id,
+        cluster_id=cluster_id,
+        listeners=lambda: _registered_listeners(config, servers),
+        rack=None,
+        heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+        metadata_offset=lambda: loader.next_offset - 1,
+        on_epoch=on_epoch,
+    )
+    lifecycle_ref.append(lifecycle)
+    loop = asyncio.get_running_loop()
+    purgatory_metrics = PurgatoryMetrics(registry)
+    fetch_purgatory = DelayedOperationPurgatory("Fetch", loop)
+    produce_purgatory = DelayedOperationPurgatory("Produce", loop)
+    purgatory_metrics.track(fetch_purgatory)
+    purgatory_metrics.track(produce_purgatory)
+    fetch_cache = FetchSessionCache(
+        FetchSessionCacheMetrics(registry),
+        max_slots=config.max_incremental_fetch_session_cache_slots,
+        eviction_ms=config.min_incremental_fetch_session_eviction_ms,
+    )
+    fetch_service = FetchService(
+        FetchManager(fetch_cache, clock.time_ms),
+        replicas,
+        image,
+        fetch_purgatory,
+        fetch_max_bytes=config.fetch_max_bytes,
+        expiration_meter=DelayedFetchMetrics(registry).record_expiration,
+    )
+    replicas.add_partition_listener(fetch_service.on_partition_changed)
+    produce_service = ProduceService(
+        replicas, produce_purgatory, clock, expiration_meter=DelayedProduceMetrics(registry).record_expiration
+    )
+    replicas.add_partition_listener(produce_service.on_partition_changed)
+    register_partition_metrics(registry, replicas.partitions)
+    producer_ids = ProducerIdManager(
+        LocalProducerIdBlockSource.in_log_dir(config.log_dirs[0], first_id=config.node_id << NODE_ID_SHIFT)
+    )
+    brokers = _live_brokers(image)
+    handler_registry = HandlerRegistry([])
+
+    def forwarded(local: Handler) -> Handler:
+        return ForwardingHandler(local, channel, loader, effect_of(local.api_key))
+
+    handlers: list[Handler] = [
+        ApiVersionsHandler(handler_registry.api_ranges),
+        MetadataHandler(
+            image,
+            brokers=brokers,
+            cluster_id=cluster_id,
+            controller_id=lambda: _any_live_broker(image, config.node_id),
+            auto_create_topics_enable=config.auto_create_topics_enable,
+            auto_create=_auto_creator(channel, loader),
+        ),
+        forwarded(CreateTopicsHandler(image, config)),  # type: ignore[arg-type]
+        forwarded(DeleteTopicsHandler(image, config.delete_topic_enable)),  # type: ignore[arg-type]
+        forwarded(CreatePartitionsHandler(image)),  # type: ignore[arg-type]
+        DescribeConfigsHandler(image, config),  # type: ignore[arg-type]
+        ProduceHandler(produce_service),
+        FetchHandler(fetch_service, brokers=lambda: brokers(_client_listener(config).name)),
+        ListOffsetsHandler(replicas),
+        OffsetForLeaderEpochHandler(replicas),
+        InitProducerIdHandler(producer_ids),
+    ]
+    for handler in handlers:
+        handler_registry.register(handler)
+    for listener in config.listeners:
+        if listener.name in config.controller_listener_names:
+            continue
+        servers.append(
+            BrokerServer(
+                RequestDispatcher(handler_registry, request_metrics, listener.name),
+                [(listener.host, listener.port)],
+                request_metrics,
+                max_frame_size=config.socket_request_max_bytes,
+                idle_timeout_ms=config.connections_max_idle_ms,
+            )
+        )
+    endpoint = MetricsEndpoint(registry, *config.metrics_listener) if config.metrics_listener else None
+    tasks = [
+        PeriodicTask(
+            "isr-expiration", max(config.replica_lag_time_max_ms // 2, 1), replicas.maybe_shrink_isr
+        ),
+        PeriodicTask("retention", config.log_retention_check_interval_ms, replicas.run_retention),
+        PeriodicTask("producer-expiration", PRODUCER_EXPIRATION_CHECK_MS, replicas.remove_expired_producers),
+        PeriodicTask("flush-dirty-logs", FLUSH_CHECK_INTERVAL_MS, log_manager.flush_dirty_logs),
+        PeriodicTask(
+            "high-watermark-checkpoint",
+            config.replica_high_watermark_checkpoint_interval_ms,
+            log_manager.checkpoint_high_watermarks,
+        ),
+        PeriodicTask(
+            "recovery-point-checkpoint",
+            config.log_flush_offset_checkpoint_interval_ms,
+            log_manager.checkpoint_recovery_points,
+        ),
+        PeriodicTask(
+            "log-start-offset-checkpoint",
+            config.log_flush_start_offset_checkpoint_interval_ms,
+            log_manager.checkpoint_log_start_offsets,
+        ),
+    ]
+    return ClusterBroker(
+        config,
+        log_manager,
+        replicas,
+        controller,
+        channel,
+        supervisor,
+        loader,
+        lifecycle,
+        alter_partitions,
+        [fetch_purgatory, produce_purgatory],
+        servers,
+        endpoint,
+        tasks,
+    )
+
+
+# -- controller ------------------------------------------------------------------------------------
+
+
+def _build_controller(
+    config: BrokerConfig, cluster_id: str, log_manager: LogManager, clock: Clock
+) -> ControllerNode:
+    metadata_config = to_log_config(METADATA_LOG_CONFIG_OVERRIDES, config)
+    log_ = log_manager.get_or_create_log(
+        METADATA_TOPIC, METADATA_PARTITION, METADATA_TOPIC_ID, metadata_config
+    )
+    epoch = next_controller_epoch(log_)
+    records = [
+        (offset, batch.epoch, record) for batch in read_metadata_log(log_) for offset, record in batch.records
+    ]
+    partition = Partition.open(
+        log_,
+        node_id=config.node_id,
+        topic_id=METADATA_TOPIC_ID,
+        leader_epoch=epoch,
+        partition_epoch=0,
+        replicas=[config.node_id],
+        isr=[config.node_id],
+        min_insync_replicas=1,
+        clock=clock,
+    )
+    controller = QuorumController(
+        PartitionMetadataLog(partition, clock),
+        clock,
+        epoch,
+        cluster_id,
+        ControllerConfig(
+            broker_session_timeout_ms=config.broker_session_timeout_ms,
+            default_num_partitions=config.num_partitions,
+            default_replication_factor=config.default_replication_factor,
+            unclean_leader_election_enable=config.unclean_leader_election_enable,
+        ),
+        records,
+    )
+    loop = asyncio.get_running_loop()
+    purgatory = DelayedOperationPurgatory("ControllerFetch", loop)
+    source = MetadataPartitionSource(partition)
+    fetch_service = FetchService(
+        FetchManager(
+            FetchSessionCache(
+                FetchSessionCacheMetrics(CollectorRegistry()), max_slots=64, eviction_ms=60_000
+            ),
+            clock.time_ms,
+        ),
+        source,
+        source,
+        purgatory,
+        fetch_max_bytes=config.fetch_max_bytes,
+    )
+    partition.add_listener(fetch_service.on_partition_changed)
+    admin = ControllerTopicAdmin(controller)
+    registry = HandlerRegistry([])
+    for handler in (
+        ApiVersionsHandler(registry.api_ranges),
+        FetchHandler(fetch_service),
+        BrokerRegistrationHandler(controller),
+        BrokerHeartbeatHandler(controller),
+        AlterPartitionHandler(controller),
+        CreateTopicsHandler(admin, config),  # type: ignore[arg-type]
+        DeleteTopicsHandler(admin, config.delete_topic_enable),  # type: ignore[arg-type]
+        CreatePartitionsHandler(admin),  # type: ignore[arg-type]
+    ):
+        registry.register(handler)
+    listener = _controller_listener(config)
+    request_metrics = RequestMetrics(CollectorRegistry())
+    server = BrokerServer(
+        RequestDispatcher(registry, request_metrics, listener.name),
+        [(listener.host, listener.port)],
+        request_metrics,
+        max_frame_size=config.socket_request_max_bytes,
+        idle_timeout_ms=config.connections_max_idle_ms,
+    )
+    tick = PeriodicTask(
+        "controller-tick",
+        min(CONTROLLER_TICK_MS, config.broker_session_timeout_ms // 4 or 1),
+        controller.tick,
+    )
+    log.info("controller ready", epoch=epoch, metadata_offset=controller.image.offset)
+    return ControllerNode(controller, partition, server, purgatory, tick)
+
+
+def _controller_listener(config: BrokerConfig) -> Listener:
+    for listener in config.listeners:
+        if listener.name in config.controller_listener_names:
+            return listener
+    raise ValueError("the controller role needs a listener named in controller.listener.names")
+
+
+def _controller_address(
+    config: BrokerConfig, controller: ControllerNode | None
+) -> Callable[[], tuple[str, int]]:
+    """Where the controller is: the voter's address, or this node's own bound controller port."""
+    voter = config.controller_quorum_voters[0]
+
+    def address() -> tuple[str, int]:
+        if controller is not None and voter.node_id == config.node_id and controller.server.bound:
+            host, port = controller.server.bound[0]
+            return (voter.host or host, port)
+        return voter.host, voter.port
+
+    return address
+
+
+# -- broker side helpers ---------------------------------------------------------------------------
+
+
+def _client_listener(config: BrokerConfig) -> Listener:
+    return next(li for li in config.advertised_listeners if li.name not in config.controller_listener_names)
+
+
+def _registered_listeners(config: BrokerConfig, servers: Sequence[BrokerServer]) -> list[BrokerListener]:
+    """The advertised listeners, with the bound port where the configured one was 0."""
+    bound = {
+        li.name: server.bound[0][1]
+        for li, server in zip(_served(config), servers, strict=False)
+        if server.bound
+    }
+    return [
+        BrokerListener(li.name, li.host, li.port or bound.get(li.name, 0), PLAINTEXT)
+        for li in config.advertised_listeners
+        if li.name not in config.controller_listener_names
+    ]
+
+
+def _served(config: BrokerConfig) -> list[Listener]:
+    return [li for li in config.listeners if li.name not in config.controller_listener_names]
+
+
+def _live_brokers(image: MetadataImage) -> Callable[[str], list[BrokerEndpoint]]:
+    def brokers(listener: str) -> list[BrokerEndpoint]:
+        endpoints = []
+        for registration in image.brokers():
+            if registration.fenced:
+                continue
+            for endpoint in registration.endpoints:
+                if endpoint.name == listener:
+                    endpoints.append(BrokerEndpoint(registration.broker_id, endpoint.host, endpoint.port))
+        return endpoints
+
+    return brokers
+
+
+def _any_live_broker(image: MetadataImage, fallback: int) -> int:
+    """KRaft reports a random live broker as "controller": clients cannot reach the real one."""
+    live = image.live_broker_ids()
+    return live[0] if live else fallback
+
+
+def _eligibility(image: MetadataImage) -> Callable[[int, int], bool]:
+    """KIP-903: a replica may join the ISR only while registered, unfenced, with a current epoch."""
+
+    def eligible(replica_id: int, broker_epoch: int) -> bool:
+        registration = image.broker(replica_id)
+        if registration is None or registration.fenced:
+            return False
+        return broker_epoch in (-1, registration.broker_epoch)
+
+    return eligible
+
+
+def _auto_creator(channel: ControllerChannel, loader: MetadataLoader) -> Callable[[str], Any]:
+    """Metadata's auto-creation in a cluster: a CreateTopics to the controller with the defaults."""
+
+    async def create(name: str) -> TopicState:
+        body = {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": -1,
+                    "replication_factor": -1,
+                    "assignments": [],
+                    "configs": [],
+                }
+            ],
+            "timeout_ms": int(AUTO_CREATE_WAIT_S * 1000),
+            "validate_only": False,
+        }
+        try:
+            _, response = await channel.request(ApiKey.CREATE_TOPICS, body, wanted_max=7)
+        except Exception as exc:
+            raise KafkaError(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"auto-creation of {name} pending: {exc}"
+            ) from None
+        code = ErrorCode(response.topics[0].error_code) if response.topics else ErrorCode.UNKNOWN_SERVER_ERROR
+        if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            raise KafkaError(code, response.topics[0].error_message)
+        await loader.wait_for(lambda image: image.get(name) is not None, AUTO_CREATE_WAIT_S)
+        topic = loader.image.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE)
+        return topic
+
+    return create

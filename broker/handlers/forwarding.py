@@ -1,0 +1,109 @@
+"""Admin requests a broker forwards to the controller (KRaft's ForwardingManager, without Envelope).
+
+In a cluster the controller alone changes topics. A broker sends CreateTopics, DeleteTopics and
+CreatePartitions to it exactly as the client sent them (same version, same body), and answers
+the client with the controller's response once its own copy of the metadata shows the effect:
+the client's next Metadata request to this broker then sees the created topic, or no longer sees
+the deleted one. If the metadata does not catch up within the request's ``timeout_ms`` the
+controller's answer is returned anyway (the change is committed; it just has not reached this
+broker yet), as Kafka does. A controller that cannot be reached is REQUEST_TIMED_OUT for every
+topic of the request, which clients retry.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from broker.cluster.controller_channel import ControllerChannel, ControllerUnavailableError
+from broker.handlers.base import Handler, RequestContext
+from broker.metadata.image import MetadataImage
+from broker.metadata.loader import MetadataLoader
+from protocol.api_keys import ApiKey
+from protocol.data import MessageData
+from protocol.error_codes import ErrorCode
+
+__all__ = ["ForwardingHandler", "effect_of"]
+
+ZERO_UUID = uuid.UUID(int=0)
+MIN_WAIT_S = 0.05
+
+Effect = Callable[[MetadataImage], bool]
+EffectOf = Callable[[MessageData, MessageData], Effect]
+
+_log = structlog.get_logger("kipling.forwarding")
+
+
+class ForwardingHandler(Handler):
+    """Forwards one admin API to the controller; ``local`` gives its versions and error shape."""
+
+    def __init__(
+        self, local: Handler, channel: ControllerChannel, loader: MetadataLoader, effect: EffectOf
+    ) -> None:
+        self.api_key = local.api_key  # type: ignore[misc]
+        self.min_version = local.min_version  # type: ignore[misc]
+        self.max_version = local.max_version  # type: ignore[misc]
+        self._local = local
+        self._channel = channel
+        self._loader = loader
+        self._effect = effect
+
+    async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        timeout_s = max(request.timeout_ms / 1000, MIN_WAIT_S)
+        try:
+            response = await self._channel.forward(self.api_key, ctx.api_version, request, timeout_s)
+        except ControllerUnavailableError as exc:
+            _log.warning(
+                "controller unavailable for a forwarded request", api=self.api_key.name, error=str(exc)
+            )
+            return self._local.error_response(ctx, request, ErrorCode.REQUEST_TIMED_OUT)
+        if not getattr(request, "validate_only", False):
+            await self._loader.wait_for(self._effect(request, response), timeout_s)
+        return response
+
+    def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
+        return self._local.error_response(ctx, request, code)
+
+
+def _created_topics(request: MessageData, response: MessageData) -> Effect:
+    names = [t.name for t in response.topics if t.error_code == ErrorCode.NONE]
+    return lambda image: all(image.get(name) is not None for name in names)
+
+
+def _deleted_topics(request: MessageData, response: MessageData) -> Effect:
+    gone = [(r.name, r.topic_id) for r in response.responses if r.error_code == ErrorCode.NONE]
+
+    def effect(image: MetadataImage) -> bool:
+        return all(
+            (name is None or image.get(name) is None)
+            and (topic_id in (None, ZERO_UUID) or image.get_by_id(topic_id) is None)
+            for name, topic_id in gone
+        )
+
+    return effect
+
+
+def _created_partitions(request: MessageData, response: MessageData) -> Effect:
+    ok = {r.name for r in response.results if r.error_code == ErrorCode.NONE}
+    wanted = {t.name: t.count for t in request.topics if t.name in ok}
+
+    def effect(image: MetadataImage) -> bool:
+        for name, count in wanted.items():
+            topic = image.get(name)
+            if topic is None or len(topic.partitions) < count:
+                return False
+        return True
+
+    return effect
+
+
+def effect_of(api_key: ApiKey) -> EffectOf:
+    """The metadata change that shows a forwarded request took effect."""
+    return {
+        ApiKey.CREATE_TOPICS: _created_topics,
+        ApiKey.DELETE_TOPICS: _deleted_topics,
+        ApiKey.CREATE_PARTITIONS: _created_partitions,
+    }[api_key]
