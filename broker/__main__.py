@@ -21,14 +21,11 @@ from pathlib import Path
 import structlog
 from prometheus_client import CollectorRegistry
 
+from broker.assembly import build_data_plane, housekeeping_tasks
 from broker.cluster_node import ClusterBroker, build_cluster_broker
 from broker.config import BrokerConfig, ConfigError, load_config, to_log_config
 from broker.config.properties import PropertiesError
 from broker.controller.metadata_log import ControllerFailedError
-from broker.fetch_service import FetchService
-from broker.fetch_session.cache import FetchSessionCache
-from broker.fetch_session.context import FetchManager
-from broker.fetch_session.metrics import FetchSessionCacheMetrics
 from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.base import Handler
 from broker.handlers.create_partitions import CreatePartitionsHandler
@@ -45,10 +42,7 @@ from broker.handlers.registry import HandlerRegistry
 from broker.logging_setup import configure_logging
 from broker.meta_properties import MetaPropertiesError, ensure_meta_properties
 from broker.metrics_endpoint import MetricsEndpoint
-from broker.metrics_purgatory import DelayedFetchMetrics, DelayedProduceMetrics, PurgatoryMetrics
-from broker.partition_metrics import register_partition_metrics
 from broker.periodic import PeriodicTask
-from broker.produce_service import ProduceService
 from broker.producer_ids import LocalProducerIdBlockSource, ProducerIdManager
 from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_manager import ReplicaManager
@@ -62,11 +56,6 @@ from storage.errors import StorageError
 from storage.log_manager import LogManager
 
 log = structlog.get_logger("kipling.broker")
-
-FLUSH_CHECK_INTERVAL_MS = 1_000
-"""How often logs with a time-based flush policy (flush.ms) are checked for an overdue fsync."""
-PRODUCER_EXPIRATION_CHECK_MS = 600_000
-"""How often idle producers are expired (Kafka's producer.id.expiration.check.interval.ms)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -154,34 +143,7 @@ def build_broker(config: BrokerConfig) -> Broker:
         config.log_dirs, to_log_config({}, config), clock, topic_configs=topic_log_config
     )
     replicas = ReplicaManager(log_manager, topics, config.node_id, config, clock)
-    loop = asyncio.get_running_loop()
-    purgatory_metrics = PurgatoryMetrics(registry)
-    fetch_purgatory = DelayedOperationPurgatory("Fetch", loop)
-    produce_purgatory = DelayedOperationPurgatory("Produce", loop)
-    purgatory_metrics.track(fetch_purgatory)
-    purgatory_metrics.track(produce_purgatory)
-    fetch_cache = FetchSessionCache(
-        FetchSessionCacheMetrics(registry),
-        max_slots=config.max_incremental_fetch_session_cache_slots,
-        eviction_ms=config.min_incremental_fetch_session_eviction_ms,
-    )
-    fetch_service = FetchService(
-        FetchManager(fetch_cache, clock.time_ms),
-        replicas,
-        topics,
-        fetch_purgatory,
-        fetch_max_bytes=config.fetch_max_bytes,
-        expiration_meter=DelayedFetchMetrics(registry).record_expiration,
-    )
-    replicas.add_partition_listener(fetch_service.on_partition_changed)
-    produce_service = ProduceService(
-        replicas,
-        produce_purgatory,
-        clock,
-        expiration_meter=DelayedProduceMetrics(registry).record_expiration,
-    )
-    replicas.add_partition_listener(produce_service.on_partition_changed)
-    register_partition_metrics(registry, replicas.partitions)
+    plane = build_data_plane(config, registry, clock, replicas, topics)
     producer_ids = ProducerIdManager(LocalProducerIdBlockSource.in_log_dir(config.log_dirs[0]))
     request_metrics = RequestMetrics(registry)
     handler_registry = HandlerRegistry([])
@@ -207,8 +169,8 @@ def build_broker(config: BrokerConfig) -> Broker:
         DeleteTopicsHandler(topics, config.delete_topic_enable),
         CreatePartitionsHandler(topics),
         DescribeConfigsHandler(topics, config),
-        ProduceHandler(produce_service),
-        FetchHandler(fetch_service, brokers=advertised),
+        ProduceHandler(plane.produce_service),
+        FetchHandler(plane.fetch_service, brokers=advertised),
         ListOffsetsHandler(replicas),
         OffsetForLeaderEpochHandler(replicas),
         InitProducerIdHandler(producer_ids),
@@ -216,29 +178,8 @@ def build_broker(config: BrokerConfig) -> Broker:
     for handler in handlers:
         handler_registry.register(handler)
     endpoint = MetricsEndpoint(registry, *config.metrics_listener) if config.metrics_listener else None
-    tasks = [
-        PeriodicTask("retention", config.log_retention_check_interval_ms, replicas.run_retention),
-        PeriodicTask("producer-expiration", PRODUCER_EXPIRATION_CHECK_MS, replicas.remove_expired_producers),
-        PeriodicTask("flush-dirty-logs", FLUSH_CHECK_INTERVAL_MS, log_manager.flush_dirty_logs),
-        PeriodicTask(
-            "high-watermark-checkpoint",
-            config.replica_high_watermark_checkpoint_interval_ms,
-            log_manager.checkpoint_high_watermarks,
-        ),
-        PeriodicTask(
-            "recovery-point-checkpoint",
-            config.log_flush_offset_checkpoint_interval_ms,
-            log_manager.checkpoint_recovery_points,
-        ),
-        PeriodicTask(
-            "log-start-offset-checkpoint",
-            config.log_flush_start_offset_checkpoint_interval_ms,
-            log_manager.checkpoint_log_start_offsets,
-        ),
-    ]
-    return Broker(
-        config, log_manager, replicas, [fetch_purgatory, produce_purgatory], server, endpoint, tasks
-    )
+    tasks = housekeeping_tasks(config, replicas, log_manager)
+    return Broker(config, log_manager, replicas, plane.purgatories, server, endpoint, tasks)
 
 
 async def serve(config: BrokerConfig) -> int:

@@ -30,6 +30,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
+from broker.assembly import build_data_plane, housekeeping_tasks
 from broker.cluster.alter_partition_manager import AlterPartitionManager
 from broker.cluster.controller_channel import BrokerListener, ControllerChannel
 from broker.cluster.lifecycle import BrokerLifecycleManager
@@ -71,11 +72,8 @@ from broker.metadata.image import MetadataImage
 from broker.metadata.loader import MetadataLoader
 from broker.metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 from broker.metrics_endpoint import MetricsEndpoint
-from broker.metrics_purgatory import DelayedFetchMetrics, DelayedProduceMetrics, PurgatoryMetrics
 from broker.partition import Partition
-from broker.partition_metrics import register_partition_metrics
 from broker.periodic import PeriodicTask
-from broker.produce_service import ProduceService
 from broker.producer_ids import NODE_ID_SHIFT, LocalProducerIdBlockSource, ProducerIdManager
 from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_manager import ReplicaManager
@@ -94,8 +92,6 @@ __all__ = ["ClusterBroker", "build_cluster_broker"]
 
 log = structlog.get_logger("kipling.broker")
 
-FLUSH_CHECK_INTERVAL_MS = 1_000
-PRODUCER_EXPIRATION_CHECK_MS = 600_000
 CONTROLLER_TICK_MS = 250
 """How often the controller looks for brokers whose session expired."""
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
@@ -269,31 +265,7 @@ def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
         on_epoch=on_epoch,
     )
     lifecycle_ref.append(lifecycle)
-    loop = asyncio.get_running_loop()
-    purgatory_metrics = PurgatoryMetrics(registry)
-    fetch_purgatory = DelayedOperationPurgatory("Fetch", loop)
-    produce_purgatory = DelayedOperationPurgatory("Produce", loop)
-    purgatory_metrics.track(fetch_purgatory)
-    purgatory_metrics.track(produce_purgatory)
-    fetch_cache = FetchSessionCache(
-        FetchSessionCacheMetrics(registry),
-        max_slots=config.max_incremental_fetch_session_cache_slots,
-        eviction_ms=config.min_incremental_fetch_session_eviction_ms,
-    )
-    fetch_service = FetchService(
-        FetchManager(fetch_cache, clock.time_ms),
-        replicas,
-        image,
-        fetch_purgatory,
-        fetch_max_bytes=config.fetch_max_bytes,
-        expiration_meter=DelayedFetchMetrics(registry).record_expiration,
-    )
-    replicas.add_partition_listener(fetch_service.on_partition_changed)
-    produce_service = ProduceService(
-        replicas, produce_purgatory, clock, expiration_meter=DelayedProduceMetrics(registry).record_expiration
-    )
-    replicas.add_partition_listener(produce_service.on_partition_changed)
-    register_partition_metrics(registry, replicas.partitions)
+    plane = build_data_plane(config, registry, clock, replicas, image)
     producer_ids = ProducerIdManager(
         LocalProducerIdBlockSource.in_log_dir(config.log_dirs[0], first_id=config.node_id << NODE_ID_SHIFT)
     )
@@ -317,8 +289,8 @@ def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
         forwarded(DeleteTopicsHandler(image, config.delete_topic_enable)),  # type: ignore[arg-type]
         forwarded(CreatePartitionsHandler(image)),  # type: ignore[arg-type]
         DescribeConfigsHandler(image, config),  # type: ignore[arg-type]
-        ProduceHandler(produce_service),
-        FetchHandler(fetch_service, brokers=lambda: brokers(_client_listener(config).name)),
+        ProduceHandler(plane.produce_service),
+        FetchHandler(plane.fetch_service, brokers=lambda: brokers(_client_listener(config).name)),
         ListOffsetsHandler(replicas),
         OffsetForLeaderEpochHandler(replicas),
         InitProducerIdHandler(producer_ids),
@@ -338,29 +310,7 @@ def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
             )
         )
     endpoint = MetricsEndpoint(registry, *config.metrics_listener) if config.metrics_listener else None
-    tasks = [
-        PeriodicTask(
-            "isr-expiration", max(config.replica_lag_time_max_ms // 2, 1), replicas.maybe_shrink_isr
-        ),
-        PeriodicTask("retention", config.log_retention_check_interval_ms, replicas.run_retention),
-        PeriodicTask("producer-expiration", PRODUCER_EXPIRATION_CHECK_MS, replicas.remove_expired_producers),
-        PeriodicTask("flush-dirty-logs", FLUSH_CHECK_INTERVAL_MS, log_manager.flush_dirty_logs),
-        PeriodicTask(
-            "high-watermark-checkpoint",
-            config.replica_high_watermark_checkpoint_interval_ms,
-            log_manager.checkpoint_high_watermarks,
-        ),
-        PeriodicTask(
-            "recovery-point-checkpoint",
-            config.log_flush_offset_checkpoint_interval_ms,
-            log_manager.checkpoint_recovery_points,
-        ),
-        PeriodicTask(
-            "log-start-offset-checkpoint",
-            config.log_flush_start_offset_checkpoint_interval_ms,
-            log_manager.checkpoint_log_start_offsets,
-        ),
-    ]
+    tasks = housekeeping_tasks(config, replicas, log_manager)
     return ClusterBroker(
         config,
         log_manager,
@@ -371,7 +321,7 @@ def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
         loader,
         lifecycle,
         alter_partitions,
-        [fetch_purgatory, produce_purgatory],
+        plane.purgatories,
         servers,
         endpoint,
         tasks,

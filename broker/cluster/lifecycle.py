@@ -115,6 +115,7 @@ class BrokerLifecycleManager:
 
     async def _run(self) -> None:
         await self._register()
+        await self._heartbeat()
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._interval_s)
@@ -152,7 +153,6 @@ class BrokerLifecycleManager:
         self._logger.info("registered with the controller", broker_epoch=epoch)
         self._on_epoch(epoch)
         self._registered.set()
-        await self._heartbeat()
 
     async def _heartbeat(self) -> None:
         try:
@@ -173,7 +173,7 @@ class BrokerLifecycleManager:
             )
             self._unfenced.clear()
             self.is_fenced = True
-            await self._register()
+            await self._register()  # the next heartbeat comes at the next interval, never nested
             return
         if reply.error != ErrorCode.NONE:
             self._logger.warning("heartbeat refused", error=reply.error.name)

@@ -35,7 +35,7 @@ import structlog
 
 from broker.cluster.background import BackgroundTask
 from broker.cluster.controller_channel import ControllerChannel, ControllerUnavailableError, MetadataFetch
-from broker.metadata.image import MetadataDelta, MetadataImage
+from broker.metadata.image import MetadataDelta, MetadataImage, MetadataReplayError
 from broker.metadata.serde import decode_metadata_batches
 from protocol.error_codes import ErrorCode
 from protocol.errors import ProtocolError
@@ -155,6 +155,11 @@ class MetadataLoader:
                 await self._apply(fetched.records)
             except ProtocolError as exc:
                 self._logger.error("undecodable metadata batch", error=str(exc), offset=self._next_offset)
+                return False
+            except MetadataReplayError as exc:
+                # The image refused a record (it contradicts what was applied): stop applying rather
+                # than act on a history this broker cannot reconcile; the error names the record.
+                self._logger.error("metadata batch refused by the image", error=str(exc), offset=exc.offset)
                 return False
         if not self.caught_up and self._next_offset >= fetched.high_watermark:
             self._logger.info("metadata caught up", offset=self._next_offset)

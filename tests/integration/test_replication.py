@@ -9,12 +9,13 @@ acknowledged at, and the replicas' logs are byte-identical.
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from kafka import KafkaAdminClient
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 
 from tests.integration.cluster import Cluster, log_bytes, read_values, wait_until
@@ -51,6 +52,7 @@ def _produce(cluster: Cluster, values: list[bytes]) -> dict[bytes, int]:
             "enable.idempotence": True,
             "message.timeout.ms": 30_000,
             "retry.backoff.ms": 100,
+            "request.timeout.ms": 5000,
             "topic.metadata.refresh.interval.ms": 1000,
         }
     )
@@ -88,6 +90,25 @@ def _check_acked(cluster: Cluster, node: int, acked: dict[bytes, int]) -> None:
     assert len(values) == len(set(values)), "a value is in the log twice"
 
 
+def _consume_all(cluster: Cluster, count: int) -> dict[bytes, int]:
+    """Read the partition from the beginning with kafka-python through whoever leads it now."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap, enable_auto_commit=False, consumer_timeout_ms=15_000
+    )
+    tp = TopicPartition(TOPIC, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    seen: dict[bytes, int] = {}
+    try:
+        for message in consumer:
+            seen[message.value] = message.offset
+            if len(seen) >= count:
+                break
+    finally:
+        consumer.close()
+    return seen
+
+
 def test_acks_all_writes_reach_every_replica(cluster: Cluster) -> None:
     _create_topic(cluster)
     acked = _produce(cluster, [f"v{i}".encode() for i in range(500)])
@@ -118,7 +139,27 @@ def test_acknowledged_writes_survive_the_loss_of_the_leader(cluster: Cluster) ->
     cluster.brokers[leader].stop(signal.SIGKILL)
     acked |= _produce(cluster, [f"b{i}".encode() for i in range(200)])
     assert len(acked) == 400
+    consumed = _consume_all(cluster, 400)  # kafka-python reads through the new leader
+    assert {v: consumed.get(v) for v in acked} == acked
     cluster.brokers[leader].start()
     _wait_replicas_identical(cluster, [1, 2, 3], 400)
+    for node in (1, 2, 3):
+        _check_acked(cluster, node, acked)
+
+
+def test_a_leader_paused_past_its_session_is_replaced_and_rejoins_as_follower(cluster: Cluster) -> None:
+    _create_topic(cluster, [2, 3, 1])
+    acked = _produce(cluster, [f"a{i}".encode() for i in range(200)])
+    paused = cluster.brokers[2].process
+    assert paused is not None
+    paused.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(4)  # longer than broker.session.timeout.ms: the controller fences broker 2
+        acked |= _produce(cluster, [f"b{i}".encode() for i in range(200)])
+    finally:
+        paused.send_signal(signal.SIGCONT)
+    assert len(acked) == 400
+    acked |= _produce(cluster, [f"c{i}".encode() for i in range(100)])
+    _wait_replicas_identical(cluster, [1, 2, 3], 500)
     for node in (1, 2, 3):
         _check_acked(cluster, node, acked)

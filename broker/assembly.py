@@ -1,0 +1,109 @@
+"""Composition shared by the single-node and cluster entry points (imported only by them).
+
+Both kinds of node serve clients with the same data plane (fetch sessions, long-poll and
+delayed-produce purgatories, the fetch and produce services, their metrics) and run the same
+housekeeping; only where topic metadata comes from differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry
+
+from broker.config import BrokerConfig
+from broker.fetch_service import FetchService, TopicLookup
+from broker.fetch_session.cache import FetchSessionCache
+from broker.fetch_session.context import FetchManager
+from broker.fetch_session.metrics import FetchSessionCacheMetrics
+from broker.metrics_purgatory import DelayedFetchMetrics, DelayedProduceMetrics, PurgatoryMetrics
+from broker.partition_metrics import register_partition_metrics
+from broker.periodic import PeriodicTask
+from broker.produce_service import ProduceService
+from broker.purgatory import DelayedOperationPurgatory
+from broker.replica_manager import ReplicaManager
+from storage.clock import Clock
+from storage.log_manager import LogManager
+
+__all__ = ["DataPlane", "build_data_plane", "housekeeping_tasks"]
+
+FLUSH_CHECK_INTERVAL_MS = 1_000
+"""How often logs with a time-based flush policy (flush.ms) are checked for an overdue fsync."""
+PRODUCER_EXPIRATION_CHECK_MS = 600_000
+"""How often idle producers are expired (Kafka's producer.id.expiration.check.interval.ms)."""
+
+
+@dataclass
+class DataPlane:
+    fetch_service: FetchService
+    produce_service: ProduceService
+    purgatories: list[DelayedOperationPurgatory]
+
+
+def build_data_plane(
+    config: BrokerConfig,
+    registry: CollectorRegistry,
+    clock: Clock,
+    replicas: ReplicaManager,
+    topics: TopicLookup,
+) -> DataPlane:
+    """Fetch and produce services over ``replicas``, woken by every partition change."""
+    loop = asyncio.get_running_loop()
+    purgatory_metrics = PurgatoryMetrics(registry)
+    fetch_purgatory = DelayedOperationPurgatory("Fetch", loop)
+    produce_purgatory = DelayedOperationPurgatory("Produce", loop)
+    purgatory_metrics.track(fetch_purgatory)
+    purgatory_metrics.track(produce_purgatory)
+    fetch_cache = FetchSessionCache(
+        FetchSessionCacheMetrics(registry),
+        max_slots=config.max_incremental_fetch_session_cache_slots,
+        eviction_ms=config.min_incremental_fetch_session_eviction_ms,
+    )
+    fetch_service = FetchService(
+        FetchManager(fetch_cache, clock.time_ms),
+        replicas,
+        topics,
+        fetch_purgatory,
+        fetch_max_bytes=config.fetch_max_bytes,
+        expiration_meter=DelayedFetchMetrics(registry).record_expiration,
+    )
+    replicas.add_partition_listener(fetch_service.on_partition_changed)
+    produce_service = ProduceService(
+        replicas,
+        produce_purgatory,
+        clock,
+        expiration_meter=DelayedProduceMetrics(registry).record_expiration,
+    )
+    replicas.add_partition_listener(produce_service.on_partition_changed)
+    register_partition_metrics(registry, replicas.partitions)
+    return DataPlane(fetch_service, produce_service, [fetch_purgatory, produce_purgatory])
+
+
+def housekeeping_tasks(
+    config: BrokerConfig, replicas: ReplicaManager, log_manager: LogManager
+) -> list[PeriodicTask]:
+    """Kafka's scheduled tasks: ISR expiration, retention, producer expiry, flushes, checkpoints."""
+    return [
+        PeriodicTask(
+            "isr-expiration", max(config.replica_lag_time_max_ms // 2, 1), replicas.maybe_shrink_isr
+        ),
+        PeriodicTask("retention", config.log_retention_check_interval_ms, replicas.run_retention),
+        PeriodicTask("producer-expiration", PRODUCER_EXPIRATION_CHECK_MS, replicas.remove_expired_producers),
+        PeriodicTask("flush-dirty-logs", FLUSH_CHECK_INTERVAL_MS, log_manager.flush_dirty_logs),
+        PeriodicTask(
+            "high-watermark-checkpoint",
+            config.replica_high_watermark_checkpoint_interval_ms,
+            log_manager.checkpoint_high_watermarks,
+        ),
+        PeriodicTask(
+            "recovery-point-checkpoint",
+            config.log_flush_offset_checkpoint_interval_ms,
+            log_manager.checkpoint_recovery_points,
+        ),
+        PeriodicTask(
+            "log-start-offset-checkpoint",
+            config.log_flush_start_offset_checkpoint_interval_ms,
+            log_manager.checkpoint_log_start_offsets,
+        ),
+    ]
