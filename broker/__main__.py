@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import resource
 import signal
@@ -195,7 +196,10 @@ async def serve(config: BrokerConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await broker.start()
+        if not await _started_before_stop(broker, stop):
+            log.info("stopped while starting (the controller was never reached)")
+            await broker.abort()
+            return 0
         # Everything built at start (partitions, segments, indexes, sessions' structures) lives
         # as long as the broker: move it out of the collector's sight, so a full collection
         # does not stall the event loop walking a heap of thousands of partitions.
@@ -208,6 +212,22 @@ async def serve(config: BrokerConfig) -> int:
     await stop.wait()
     await broker.stop()
     return 0
+
+
+async def _started_before_stop(broker: Broker | ClusterBroker, stop: asyncio.Event) -> bool:
+    """Start ``broker`` unless SIGTERM comes first: a cluster node waits for its controller to
+    start serving, and an operator must be able to stop it meanwhile."""
+    starting = asyncio.ensure_future(broker.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if starting.done():
+        starting.result()  # re-raises OSError (a port in use)
+        return True
+    starting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await starting
+    return False
 
 
 def raise_file_limit() -> None:
