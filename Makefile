@@ -26,14 +26,15 @@ install: $(STAMP)
 
 install-test: $(TEST_STAMP)
 
-# Debian packages the tests need: kcat (librdkafka 2.0.2, the oldest client the tests drive) and
-# docker-compose (v1, to validate docker-compose.yml; no docker engine: --no-install-recommends).
+# Debian packages the tests need: kcat (librdkafka 2.0.2, the oldest client the tests drive),
+# docker-compose (v1, to validate docker-compose.yml; no docker engine: --no-install-recommends) and
+# prometheus (the server, to scrape a dev cluster with config/prometheus.yml; its service is not used).
 # Installed with apt-get when missing (CI and developer machines run as root); sudo otherwise.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 system-deps:
-	@{ command -v kcat && command -v docker-compose; } >/dev/null 2>&1 || { \
+	@{ command -v kcat && command -v docker-compose && command -v prometheus; } >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends kcat docker-compose >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends kcat docker-compose prometheus >/dev/null; }
 
 run: $(STAMP)
 	$(BIN)/kipling broker $(ARGS)

@@ -170,7 +170,7 @@ class FetchSessionCacheShard:
         )
         populate(session)
         self.sessions[session.id] = session
-        self._metrics.sessions_changed(1)
+        self._metrics.sessions_changed(1, session.privileged)
         self.touch(session, now_ms)
         return session
 
@@ -187,7 +187,7 @@ class FetchSessionCacheShard:
         delta = session.cached_size - old_size
         if delta:
             self.num_partitions += delta
-            self._metrics.partitions_changed(delta)
+            self._metrics.partitions_changed(delta, session.privileged)
 
     def try_evict(self, privileged: bool, size: int, now_ms: int) -> bool:
         """Make room for a new session of (``privileged``, ``size``), following Kafka's two rules."""
@@ -213,9 +213,9 @@ class FetchSessionCacheShard:
         self._evictable_by_privileged.discard(session.id)
         cached_size = max(session.cached_size, 0)
         self.num_partitions -= cached_size
-        self._metrics.sessions_changed(-1)
+        self._metrics.sessions_changed(-1, session.privileged)
         if cached_size:
-            self._metrics.partitions_changed(-cached_size)
+            self._metrics.partitions_changed(-cached_size, session.privileged)
         self._on_removed(session)
         return session
 

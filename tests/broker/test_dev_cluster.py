@@ -1,9 +1,9 @@
 """`kipling dev-cluster`: its layout and checks in-process, then the real command with real brokers.
 
-The process tests start brokers that are still standalone nodes (no replication between them yet):
-they check what the supervisor promises — every broker up on its ports, one tagged output, a
-graceful stop on SIGTERM with nothing left behind, a failed broker stopping the rest, a busy port
-refused before anything starts.
+The process tests start a real cluster (broker 1 hosts the controller) and check what the
+supervisor promises: every broker up on its ports, one tagged output, a graceful stop on SIGTERM
+with nothing left behind, a failed broker stopping the rest, a busy port refused before anything
+starts.
 """
 
 from __future__ import annotations
@@ -42,13 +42,13 @@ from broker.dev_cluster import (
     port_in_use,
     read_cluster_settings,
 )
-from protocol.api_keys import ApiKey
-from tests.integration.wire_client import WireClient
-
-ROOT = Path(__file__).resolve().parents[2]
-CLUSTER_DIR = ROOT / "config" / "cluster"
-STARTED = re.compile(r"started (broker-\d+) \(pid (\d+)\)")
-
+from tests.integration.dev_cluster_process import (
+    CLUSTER_DIR,
+    ROOT,
+    DevCluster,
+    free_layout,
+    kipling_command,
+)
 
 # -- layout and configuration --------------------------------------------------------------------
 
@@ -189,95 +189,6 @@ def test_help_documents_the_command(capsys: pytest.CaptureFixture[str]) -> None:
 # -- the real command ----------------------------------------------------------------------------
 
 
-def _free_run(count: int, avoid: set[int]) -> int:
-    """The first port of ``count`` consecutive free loopback ports, none of them in ``avoid``."""
-    for _ in range(50):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            first = sock.getsockname()[1]
-        ports = set(range(first, first + count))
-        if (
-            first + count <= 65535
-            and not ports & avoid
-            and not any(port_in_use("127.0.0.1", p) for p in ports)
-        ):
-            return first
-    raise RuntimeError("no run of free ports")
-
-
-def _free_layout(brokers: int) -> tuple[int, int, int]:
-    """Free client, metrics and controller ports for a cluster of ``brokers``."""
-    base = _free_run(brokers, set())
-    taken = set(range(base, base + brokers))
-    metrics = _free_run(brokers, taken)
-    controller = _free_run(1, taken | set(range(metrics, metrics + brokers)))
-    return base, metrics, controller
-
-
-def _kipling() -> list[str]:
-    script = Path(sys.executable).with_name("kipling")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "broker.cli"]
-
-
-class DevCluster:
-    """``kipling dev-cluster`` run as a process, its output in files."""
-
-    def __init__(self, tmp_path: Path, brokers: int) -> None:
-        self.base, self.metrics, self.controller = _free_layout(brokers)
-        self.brokers = brokers
-        self.data_dir = tmp_path / "cluster"
-        tmp_path.mkdir(parents=True, exist_ok=True)
-        self.out_path, self.err_path = tmp_path / "out.txt", tmp_path / "err.txt"
-        args = [
-            *_kipling(),
-            "dev-cluster",
-            f"--brokers={brokers}",
-            f"--data-dir={self.data_dir}",
-            f"--base-port={self.base}",
-            f"--metrics-base-port={self.metrics}",
-            f"--controller-port={self.controller}",
-            f"--cluster-config={CLUSTER_DIR}",
-            "--stop-timeout=8",
-        ]
-        with self.out_path.open("wb") as out, self.err_path.open("wb") as err:
-            self.process = subprocess.Popen(args, cwd=tmp_path, stdout=out, stderr=err)
-
-    @property
-    def ports(self) -> list[int]:
-        return [self.base + i for i in range(self.brokers)]
-
-    def out(self) -> str:
-        return self.out_path.read_text(errors="replace")
-
-    def err(self) -> str:
-        return self.err_path.read_text(errors="replace")
-
-    def pids(self) -> dict[str, int]:
-        return {name: int(pid) for name, pid in STARTED.findall(self.err())}
-
-    def wait_until_serving(self, timeout_s: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        pending = list(self.ports)
-        while pending:
-            assert self.process.poll() is None, f"dev-cluster exited early:\n{self.err()}\n{self.out()}"
-            assert time.monotonic() < deadline, f"brokers on {pending} never answered:\n{self.out()}"
-            with contextlib.suppress(OSError), WireClient(pending[0], timeout_s=2) as client:
-                body = {"client_software_name": "dev-cluster-test", "client_software_version": "1"}
-                assert client.request(ApiKey.API_VERSIONS, 3, body).body.error_code == 0
-                pending.pop(0)
-                continue
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        """Leave nothing running, whatever the test did."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        for pid in self.pids().values():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-
-
 @pytest.fixture
 def start_cluster(tmp_path: Path) -> Iterator[Callable[[int], DevCluster]]:
     """Start ``kipling dev-cluster`` processes of the test's own; whatever is left is killed afterwards."""
@@ -365,14 +276,14 @@ def test_a_broker_that_dies_stops_the_others(start_cluster: Callable[[int], DevC
 
 
 def test_a_port_in_use_is_reported_before_anything_starts(tmp_path: Path) -> None:
-    base, metrics, controller = _free_layout(3)
+    base, metrics, controller = free_layout(3)
     data_dir = tmp_path / "cluster"
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", base + 1))
         busy.listen()
         result = subprocess.run(
             [
-                *_kipling(),
+                *kipling_command(),
                 "dev-cluster",
                 "--brokers=3",
                 f"--data-dir={data_dir}",

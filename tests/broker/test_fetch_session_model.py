@@ -33,7 +33,13 @@ from broker.fetch_session import (
     TopicPartitionKey,
     next_epoch,
 )
-from broker.fetch_session.metrics import EVICTIONS, NUM_PARTITIONS_CACHED, NUM_SESSIONS
+from broker.fetch_session.metrics import (
+    EVICTIONS,
+    NUM_PARTITIONS_CACHED,
+    NUM_PRIVILEGED_PARTITIONS_CACHED,
+    NUM_PRIVILEGED_SESSIONS,
+    NUM_SESSIONS,
+)
 from protocol.error_codes import ErrorCode
 from tests.broker.fetch_session_helpers import (
     PartitionState,
@@ -544,6 +550,10 @@ class FetchSessionMachine(RuleBasedStateMachine):
         assert self.h.metric(NUM_SESSIONS) == len(sessions)
         assert self.h.metric(NUM_PARTITIONS_CACHED) == sum(max(s.cached_size, 0) for s in sessions)
         assert self.h.metric(EVICTIONS + "_total") == self.naive.cache.evictions
+        privileged = [s for s in sessions if s.privileged]
+        assert self.h.metric(NUM_PRIVILEGED_SESSIONS) == len(privileged)
+        privileged_partitions = sum(max(s.cached_size, 0) for s in privileged)
+        assert self.h.metric(NUM_PRIVILEGED_PARTITIONS_CACHED) == privileged_partitions
         event(f"evictions so far: {min(self.naive.cache.evictions, 3)}+")
 
     @invariant()
