@@ -1,14 +1,18 @@
 """Three real broker processes replicating a topic: acks=all writes survive the loss of a broker.
 
 Broker 1 runs the controller. The topic has replication factor 3 and min.insync.replicas=2, and a
-confluent-kafka producer (acks=all, idempotent) writes while brokers are killed and restarted.
-Afterwards every acknowledged value is in the log exactly once and at the offset it was
-acknowledged at, and the replicas' logs are byte-identical.
+confluent-kafka producer (acks=all, idempotent) writes continuously, in a thread, while a follower
+is killed and restarted, the leader is killed and restarted, or the leader is paused past its
+session; a kafka-python consumer reads through the leader's loss. The stream must keep flowing at
+every stage, every value sent must be acknowledged, and afterwards every acknowledged value is in
+the log exactly once and at the offset it was acknowledged at on every replica, whose logs are
+byte-identical.
 """
 
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,20 +46,23 @@ def _create_topic(cluster: Cluster, replicas: list[int] | None = None) -> None:
         admin.close()
 
 
+def _producer_config(cluster: Cluster) -> dict[str, object]:
+    return {
+        "bootstrap.servers": cluster.bootstrap,
+        "acks": "all",
+        "enable.idempotence": True,
+        "message.timeout.ms": 30_000,
+        "retry.backoff.ms": 100,
+        "request.timeout.ms": 5000,
+        "topic.metadata.refresh.interval.ms": 1000,
+        "linger.ms": 5,
+    }
+
+
 def _produce(cluster: Cluster, values: list[bytes]) -> dict[bytes, int]:
     """Send ``values`` with acks=all; returns value → acknowledged offset (only acknowledged ones)."""
     acked: dict[bytes, int] = {}
-    producer = Producer(
-        {
-            "bootstrap.servers": cluster.bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "message.timeout.ms": 30_000,
-            "retry.backoff.ms": 100,
-            "request.timeout.ms": 5000,
-            "topic.metadata.refresh.interval.ms": 1000,
-        }
-    )
+    producer = Producer(_producer_config(cluster))
 
     def delivered(err, msg) -> None:  # type: ignore[no-untyped-def]
         if err is None:
@@ -66,6 +73,114 @@ def _produce(cluster: Cluster, values: list[bytes]) -> dict[bytes, int]:
         producer.poll(0)
     assert producer.flush(40) == 0
     return acked
+
+
+class ContinuousProducer:
+    """confluent-kafka (acks=all, idempotent) writing without pause in a thread while a test breaks things.
+
+    Each value is sent once; the producer's own retries carry it through a failover. ``acked`` maps
+    every acknowledged value to its offset and ``failed`` lists the values whose delivery failed.
+    """
+
+    def __init__(self, cluster: Cluster, prefix: str) -> None:
+        self._config = _producer_config(cluster)
+        self._prefix = prefix
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.acked: dict[bytes, int] = {}
+        self.failed: list[tuple[bytes, str]] = []
+        self.sent = 0
+        self.unflushed = -1
+        self._thread = threading.Thread(target=self._run, name=f"producer-{prefix}", daemon=True)
+
+    def __enter__(self) -> ContinuousProducer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _delivered(self, err, msg) -> None:  # type: ignore[no-untyped-def]
+        with self._lock:
+            if err is None:
+                self.acked[msg.value()] = msg.offset()
+            else:
+                self.failed.append((msg.value(), str(err)))
+
+    def _run(self) -> None:
+        producer = Producer(self._config)
+        while not self._stop.is_set():
+            producer.produce(TOPIC, f"{self._prefix}{self.sent}".encode(), on_delivery=self._delivered)
+            self.sent += 1
+            producer.poll(0.005)  # serves delivery callbacks and paces the stream (~150 values/s)
+        self.unflushed = producer.flush(40)
+
+    def acked_count(self) -> int:
+        with self._lock:
+            return len(self.acked)
+
+    def wait_for_more(self, count: int, what: str, timeout_s: float = 30) -> None:
+        """Block until ``count`` more values than now are acknowledged: the stream is flowing."""
+        target = self.acked_count() + count
+        wait_until(lambda: self.acked_count() >= target, timeout_s, f"{count} more acks {what}")
+
+    def stop(self) -> dict[bytes, int]:
+        """Stop sending, wait for every sent value's outcome; every one must have been acknowledged."""
+        self._stop.set()
+        self._thread.join(60)
+        assert not self._thread.is_alive(), "the producer did not finish flushing"
+        assert self.unflushed == 0, f"{self.unflushed} values never got an outcome"
+        assert not self.failed, f"deliveries failed: {self.failed[:5]}"
+        assert len(self.acked) == self.sent
+        return dict(self.acked)
+
+
+class ContinuousReader:
+    """kafka-python reading the partition from the beginning in a thread, through whoever leads it."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._bootstrap = cluster.bootstrap
+        self._stop = threading.Event()
+        self.seen: dict[bytes, int] = {}
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="reader", daemon=True)
+
+    def __enter__(self) -> ContinuousReader:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        try:
+            consumer = KafkaConsumer(
+                bootstrap_servers=self._bootstrap,
+                enable_auto_commit=False,
+                request_timeout_ms=10_000,
+                metadata_max_age_ms=1000,
+            )
+            tp = TopicPartition(TOPIC, 0)
+            consumer.assign([tp])
+            consumer.seek_to_beginning(tp)
+            try:
+                while not self._stop.is_set():
+                    for records in consumer.poll(timeout_ms=200).values():
+                        for record in records:
+                            self.seen[record.value] = record.offset
+            finally:
+                consumer.close()
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            self.error = exc
+
+    def wait_for(self, acked: dict[bytes, int], timeout_s: float = 30) -> None:
+        wait_until(
+            lambda: self.error is not None or all(v in self.seen for v in acked),
+            timeout_s,
+            f"kafka-python to read all {len(acked)} acknowledged values",
+        )
+        assert self.error is None, f"the reader failed: {self.error!r}"
 
 
 def _leader_dir_values(cluster: Cluster, node: int) -> list[bytes]:
@@ -119,13 +234,15 @@ def test_acks_all_writes_reach_every_replica(cluster: Cluster) -> None:
 
 def test_a_killed_follower_catches_up_after_restart(cluster: Cluster) -> None:
     _create_topic(cluster, [1, 2, 3])
-    acked = _produce(cluster, [f"a{i}".encode() for i in range(200)])
-    follower = 3
-    cluster.brokers[follower].stop(signal.SIGKILL)
-    acked |= _produce(cluster, [f"b{i}".encode() for i in range(200)])
-    assert len(acked) == 400
-    cluster.brokers[follower].start()
-    _wait_replicas_identical(cluster, [1, 2, 3], 400)
+    follower = cluster.brokers[3]
+    with ContinuousProducer(cluster, "a") as producer:
+        producer.wait_for_more(100, "before the follower is killed")
+        follower.stop(signal.SIGKILL)
+        producer.wait_for_more(200, "while the follower is down")
+        follower.start()
+        producer.wait_for_more(100, "after the follower restarted")
+        acked = producer.stop()
+    _wait_replicas_identical(cluster, [1, 2, 3], len(acked))
     for node in (1, 2, 3):
         _check_acked(cluster, node, acked)
 
@@ -133,33 +250,36 @@ def test_a_killed_follower_catches_up_after_restart(cluster: Cluster) -> None:
 def test_acknowledged_writes_survive_the_loss_of_the_leader(cluster: Cluster) -> None:
     # broker 1 hosts the (single) controller: the partition is led by broker 2
     _create_topic(cluster, [2, 3, 1])
-    acked = _produce(cluster, [f"a{i}".encode() for i in range(200)])
-    _wait_replicas_identical(cluster, [1, 2, 3], 200)
-    leader = 2
-    cluster.brokers[leader].stop(signal.SIGKILL)
-    acked |= _produce(cluster, [f"b{i}".encode() for i in range(200)])
-    assert len(acked) == 400
-    consumed = _consume_all(cluster, 400)  # kafka-python reads through the new leader
-    assert {v: consumed.get(v) for v in acked} == acked
-    cluster.brokers[leader].start()
-    _wait_replicas_identical(cluster, [1, 2, 3], 400)
+    leader = cluster.brokers[2]
+    with ContinuousReader(cluster) as reader, ContinuousProducer(cluster, "a") as producer:
+        producer.wait_for_more(100, "before the leader is killed")
+        leader.stop(signal.SIGKILL)
+        producer.wait_for_more(200, "after failing over to a new leader")
+        leader.start()
+        producer.wait_for_more(100, "after the old leader restarted")
+        acked = producer.stop()
+        reader.wait_for(acked)  # kafka-python kept reading through the failover
+        assert {v: reader.seen[v] for v in acked} == acked
+    _wait_replicas_identical(cluster, [1, 2, 3], len(acked))
     for node in (1, 2, 3):
         _check_acked(cluster, node, acked)
+    assert _consume_all(cluster, len(acked)) == acked  # a fresh kafka-python consumer reads the same
 
 
 def test_a_leader_paused_past_its_session_is_replaced_and_rejoins_as_follower(cluster: Cluster) -> None:
     _create_topic(cluster, [2, 3, 1])
-    acked = _produce(cluster, [f"a{i}".encode() for i in range(200)])
     paused = cluster.brokers[2].process
     assert paused is not None
-    paused.send_signal(signal.SIGSTOP)
-    try:
-        time.sleep(4)  # longer than broker.session.timeout.ms: the controller fences broker 2
-        acked |= _produce(cluster, [f"b{i}".encode() for i in range(200)])
-    finally:
-        paused.send_signal(signal.SIGCONT)
-    assert len(acked) == 400
-    acked |= _produce(cluster, [f"c{i}".encode() for i in range(100)])
-    _wait_replicas_identical(cluster, [1, 2, 3], 500)
+    with ContinuousProducer(cluster, "a") as producer:
+        producer.wait_for_more(100, "before the leader is paused")
+        paused.send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(4)  # longer than broker.session.timeout.ms: the controller fences broker 2
+            producer.wait_for_more(200, "while the old leader is paused")
+        finally:
+            paused.send_signal(signal.SIGCONT)
+        producer.wait_for_more(100, "after the old leader resumed")
+        acked = producer.stop()
+    _wait_replicas_identical(cluster, [1, 2, 3], len(acked))
     for node in (1, 2, 3):
         _check_acked(cluster, node, acked)
