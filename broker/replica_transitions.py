@@ -189,14 +189,29 @@ class ReplicaTransitions:
         return None
 
     async def _refollow_leaders(self, broker_ids: set[int], image: MetadataImage) -> None:
-        """A leader that re-registered may listen elsewhere now: re-add the partitions it leads."""
-        for tp, followed in list(self._supervisor.assignments.items()):
+        """A leader that re-registered may listen elsewhere now: re-add the partitions it leads.
+
+        Partitions replicated here that it leads but no follower process has (skipped while it had
+        no endpoint for the inter-broker listener) are taken up now too.
+        """
+        assignments = self._supervisor.assignments
+        for tp, followed in list(assignments.items()):
             if followed.leader_id not in broker_ids:
                 continue
             topic = image.get(tp[0])
             state = topic.partitions.get(tp[1]) if topic is not None else None
             if topic is not None and state is not None and state.leader_id == followed.leader_id:
                 await self._become_follower(topic, state)
+        for topic in image.all():
+            unfollowed = [
+                state
+                for state in topic.sorted_partitions()
+                if state.leader_id in broker_ids
+                and state.leader_id != self._node_id
+                and (topic.name, state.partition) not in assignments
+            ]
+            if unfollowed:
+                await self._apply_partitions(topic, unfollowed)
 
     # -- deletion ----------------------------------------------------------------------------------
 
@@ -209,7 +224,14 @@ class ReplicaTransitions:
         if followed:
             handovers = await self._supervisor.remove_partitions(followed)
             for handover in handovers.values():
-                self._log_manager.adopt_log(handover, self._log_config(topic))
+                try:
+                    self._log_manager.adopt_log(handover, self._log_config(topic))
+                except (OSError, StorageError):  # its files stay; the rest of the delta goes on
+                    self._logger.exception(
+                        "could not take back the log of a deleted partition",
+                        topic=handover.topic,
+                        partition=handover.partition,
+                    )
         self._replicas.on_topic_deleted(topic)
 
     def _delete_strays(self, image: MetadataImage) -> None:
@@ -217,12 +239,17 @@ class ReplicaTransitions:
             if log.topic == METADATA_TOPIC:
                 continue
             topic = image.get(log.topic)
-            if topic is None or log.partition not in topic.partitions:
-                self._logger.warning(
-                    "deleting the log of a partition the metadata does not know",
-                    topic=log.topic,
-                    partition=log.partition,
+            try:
+                if topic is None or log.partition not in topic.partitions:
+                    self._logger.warning(
+                        "deleting the log of a partition the metadata does not know",
+                        topic=log.topic,
+                        partition=log.partition,
+                    )
+                    self._log_manager.delete_log(log.topic, log.partition)
+                elif log.topic_id is not None and log.topic_id != topic.topic_id:
+                    self._log_manager.mark_stray(log.topic, log.partition)
+            except (OSError, StorageError):  # the partitions are still taken up
+                self._logger.exception(
+                    "could not remove a stray log", topic=log.topic, partition=log.partition
                 )
-                self._log_manager.delete_log(log.topic, log.partition)
-            elif log.topic_id is not None and log.topic_id != topic.topic_id:
-                self._log_manager.mark_stray(log.topic, log.partition)
