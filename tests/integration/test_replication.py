@@ -47,11 +47,16 @@ def _create_topic(cluster: Cluster, replicas: list[int] | None = None) -> None:
 
 
 def _producer_config(cluster: Cluster) -> dict[str, object]:
+    """Retries that outlast a failover: a request in flight to a paused leader is abandoned after
+    ``socket.timeout.ms`` (librdkafka's client-side request timeout; its ``request.timeout.ms`` is
+    only the ack timeout the broker enforces) and retried on the new leader well within
+    ``message.timeout.ms``. With the defaults the request would wait out the message timeout."""
     return {
         "bootstrap.servers": cluster.bootstrap,
         "acks": "all",
         "enable.idempotence": True,
-        "message.timeout.ms": 30_000,
+        "message.timeout.ms": 60_000,
+        "socket.timeout.ms": 5000,
         "retry.backoff.ms": 100,
         "request.timeout.ms": 5000,
         "topic.metadata.refresh.interval.ms": 1000,
