@@ -270,6 +270,21 @@ class ReplicaManager:
                 partition.maybe_expand_isr(now)
         return shrunk
 
+    def on_brokers_unfenced(self, broker_ids: Iterable[int]) -> int:
+        """Retry ISR expansion where a follower's broker became eligible again; returns proposals.
+
+        A follower that caught up while its broker was fenced was not eligible then; on an idle
+        partition no fetch of its would re-check, and without this it would wait for the periodic
+        ISR check (``replica.lag.time.max.ms / 2``). O(partitions led here), once per unfencing.
+        """
+        unfenced = set(broker_ids)
+        now = self._clock.time_ms()
+        return sum(
+            1
+            for partition in list(self._partitions.values())
+            if unfenced.intersection(partition.replicas) and partition.maybe_expand_isr(now)
+        )
+
     def remove_expired_producers(self) -> int:
         """Forget producers idle for producer.id.expiration.ms in every partition; returns how many."""
         now = self._clock.time_ms()

@@ -92,6 +92,8 @@ class ReplicaTransitions:
         moved = {registration.broker_id for registration in delta.brokers_registered}
         if moved:
             await self._refollow_leaders(moved, image)
+        if delta.brokers_unfenced:
+            self._replicas.on_brokers_unfenced(delta.brokers_unfenced)
 
     # -- per partition -----------------------------------------------------------------------------
 

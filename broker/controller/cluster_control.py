@@ -181,7 +181,9 @@ class ClusterControl:
         Kafka does). A new incarnation first removes the old one from ISRs and leaderships, then gets
         the offset of its RegisterBrokerRecord as broker epoch. Raises KafkaError with
         INCONSISTENT_CLUSTER_ID, or DUPLICATE_BROKER_REGISTRATION while another incarnation's
-        session is still valid.
+        session is still valid. A fenced incarnation has no valid session (Kafka's
+        BrokerHeartbeatManager.hasValidSession), so a broker that stopped after a controlled
+        shutdown, or was fenced, re-registers at once instead of waiting out its old session.
         """
         if cluster_id != self._cluster_id:
             raise KafkaError(
@@ -191,7 +193,11 @@ class ClusterControl:
         existing = self._image.broker(broker_id)
         if existing is not None and existing.incarnation_id == incarnation_id:
             return self._amend(existing, endpoints, rack, now_ms)
-        if existing is not None and self._sessions.has_valid_session(broker_id, now_ms):
+        if (
+            existing is not None
+            and not existing.fenced
+            and self._sessions.has_valid_session(broker_id, now_ms)
+        ):
             raise KafkaError(
                 ErrorCode.DUPLICATE_BROKER_REGISTRATION, "Another broker is registered with that broker id."
             )

@@ -27,15 +27,18 @@ from broker.metadata.records import (
     BrokerEndpointRecord,
     ConfigRecord,
     ConfigResourceType,
+    FenceBrokerRecord,
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
+    UnfenceBrokerRecord,
 )
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
+from broker.replica_state import IsrProposal
 from broker.replica_transitions import ReplicaTransitions
 from broker.topics import NO_LEADER, TopicState
 from protocol.records.builder import Record, build_batch
@@ -913,3 +916,63 @@ async def test_a_stray_log_that_cannot_be_deleted_does_not_stop_the_initial_take
         assert list(node.supervisor.assignments) == [("orders", 1)]
     finally:
         node.shutdown()
+
+
+# =================================================================================================
+# brokers becoming eligible
+# =================================================================================================
+
+
+class RecordingSender:
+    """An AlterPartition sender that only records what the partitions propose."""
+
+    def __init__(self) -> None:
+        self.proposed: list[tuple[int, ...]] = []
+
+    def submit(self, partition: Partition, proposal: IsrProposal) -> None:
+        self.proposed.append(proposal.new_isr)
+
+
+async def test_a_follower_that_caught_up_while_fenced_is_proposed_when_its_broker_is_unfenced(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Without waiting for the periodic ISR check or a fetch that an idle partition never gets."""
+    built = build_node(tmp_path)
+    sender = RecordingSender()
+    built.replicas = ReplicaManager(
+        built.log_manager,
+        built.image,
+        NODE,
+        built.config,
+        built.clock,
+        alter_partition=sender,
+        broker_eligibility=lambda rid, epoch: not getattr(built.image.broker(rid), "fenced", True),
+        manage_topics=False,
+    )
+    built.transitions = ReplicaTransitions(
+        built.replicas,
+        built.log_manager,
+        built.supervisor,  # type: ignore[arg-type]
+        node_id=NODE,
+        inter_broker_listener=LISTENER,
+        log_config=lambda state: to_log_config(state.configs, built.config),
+    )
+    try:
+        built.metadata.brokers(1, 2, 3)
+        broker_2_epoch = built.image.broker(2).broker_epoch  # type: ignore[union-attr]
+        built.metadata.batch(FenceBrokerRecord(2, broker_2_epoch))
+        built.metadata.batch(topic("orders", ORDERS, partition(ORDERS, 0, NODE, isr=(1, 3))))
+        await built.initial()
+        led = built.led("orders", 0)
+        led.append_records(produced(3), required_acks=1, now_ms=built.clock.time_ms())
+        end = led.log_end_offset
+        # broker 3 keeps the HW moving; broker 2 catches up while fenced: not eligible, not proposed
+        led.update_follower_fetch(3, end, 0, built.clock.time_ms(), end)
+        led.update_follower_fetch(2, end, 0, built.clock.time_ms(), end)
+        assert led.high_watermark == end and sender.proposed == []
+
+        await built.apply(UnfenceBrokerRecord(2, broker_2_epoch))
+
+        assert sender.proposed == [(1, 3, 2)]
+    finally:
+        built.shutdown()

@@ -65,6 +65,19 @@ def test_another_incarnation_is_refused_while_the_session_lives(cluster: Cluster
     assert cluster.image.broker(1).incarnation_id == incarnation(1)  # type: ignore[union-attr]
 
 
+def test_a_new_incarnation_replaces_a_fenced_one_at_once(cluster: Cluster) -> None:
+    """A broker restarted right after its controlled shutdown is not made to wait out the session."""
+    cluster.join(1, 2)
+    cluster.create_assigned("t", [2, 1])
+    assert cluster.heartbeat(1, want_shutdown=True).should_shutdown
+    old_epoch = cluster.epochs[1]
+    new_epoch = cluster.register(1, generation=1)  # no time has passed
+    assert new_epoch > old_epoch
+    registration = cluster.image.broker(1)
+    assert registration is not None and registration.incarnation_id == incarnation(1, 1)
+    assert registration.fenced
+
+
 def test_a_new_incarnation_after_the_session_expired_gets_a_new_epoch(cluster: Cluster) -> None:
     cluster.join(1, 2)
     cluster.create_assigned("t", [1, 2])
