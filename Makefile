@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
+# The test extras include Spark (pyspark builds a ~460 MB wheel from its sdist on first install).
 $(TEST_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,spark]'
 	touch $@
 
 install: $(STAMP)
@@ -28,13 +29,17 @@ install-test: $(TEST_STAMP)
 
 # Debian packages the tests need: kcat (librdkafka 2.0.2, the oldest client the tests drive),
 # docker-compose (v1, to validate docker-compose.yml; no docker engine: --no-install-recommends) and
-# prometheus (the server, to scrape a dev cluster with config/prometheus.yml; its service is not used).
+# prometheus (the server, to scrape a dev cluster with config/prometheus.yml; its service is not used)
+# and a Java 17+ runtime for Spark (the pipeline tests), unless one is on PATH already.
 # Installed with apt-get when missing (CI and developer machines run as root); sudo otherwise.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 system-deps:
 	@{ command -v kcat && command -v docker-compose && command -v prometheus; } >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends kcat docker-compose prometheus >/dev/null; }
+	@command -v java >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless >/dev/null; }
 
 run: $(STAMP)
 	$(BIN)/kipling broker $(ARGS)
@@ -53,7 +58,7 @@ test: $(TEST_STAMP) system-deps lint
 BENCH_STAMP := $(VENV)/.installed-bench
 
 $(BENCH_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/pip install --quiet -e '.[test,spark,bench]'
 	touch $@
 
 # Every benchmark, in one run (several minutes; figures in bench/results/).
@@ -64,6 +69,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.fetch_sessions_inprocess
 	$(BIN)/python -m bench.long_poll
 	$(BIN)/python -m bench.throughput
+	$(BIN)/python -m bench.replication
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""Example Spark jobs over kipling (run with ``python -m pipeline.jobs.<name> --help``)."""

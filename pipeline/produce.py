@@ -1,0 +1,243 @@
+"""Write rows to kipling from a Spark task: partitioning, batching per partition, pipelined produce.
+
+Semantics are those of Spark's Kafka sink: at-least-once. A task that fails after some of its batches
+were acknowledged leaves them written, and Spark's retry writes them again; nothing is rolled back
+(``abort`` can only log). Rows without a partition go where Kafka's default partitioner would put
+them: murmur2 of the key modulo the partition count for keyed rows (so kipling and Kafka clients agree
+on a key's partition), and a "sticky" partition, changed after every batch, for rows without a key.
+
+Batches fill up to ``kafka.batch.size`` bytes per partition and are sent with at most
+``kafka.max.in.flight.requests.per.connection`` requests in flight per leader. A broker error or a lost
+connection fails the task with :class:`KiplingWriteError`: retrying a produce whose outcome is unknown
+would duplicate or reorder rows behind the caller's back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import structlog
+
+from client.connection import KafkaConnection
+from client.errors import ClientError, KafkaResponseError
+from client.fetch_session import TopicPartition
+from client.producer import Producer
+from pipeline.arrow import OutgoingRecord, outgoing_records
+from pipeline.cluster import BrokerSession, ClusterClient
+from pipeline.errors import KiplingWriteError
+from pipeline.options import BrokerAddress, WriteOptions
+from protocol.error_codes import ErrorCode
+from protocol.records import Record
+
+_log = structlog.get_logger("kipling.pipeline.produce")
+
+RECORD_OVERHEAD_BYTES = 21
+"""Rough per-record framing (length, attributes, deltas, lengths) for sizing batches."""
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` as an unsigned 32-bit value (Java's int, reinterpreted)."""
+    length = len(data)
+    m = 0x5BD1E995
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    whole = length - length % 4
+    for i in range(0, whole, 4):
+        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> 24
+        k = (k * m) & 0xFFFFFFFF
+        h = (h * m) & 0xFFFFFFFF
+        h ^= k
+    rest = length % 4
+    if rest == 3:
+        h ^= data[whole + 2] << 16
+    if rest >= 2:
+        h ^= data[whole + 1] << 8
+    if rest >= 1:
+        h ^= data[whole]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h
+
+
+def partition_for_key(key: bytes, num_partitions: int) -> int:
+    """Kafka's default partitioner for a keyed record: ``toPositive(murmur2(key)) % numPartitions``."""
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+@dataclass(slots=True)
+class WriteSummary:
+    """What one task wrote: records per partition (sent to the driver in the commit message)."""
+
+    records: int = 0
+    by_partition: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _TopicInfo:
+    num_partitions: int
+    leaders: dict[int, BrokerAddress]
+    sticky: int
+
+
+class PartitionedWriter:
+    """Buffers rows per partition and produces them to the leaders (asyncio; one per task)."""
+
+    def __init__(self, client: ClusterClient, options: WriteOptions) -> None:
+        self._client = client
+        self._options = options
+        self._topics: dict[str, _TopicInfo] = {}
+        self._buffers: dict[TopicPartition, list[Record]] = {}
+        self._buffer_bytes: dict[TopicPartition, int] = {}
+        self._producers: dict[BrokerAddress, tuple[KafkaConnection, Producer]] = {}
+        self._slots: dict[BrokerAddress, asyncio.Semaphore] = {}
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._errors: list[BaseException] = []
+        self.summary = WriteSummary()
+
+    async def add(self, row: OutgoingRecord) -> None:
+        self._raise_failures()
+        topic = self._options.topic or row.topic
+        if topic is None:
+            raise KiplingWriteError(
+                "null topic present in the data. Use the topic option for setting a topic."
+            )
+        info = await self._topic(topic)
+        if row.partition is not None:
+            if not 0 <= row.partition < info.num_partitions:
+                raise KiplingWriteError(
+                    f"Invalid partition given with record: {row.partition} is not in the range "
+                    f"[0...{info.num_partitions}) of topic {topic}"
+                )
+            partition = row.partition
+        elif row.key is not None:
+            partition = partition_for_key(row.key, info.num_partitions)
+        else:
+            partition = info.sticky
+        tp = TopicPartition(topic, partition)
+        record = Record(row.value, row.key, row.headers, int(time.time() * 1000))
+        self._buffers.setdefault(tp, []).append(record)
+        size = RECORD_OVERHEAD_BYTES + len(row.key or b"") + len(row.value or b"")
+        size += sum(len(k) + len(v or b"") for k, v in row.headers)
+        self._buffer_bytes[tp] = self._buffer_bytes.get(tp, 0) + size
+        if self._buffer_bytes[tp] >= self._options.batch_size:
+            await self._send(tp)
+
+    async def finish(self) -> WriteSummary:
+        """Send what is buffered and wait for every acknowledgement."""
+        for tp in list(self._buffers):
+            await self._send(tp)
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+        self._raise_failures()
+        return self.summary
+
+    async def abandon(self) -> None:
+        """Cancel sends in flight after a failure (their outcome stays unknown)."""
+        for task in self._in_flight:
+            task.cancel()
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+    async def _topic(self, topic: str) -> _TopicInfo:
+        info = self._topics.get(topic)
+        if info is not None:
+            return info
+        metadata = await self._client.with_retries("metadata", lambda: self._client.metadata([topic]))
+        description = metadata.topics.get(topic)
+        if description is None or description.error is not ErrorCode.NONE:
+            code = description.error if description is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            raise KiplingWriteError(f"cannot write to topic {topic}: {code.name}")
+        partitions = [p.partition for p in description.partitions]
+        leaders = await self._client.with_retries(
+            "metadata", lambda: self._client.leaders([TopicPartition(topic, p) for p in partitions])
+        )
+        info = _TopicInfo(
+            num_partitions=len(partitions),
+            leaders={tp.partition: address for tp, address in leaders.items()},
+            sticky=random.randrange(len(partitions)),
+        )
+        self._topics[topic] = info
+        return info
+
+    async def _send(self, tp: TopicPartition) -> None:
+        records = self._buffers.pop(tp, None)
+        self._buffer_bytes.pop(tp, None)
+        if not records:
+            return
+        info = self._topics[tp.topic]
+        if tp.partition == info.sticky and info.num_partitions > 1:
+            info.sticky = random.choice([p for p in range(info.num_partitions) if p != tp.partition])
+        address = info.leaders[tp.partition]
+        producer = await self._producer(address)
+        slots = self._slots.setdefault(address, asyncio.Semaphore(self._options.max_in_flight))
+        await slots.acquire()
+        task = asyncio.create_task(self._produce(producer, tp, records, slots))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+
+    async def _produce(
+        self, producer: Producer, tp: TopicPartition, records: list[Record], slots: asyncio.Semaphore
+    ) -> None:
+        try:
+            await producer.send(tp.topic, tp.partition, records)
+        except (KafkaResponseError, ClientError) as exc:
+            self._errors.append(
+                KiplingWriteError(
+                    f"producing {len(records)} records to {tp.topic}-{tp.partition} failed: {exc}"
+                )
+            )
+            return
+        finally:
+            slots.release()
+        self.summary.records += len(records)
+        key = f"{tp.topic}-{tp.partition}"
+        self.summary.by_partition[key] = self.summary.by_partition.get(key, 0) + len(records)
+
+    async def _producer(self, address: BrokerAddress) -> Producer:
+        """The producer on the current connection to ``address`` (a new one after a reconnect)."""
+        connection = await self._client.connection(address)
+        cached = self._producers.get(address)
+        if cached is not None and cached[0] is connection:
+            return cached[1]
+        producer = Producer(
+            connection,
+            acks=self._options.acks,
+            timeout_ms=self._options.connection.request_timeout_ms,
+            compression=self._options.compression,
+        )
+        self._producers[address] = (connection, producer)
+        return producer
+
+    def _raise_failures(self) -> None:
+        if self._errors:
+            first = self._errors[0]
+            raise first
+
+
+def write_batches(options: WriteOptions, batches: Iterable[pa.RecordBatch]) -> WriteSummary:
+    """Produce every row of ``batches`` (one Spark task's input); raises on the first failure."""
+    with BrokerSession(options.connection) as session:
+        writer = PartitionedWriter(session.client, options)
+
+        async def run() -> WriteSummary:
+            try:
+                for batch in batches:
+                    for row in outgoing_records(batch):
+                        await writer.add(row)
+                return await writer.finish()
+            except BaseException:
+                await writer.abandon()
+                raise
+
+        return session.run(run())
+
+
+__all__ = ["PartitionedWriter", "WriteSummary", "murmur2", "partition_for_key", "write_batches"]

@@ -1,0 +1,227 @@
+"""Option parsing and validation of the ``kipling`` format (pure: no Spark, no broker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from client.fetch_session import TopicPartition
+from pipeline.errors import KiplingOptionError
+from pipeline.options import (
+    Assign,
+    BrokerAddress,
+    Earliest,
+    GlobalTimestamp,
+    Latest,
+    NoMatchStrategy,
+    SpecificOffsets,
+    SpecificTimestamps,
+    Subscribe,
+    SubscribePattern,
+    parse_read_options,
+    parse_write_options,
+)
+from protocol.records import CompressionType
+
+BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
+
+
+def parse(mode: str = "batch", **options: str) -> object:
+    return parse_read_options({**BOOT, **options}, mode)  # type: ignore[arg-type]
+
+
+def test_defaults_follow_sparks_kafka_source() -> None:
+    batch = parse_read_options({**BOOT, "subscribe": "a"}, "batch")
+    assert batch.starting == Earliest() and batch.ending == Latest()
+    assert batch.fail_on_data_loss and not batch.include_headers
+    assert batch.connection.bootstrap == (BrokerAddress("127.0.0.1", 9092),)
+    stream = parse_read_options({**BOOT, "subscribe": "a"}, "stream")
+    assert stream.starting == Latest()
+    assert stream.max_offsets_per_trigger is None and stream.poll_timeout_ms == 120_000
+
+
+def test_keys_are_case_insensitive() -> None:
+    options = parse_read_options(
+        {"KAFKA.Bootstrap.Servers": "h:1,h2:2", "SubScribe": " a , b ,", "STARTINGOFFSETS": "EARLIEST"},
+        "stream",
+    )
+    assert options.subscription == Subscribe(("a", "b"))
+    assert options.starting == Earliest()
+    assert [str(b) for b in options.connection.bootstrap] == ["h:1", "h2:2"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "One of the following options must be specified for the kipling source: assign, subscribe"),
+        ({"subscribe": "a", "subscribePattern": "a.*"}, "Only one of the following options can be specified"),
+        (
+            {"subscribe": " , "},
+            "No topics to subscribe to as specified value for option 'subscribe' is ' , '",
+        ),
+        ({"subscribePattern": "  "}, "Pattern to subscribe is empty"),
+        ({"subscribePattern": "a("}, "not a valid regular expression"),
+        ({"assign": "a"}, "No topicpartitions to assign as specified value for option 'assign' is 'a'"),
+        ({"assign": '{"a": [0, "x"]}'}, "Expected e.g."),
+        ({"assign": '{"a": []}'}, "No topicpartitions to assign"),
+    ],
+)
+def test_exactly_one_valid_subscription(options: dict[str, str], message: str) -> None:
+    with pytest.raises(KiplingOptionError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse(**options)
+
+
+def test_subscriptions() -> None:
+    assign = parse(assign='{"a":[1,0,1],"b":[2]}').subscription  # type: ignore[attr-defined]
+    assert assign == Assign((TopicPartition("a", 1), TopicPartition("a", 0), TopicPartition("b", 2)))
+    pattern = parse(subscribePattern="topic-[0-9]+").subscription  # type: ignore[attr-defined]
+    assert isinstance(pattern, SubscribePattern)
+    assert (
+        pattern.matches("topic-12") and not pattern.matches("topic-12x") and not pattern.matches("xtopic-1")
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"kafka.auto.offset.reset": "earliest"}, "Kafka option 'auto.offset.reset' is not supported"),
+        ({"kafka.key.deserializer": "x"}, "Kafka option 'key.deserializer' is not supported"),
+        ({"kafka.value.deserializer": "x"}, "Kafka option 'value.deserializer' is not supported"),
+        ({"kafka.enable.auto.commit": "true"}, "Kafka option 'enable.auto.commit' is not supported"),
+        ({"kafka.interceptor.classes": "x"}, "Kafka option 'interceptor.classes' is not supported"),
+        ({"kafka.sasl.mechanism": "PLAIN"}, "Kafka option 'sasl.mechanism' is not supported by the kipling"),
+        ({"kafka.security.protocol": "SSL"}, "PLAINTEXT only"),
+        ({"kafka.isolation.level": "read_committed"}, "read_committed is not supported"),
+        ({"minOffsetsPerTrigger": "10"}, "composite read limit"),
+        ({"startingOffst": "earliest"}, "Unknown option 'startingoffst'"),
+        ({"path": "/x"}, "takes no path"),
+        ({"minPartitions": "0"}, "minPartitions must be positive"),
+        ({"minPartitions": "two"}, "must be an integer"),
+        ({"maxOffsetsPerTrigger": "-5"}, "maxOffsetsPerTrigger must be positive"),
+        ({"failOnDataLoss": "yes"}, "must be 'true' or 'false'"),
+        ({"startingOffsetsByTimestampStrategy": "maybe"}, "must be 'error' or 'latest'"),
+        ({"startingTimestamp": "noon"}, "Expected a single long value, got noon"),
+        ({"startingOffsets": '{"a":{"0":-3}}'}, "offsets are -2 \\(earliest\\), -1 \\(latest\\) or >= 0"),
+        ({"startingOffsets": '{"a":[0]}'}, "Expected e.g."),
+    ],
+)
+def test_bad_options_are_refused(options: dict[str, str], message: str) -> None:
+    with pytest.raises(KiplingOptionError, match=message):
+        parse(subscribe="a", **options)
+
+
+def test_bootstrap_servers_is_required_and_well_formed() -> None:
+    with pytest.raises(KiplingOptionError, match=r"'kafka\.bootstrap\.servers' must be specified"):
+        parse_read_options({"subscribe": "a"}, "batch")
+    for bad in ("host", "host:port", ":9092", "h:0", " , "):
+        with pytest.raises(KiplingOptionError):
+            parse_read_options({"subscribe": "a", "kafka.bootstrap.servers": bad}, "batch")
+    ipv6 = parse_read_options({"subscribe": "a", "kafka.bootstrap.servers": "[::1]:9092"}, "batch")
+    assert ipv6.connection.bootstrap == (BrokerAddress("::1", 9092),)
+
+
+def test_offset_options_precedence() -> None:
+    """Spark's order: startingTimestamp, then startingOffsetsByTimestamp, then startingOffsets."""
+    both = parse(
+        "stream",
+        subscribe="a",
+        startingOffsets="earliest",
+        startingOffsetsByTimestamp='{"a":{"0":1000}}',
+        startingTimestamp="5",
+        startingOffsetsByTimestampStrategy="LATEST",
+    )
+    assert both.starting == GlobalTimestamp(5, NoMatchStrategy.LATEST)  # type: ignore[attr-defined]
+    by_ts = parse(
+        "stream", subscribe="a", startingOffsets="earliest", startingOffsetsByTimestamp='{"a":{"0":1000}}'
+    )
+    assert by_ts.starting == SpecificTimestamps({TopicPartition("a", 0): 1000})  # type: ignore[attr-defined]
+    specific = parse(
+        subscribe="a", startingOffsets='{"a":{"0":23,"1":-2}}', endingOffsets='{"a":{"0":50,"1":-1}}'
+    )
+    assert specific.starting == SpecificOffsets({TopicPartition("a", 0): 23, TopicPartition("a", 1): -2})  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"startingOffsets": "latest"}, "starting offset can't be latest for batch queries"),
+        ({"startingOffsets": '{"a":{"0":-1}}'}, "startingOffsets for a-0 can't be latest for batch queries"),
+        ({"endingOffsets": "earliest"}, "ending offset can't be earliest for batch queries"),
+        ({"endingOffsets": '{"a":{"0":-2}}'}, "ending offset for a-0 can't be earliest for batch queries"),
+        (
+            {"startingOffsets": '{"a":{"0":1}}', "endingOffsets": '{"a":{"1":5}}'},
+            "topic partitions of the starting and ending options must be the same",
+        ),
+        (
+            {"startingOffsets": '{"a":{"0":9}}', "endingOffsets": '{"a":{"0":5}}'},
+            "starting offset \\(9\\) of a-0 is greater than the ending offset \\(5\\)",
+        ),
+        (
+            {"startingOffsetsByTimestamp": '{"a":{"0":9}}', "endingOffsetsByTimestamp": '{"a":{"0":5}}'},
+            "starting timestamp \\(9\\) of a-0 is greater",
+        ),
+    ],
+)
+def test_batch_only_offset_rules(options: dict[str, str], message: str) -> None:
+    with pytest.raises(KiplingOptionError, match=message):
+        parse("batch", subscribe="a", **options)
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("endingOffsets", "ending offset not valid in streaming queries"),
+        ("endingOffsetsByTimestamp", "ending timestamp not valid in streaming queries"),
+        ("endingTimestamp", "ending timestamp not valid in streaming queries"),
+    ],
+)
+def test_streaming_refuses_ending_options(key: str, message: str) -> None:
+    with pytest.raises(KiplingOptionError, match=message):
+        parse("stream", subscribe="a", **{key: '{"a":{"0":1}}'})
+
+
+def test_spark_engine_options_and_group_id_are_tolerated() -> None:
+    options = parse(
+        "stream", subscribe="a", checkpointLocation="/tmp/x", **{"kafka.group.id": "g", "groupIdPrefix": "p"}
+    )
+    assert options.subscription == Subscribe(("a",))  # type: ignore[attr-defined]
+
+
+def test_write_options() -> None:
+    options = parse_write_options(
+        {
+            **BOOT,
+            "topic": " t ",
+            "kafka.acks": "1",
+            "kafka.compression.type": "ZSTD",
+            "kafka.batch.size": "100",
+        }
+    )
+    assert (options.topic, options.acks, options.compression, options.batch_size) == (
+        "t",
+        1,
+        CompressionType.ZSTD,
+        100,
+    )
+    assert parse_write_options(BOOT).acks == -1  # Kafka's producer default: all
+    assert parse_write_options({**BOOT, "subscribe": "a", "checkpointLocation": "/c"}).topic is None
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "'kafka.bootstrap.servers' must be specified for configuring the kipling producer"),
+        ({**BOOT, "kafka.key.serializer": "x"}, "Kafka option 'key.serializer' is not supported"),
+        ({**BOOT, "kafka.value.serializer": "x"}, "Kafka option 'value.serializer' is not supported"),
+        (
+            {**BOOT, "kafka.transactional.id": "x"},
+            "'transactional.id' is not supported by the kipling client",
+        ),
+        ({**BOOT, "kafka.acks": "2"}, "must be all, -1, 0 or 1"),
+        ({**BOOT, "kafka.compression.type": "brotli"}, "must be one of none, gzip"),
+        ({**BOOT, "topic": "  "}, "Option 'topic' is empty"),
+        ({**BOOT, "tpoic": "x"}, "Unknown option 'tpoic'"),
+    ],
+)
+def test_bad_write_options(options: dict[str, str], message: str) -> None:
+    with pytest.raises(KiplingOptionError, match=message):
+        parse_write_options(options)

@@ -1,0 +1,84 @@
+"""Batch reads of the ``kipling`` format against a real broker process and a local SparkSession."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+
+from tests.integration.broker_process import BrokerProcess
+from tests.pipeline.helpers import Produced, new_topic, produce
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+pytestmark = pytest.mark.slow
+
+
+def read(spark: SparkSession, broker: BrokerProcess, **options: str) -> DataFrame:
+    reader = spark.read.format("kipling").option("kafka.bootstrap.servers", broker.bootstrap)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def as_produced(rows: list, *, headers: bool = True) -> list[Produced]:  # type: ignore[type-arg]
+    out = []
+    for row in rows:
+        row_headers = tuple((h["key"], h["value"]) for h in row["headers"] or ()) if headers else ()
+        timestamp_ms = int(row["timestamp"].timestamp() * 1000)
+        out.append(
+            Produced(row["partition"], row["offset"], row["key"], row["value"], row_headers, timestamp_ms)
+        )
+    return sorted(out, key=lambda p: (p.partition, p.offset))
+
+
+def test_batch_read_equals_what_was_produced(spark: SparkSession, broker: BrokerProcess) -> None:
+    topic = new_topic(broker.bootstrap, "batch", partitions=3)
+    produced = produce(
+        broker.bootstrap, topic, 300, partitions=(0, 1, 2), compression="zstd", null_key_every=7
+    )
+    df = read(spark, broker, subscribe=topic, includeHeaders="true")
+    assert [f.name for f in df.schema.fields] == [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+        "headers",
+    ]
+    rows = df.collect()
+    assert {row["topic"] for row in rows} == {topic}
+    assert {row["timestampType"] for row in rows} == {0}
+    assert as_produced(rows) == produced
+
+
+def test_assign_timestamps_ending_offsets_and_min_partitions(
+    spark: SparkSession, broker: BrokerProcess
+) -> None:
+    topic = new_topic(broker.bootstrap, "batch-opts", partitions=2)
+    produced = produce(
+        broker.bootstrap, topic, 100, partitions=(0, 1), compression="gzip", with_headers=False
+    )
+    by_offset = {(p.partition, p.offset): p for p in produced}
+    # Record i has timestamp BASE + i s; partition 0 holds the even i, so offset o of p0 is i = 2 * o.
+    start_ts = produced[0].timestamp_ms + 20_000  # i = 20: offset 10 of p0, the first p1 record after it
+    df = read(
+        spark,
+        broker,
+        assign=f'{{"{topic}":[0]}}',
+        startingTimestamp=str(start_ts),
+        endingOffsets=f'{{"{topic}":{{"0":40}}}}',
+        minPartitions="3",
+    )
+    assert "headers" not in df.columns
+    assert df.rdd.getNumPartitions() == 3
+    rows = df.collect()
+    assert sorted(r["offset"] for r in rows) == list(range(10, 40))
+    assert all(r["partition"] == 0 and r["value"] == by_offset[(0, r["offset"])].value for r in rows)
