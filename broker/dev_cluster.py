@@ -220,6 +220,39 @@ def read_cluster_settings(config_dir: Path) -> dict[str, str]:
     return settings
 
 
+_REPLICATION_FACTOR_KEYS = (
+    "default.replication.factor",
+    "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+)
+_MIN_ISR_KEYS = {
+    "min.insync.replicas": "default.replication.factor",
+    "transaction.state.log.min.isr": ("transaction.state.log.replication.factor"),
+}
+
+
+def fit_to_cluster(settings: Mapping[str, str], brokers: int) -> tuple[dict[str, str], list[str]]:
+    """Lower replication factors (and their min ISR) that a cluster of ``brokers`` cannot meet.
+
+    The cluster files describe three brokers; ``--brokers 1`` with their replication factor of 3
+    would refuse every topic creation (INVALID_REPLICATION_FACTOR). Returns the settings to run
+    with and one note per change, so that the console says what differs from the files.
+    """
+    fitted = dict(settings)
+    notes: list[str] = []
+    for key in _REPLICATION_FACTOR_KEYS:
+        value = fitted.get(key, "").strip()
+        if value.lstrip("-").isdigit() and int(value) > brokers:
+            fitted[key] = str(brokers)
+            notes.append(f"{key}={brokers} (the cluster files say {value}; this cluster has {brokers})")
+    for key, factor_key in _MIN_ISR_KEYS.items():
+        value, factor = fitted.get(key, "").strip(), fitted.get(factor_key, "").strip()
+        if value.isdigit() and factor.isdigit() and int(value) > int(factor):
+            fitted[key] = factor
+            notes.append(f"{key}={factor} (the cluster files say {value}; at most {factor_key})")
+    return fitted, notes
+
+
 def broker_properties(spec: BrokerSpec, settings: Mapping[str, str]) -> dict[str, str]:
     """Everything one broker runs with: the cluster-wide keys plus its own node keys."""
     return {**settings, **spec.node_properties()}
@@ -582,13 +615,13 @@ def run_dev_cluster(options: DevClusterOptions, out: TextIO | None = None, err: 
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     try:
-        specs, settings_file, warnings = prepare(options)
+        specs, settings_file, notices = prepare(options)
     except DevClusterError as exc:
         err.write(f"dev-cluster: {exc}\n")
         return EXIT_CANNOT_START
     console = Console([spec.name for spec in specs], out, err)
-    for warning in warnings:
-        console.notice(f"configuration warning: {warning}")
+    for notice in notices:
+        console.notice(notice)
     _announce(console, specs, settings_file, options.cluster_config_dir)
     commands = [(spec.name, broker_command(spec, settings_file, options.log_level)) for spec in specs]
     supervisor = Supervisor(commands, console, options.stop_timeout_s)
@@ -599,18 +632,23 @@ def prepare(options: DevClusterOptions) -> tuple[list[BrokerSpec], Path, list[st
     """Everything that can fail before a broker starts, in an order that leaves no trace on failure:
     the layout, the cluster files, every broker's configuration, the ports, then the settings file.
 
-    Returns the brokers, the settings file and the configuration warnings (each once).
+    Returns the brokers, the settings file and the notices to print: replication settings lowered
+    to fit a smaller cluster, then the configuration warnings (each once).
     """
     specs = broker_specs(options.layout)
-    settings = read_cluster_settings(options.cluster_config_dir)
-    warnings = sorted({w for _, ws in load_broker_configs(specs, settings) for w in ws})
+    settings, fitted = fit_to_cluster(read_cluster_settings(options.cluster_config_dir), len(specs))
+    notices = [f"lowered {note}" for note in fitted]
+    notices += [
+        f"configuration warning: {w}"
+        for w in sorted({w for _, ws in load_broker_configs(specs, settings) for w in ws})
+    ]
     check_ports(options.layout.host, [port for spec in specs for port in spec.ports()])
     data_dir = options.layout.data_dir.resolve()
     try:
         settings_file = write_settings_file(data_dir, settings, options.cluster_config_dir)
     except OSError as exc:
         raise DevClusterError(f"cannot write to the data directory {data_dir}: {exc}") from exc
-    return specs, settings_file, warnings
+    return specs, settings_file, notices
 
 
 def _announce(console: Console, specs: Sequence[BrokerSpec], settings_file: Path, source: Path) -> None:

@@ -39,6 +39,7 @@ from broker.dev_cluster import (
     broker_specs,
     check_ports,
     default_cluster_config_dir,
+    fit_to_cluster,
     port_in_use,
     read_cluster_settings,
 )
@@ -89,6 +90,22 @@ def test_every_broker_config_is_valid_and_takes_the_cluster_files_settings(tmp_p
         assert config.min_insync_replicas == 2 and config.default_replication_factor == 3
         assert [str(li) for li in config.advertised_listeners] == [f"PLAINTEXT://{spec.bootstrap}"]
         assert config.metrics_listener == ("127.0.0.1", spec.metrics_port)
+
+
+def test_a_smaller_cluster_lowers_replication_settings_it_cannot_meet() -> None:
+    settings = read_cluster_settings(CLUSTER_DIR)
+    assert fit_to_cluster(settings, 3) == (settings, [])
+    fitted, notes = fit_to_cluster(settings, 1)
+    assert fitted["default.replication.factor"] == "1" and fitted["min.insync.replicas"] == "1"
+    assert fitted["offsets.topic.replication.factor"] == "1"
+    assert {k: v for k, v in fitted.items() if settings[k] != v} == {
+        "default.replication.factor": "1",
+        "offsets.topic.replication.factor": "1",
+        "min.insync.replicas": "1",
+    }
+    assert notes[0] == "default.replication.factor=1 (the cluster files say 3; this cluster has 1)"
+    two, _ = fit_to_cluster(settings, 2)
+    assert (two["default.replication.factor"], two["min.insync.replicas"]) == ("2", "2")
 
 
 def test_broker_files_that_disagree_are_refused(tmp_path: Path) -> None:
@@ -262,6 +279,21 @@ def test_three_brokers_serve_then_stop_on_sigterm(start_cluster: Callable[[int],
         assert any(line.startswith(f"{name}    | ") and "broker started" in line for line in out), name
         assert f"{name} stopped (exit code 0)" in cluster.err()
     assert (cluster.data_dir / "broker-1" / "meta.properties").exists()
+
+
+def test_a_one_broker_cluster_takes_acks_all_writes(start_cluster: Callable[[int], DevCluster]) -> None:
+    """--brokers 1 runs the cluster path on one node with the replication settings lowered to fit."""
+    from kafka import KafkaProducer
+
+    cluster = start_cluster(1)
+    cluster.wait_until_serving()
+    producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{cluster.base}", acks="all")
+    try:
+        metadata = producer.send("one-node", b"hello", partition=0).get(timeout=20)
+    finally:
+        producer.close()
+    assert (metadata.partition, metadata.offset) == (0, 0)
+    assert "lowered default.replication.factor=1" in cluster.err()
 
 
 def test_a_broker_that_dies_stops_the_others(start_cluster: Callable[[int], DevCluster]) -> None:
