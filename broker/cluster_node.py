@@ -34,6 +34,7 @@ from broker.assembly import build_data_plane, housekeeping_tasks
 from broker.cluster.alter_partition_manager import AlterPartitionManager
 from broker.cluster.controller_channel import BrokerListener, ControllerChannel
 from broker.cluster.lifecycle import BrokerLifecycleManager
+from broker.cluster.producer_id_blocks import ControllerProducerIdManager
 from broker.config import BrokerConfig, to_log_config
 from broker.config.broker_config import Listener
 from broker.controller.admin import ControllerTopicAdmin
@@ -50,6 +51,7 @@ from broker.fetch_session.context import FetchManager
 from broker.fetch_session.metrics import FetchSessionCacheMetrics
 from broker.followers import FollowerSupervisor
 from broker.followers.settings import follower_settings
+from broker.handlers.allocate_producer_ids import AllocateProducerIdsHandler
 from broker.handlers.alter_partition import AlterPartitionHandler
 from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.base import Handler
@@ -74,7 +76,6 @@ from broker.metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC, METADA
 from broker.metrics_endpoint import MetricsEndpoint
 from broker.partition import Partition
 from broker.periodic import PeriodicTask
-from broker.producer_ids import NODE_ID_SHIFT, LocalProducerIdBlockSource, ProducerIdManager
 from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_manager import ReplicaManager
 from broker.replica_transitions import ReplicaTransitions
@@ -128,6 +129,7 @@ class ClusterBroker:
     purgatories: list[DelayedOperationPurgatory]
     servers: list[BrokerServer]
     metrics_endpoint: MetricsEndpoint | None
+    producer_ids: ControllerProducerIdManager
     tasks: list[PeriodicTask] = field(default_factory=list)
 
     async def start(self) -> None:
@@ -144,6 +146,7 @@ class ClusterBroker:
         await self.loader.wait_caught_up()
         self.lifecycle.nudge()
         await self.lifecycle.wait_unfenced()  # as Kafka's broker startup: serve once unfenced
+        self.producer_ids.prefetch()  # the first InitProducerId need not wait for a block
         for server in self.servers:
             await server.start()
         for task in self.tasks:
@@ -168,6 +171,7 @@ class ClusterBroker:
         log.info("shutdown complete")
 
     async def _stop_background(self) -> None:
+        await self.producer_ids.close()
         await self.lifecycle.stop()
         await self.loader.stop()
         await self.alter_partitions.stop()
@@ -266,8 +270,8 @@ def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
     )
     lifecycle_ref.append(lifecycle)
     plane = build_data_plane(config, registry, clock, replicas, image)
-    producer_ids = ProducerIdManager(
-        LocalProducerIdBlockSource.in_log_dir(config.log_dirs[0], first_id=config.node_id << NODE_ID_SHIFT)
+    producer_ids = ControllerProducerIdManager(
+        lambda: channel.allocate_producer_ids(broker_id=config.node_id, broker_epoch=broker_epoch())
     )
     brokers = _live_brokers(image)
     handler_registry = HandlerRegistry([])
@@ -324,6 +328,7 @@ def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
         plane.purgatories,
         servers,
         endpoint,
+        producer_ids,
         tasks,
     )
 
@@ -390,6 +395,7 @@ def _build_controller(
         BrokerRegistrationHandler(controller),
         BrokerHeartbeatHandler(controller),
         AlterPartitionHandler(controller),
+        AllocateProducerIdsHandler(controller),
         CreateTopicsHandler(admin, config),  # type: ignore[arg-type]
         DeleteTopicsHandler(admin, config.delete_topic_enable),  # type: ignore[arg-type]
         CreatePartitionsHandler(admin),  # type: ignore[arg-type]

@@ -9,8 +9,8 @@ Ids come in blocks of :data:`BLOCK_SIZE`, as in Kafka (the controller's Producer
 :class:`LocalProducerIdBlockSource` records the end of each block in a small file in the first log
 directory *before* any id of the block is used, so a restart starts at the next block and at
 most one block of ids is skipped, never repeated. The file costs one atomic write per thousand ids.
-In a multi-broker cluster (issue 6) the controller allocates the blocks; :class:`ProducerIdManager`
-only needs another :class:`ProducerIdBlockSource`.
+In a cluster the controller allocates the blocks (AllocateProducerIds), fetched ahead by
+:class:`broker.cluster.producer_id_blocks.ControllerProducerIdManager`.
 """
 
 from __future__ import annotations
@@ -37,6 +37,16 @@ class ProducerIdStoreError(Exception):
     """The block file is unreadable: starting anyway could hand out ids already in use."""
 
 
+class ProducerIdsUnavailableError(Exception):
+    """No producer id at hand yet (a cluster broker waiting for its block): retriable."""
+
+
+class ProducerIdGenerator(Protocol):
+    """What InitProducerId needs: the next id, or ProducerIdsUnavailableError while none is at hand."""
+
+    def generate_producer_id(self) -> int: ...
+
+
 class ProducerIdsExhaustedError(Exception):
     """Every 64-bit producer id has been handed out (Kafka fails the same way)."""
 
@@ -53,10 +63,6 @@ class ProducerIdBlock:
         return self.first_id + self.size
 
 
-NODE_ID_SHIFT = 40
-"""A broker's own producer id range starts at node id << 40 (2^22 brokers of 2^40 ids each)."""
-
-
 class ProducerIdBlockSource(Protocol):
     """Reserves blocks of producer ids; a block is durable once returned."""
 
@@ -71,9 +77,7 @@ class LocalProducerIdBlockSource:
     """
 
     def __init__(self, path: pathlib.Path, block_size: int = BLOCK_SIZE, first_id: int = 0) -> None:
-        """``first_id`` is where a broker that never handed out an id starts. In a cluster each
-        broker starts in its own range (its node id shifted by :data:`NODE_ID_SHIFT`) so that ids
-        stay unique across brokers until the controller allocates blocks (AllocateProducerIds)."""
+        """``first_id`` is where a broker that never handed out an id starts."""
         if block_size < 1:
             raise ValueError(f"producer id block size must be positive, got {block_size}")
         self.path = pathlib.Path(path)

@@ -217,6 +217,12 @@ class ControllerChannel:
             bool(response.should_shut_down),
         )
 
+    async def allocate_producer_ids(self, *, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, int, int]:
+        """AllocateProducerIds: (error, first id, block length) of this broker's next block."""
+        body = {"broker_id": broker_id, "broker_epoch": broker_epoch}
+        _, response = await self.request(ApiKey.ALLOCATE_PRODUCER_IDS, body, version=0)
+        return ErrorCode(response.error_code), int(response.producer_id_start), int(response.producer_id_len)
+
     async def alter_partition(
         self, *, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem]
     ) -> tuple[ErrorCode, list[AlterPartitionReply]]:

@@ -13,6 +13,9 @@ non-retriable answer Kafka gives a client that may not use the transactional id.
 surfaces it at once as a fatal error naming the id, where COORDINATOR_NOT_AVAILABLE or
 NOT_COORDINATOR (retriable) would leave a transactional producer retrying until its timeout,
 as it does against a Kafka cluster whose transaction state topic cannot be created.
+
+In a cluster, ids come in blocks from the controller; while a broker has none at hand it answers
+COORDINATOR_LOAD_IN_PROGRESS, as Kafka's RPCProducerIdManager does, and the client retries.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 import structlog
 
 from broker.handlers.base import Handler, RequestContext
-from broker.producer_ids import ProducerIdManager
+from broker.producer_ids import ProducerIdGenerator, ProducerIdsUnavailableError
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
@@ -38,7 +41,7 @@ class InitProducerIdHandler(Handler):
     min_version = 0
     max_version = 5
 
-    def __init__(self, producer_ids: ProducerIdManager) -> None:
+    def __init__(self, producer_ids: ProducerIdGenerator) -> None:
         self._producer_ids = producer_ids
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
@@ -47,6 +50,8 @@ class InitProducerIdHandler(Handler):
             return _body(error)
         try:
             producer_id = self._producer_ids.generate_producer_id()
+        except ProducerIdsUnavailableError:  # a cluster broker waiting for its block: retriable
+            return _body(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         except Exception:
             _log.exception("producer id allocation failed", peer=ctx.peer)
             return _body(ErrorCode.UNKNOWN_SERVER_ERROR)

@@ -1,4 +1,5 @@
-"""The controller APIs, byte by byte: BrokerRegistration, BrokerHeartbeat, AlterPartition.
+"""The controller APIs, byte by byte: BrokerRegistration, BrokerHeartbeat, AlterPartition,
+AllocateProducerIds.
 
 kafka-python ships no JSON for these controller-only APIs, so the schema oracle skips them; these
 hand-assembled bodies pin what Apache Kafka's message files say instead (field order, compact
@@ -215,3 +216,23 @@ def test_truncated_controller_bodies_are_decode_errors(compiled: bool) -> None:
         for cut in range(len(encoded)):
             with pytest.raises(DecodeError):
                 spec.codec(version, compiled=compiled).decode(encoded[:cut])
+
+
+# -- AllocateProducerIds ---------------------------------------------------------------------------
+
+
+def test_allocate_producer_ids_request_v0_bytes() -> None:
+    codec = REQUESTS[ApiKey.ALLOCATE_PRODUCER_IDS].codec(0)
+    wire = bytes.fromhex("00000002") + bytes.fromhex("000000000000002a") + b"\x00"
+    assert codec.encode({"broker_id": 2, "broker_epoch": 42}) == wire
+    assert to_plain(codec.decode(wire)) == {"broker_id": 2, "broker_epoch": 42}
+
+
+def test_allocate_producer_ids_response_v0_bytes() -> None:
+    codec = RESPONSES[ApiKey.ALLOCATE_PRODUCER_IDS].codec(0)
+    body = {"throttle_time_ms": 0, "error_code": 0, "producer_id_start": 3000, "producer_id_len": 1000}
+    wire = bytes.fromhex("00000000 0000 0000000000000bb8 000003e8") + b"\x00"
+    assert codec.encode(body) == wire
+    assert to_plain(codec.decode(wire)) == body
+    with pytest.raises(DecodeError):
+        codec.decode(wire[:-2])

@@ -22,7 +22,14 @@ from tests.protocol.oracle import in_range, kafka_spec, resolve_fields, snake
 
 ALL_SPECS = [*REQUESTS.values(), *RESPONSES.values()]
 
-NOT_IN_ORACLE = frozenset({ApiKey.ALTER_PARTITION, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT})
+NOT_IN_ORACLE = frozenset(
+    {
+        ApiKey.ALTER_PARTITION,
+        ApiKey.BROKER_REGISTRATION,
+        ApiKey.BROKER_HEARTBEAT,
+        ApiKey.ALLOCATE_PRODUCER_IDS,
+    }
+)
 """Controller-only APIs whose JSON kafka-python does not ship; their declarations were checked
 against Apache Kafka's own message files by hand and are pinned by tests/protocol/test_controller_apis.py."""
 
