@@ -38,6 +38,7 @@ from storage.config import LogConfig
 from storage.epoch import LeaderEpochFileCache
 from storage.errors import KiplingStorageError, OffsetOutOfRangeError
 from storage.loader import load_log
+from storage.producer_snapshot import delete_snapshots_after
 from storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment, segment_file_name
 from storage.slices import FileSlice
 from storage.timestamps import first_record_at_or_after
@@ -434,6 +435,7 @@ class PartitionLog:
         active.resize_indexes(self.config.max_index_size)
         self.log_end_offset = active.next_offset
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        delete_snapshots_after(self.directory, self.log_end_offset)
         self._clamp_offsets_to_end()
         return True
 
@@ -450,6 +452,7 @@ class PartitionLog:
         self._segments, self._bases = [segment], [offset]
         self._directory_dirty = True
         self.leader_epoch_cache.clear()
+        delete_snapshots_after(self.directory, -1)  # none describes the restarted log
         self.log_start_offset = self.log_end_offset = self.high_watermark = self.recovery_point = offset
 
     def _clamp_offsets_to_end(self) -> None:

@@ -87,6 +87,23 @@ def list_snapshot_offsets(directory: pathlib.Path) -> list[int]:
     return sorted(offset for offset in map(parse_snapshot_offset, names) if offset is not None)
 
 
+def delete_snapshots_after(directory: pathlib.Path, offset: int) -> int:
+    """Delete the snapshots taken above ``offset``; returns how many went.
+
+    A truncated log no longer holds the batches such a snapshot summarises: loaded later (when
+    this replica becomes leader) it would resurrect sequence numbers of records that are gone.
+    Kafka's UnifiedLog.truncateTo drops them for the same reason.
+    """
+    removed = 0
+    for snapshot_offset in list_snapshot_offsets(directory):
+        if snapshot_offset > offset:
+            snapshot_path(directory, snapshot_offset).unlink(missing_ok=True)
+            removed += 1
+    if removed:
+        fsync_directory(directory)
+    return removed
+
+
 def remove_temporary_files(directory: pathlib.Path) -> None:
     """Delete ``*.snapshot.tmp`` leftovers: a crash interrupted their write before the rename."""
     for path in directory.glob("*" + SNAPSHOT_SUFFIX + TMP_SUFFIX):

@@ -27,6 +27,7 @@ from storage.errors import (
     UnexpectedAppendOffsetError,
 )
 from storage.log import PartitionLog, parse_topic_partition
+from storage.producer_snapshot import list_snapshot_offsets, snapshot_path, write_snapshot
 from storage.segment import segment_file_name
 from tests.storage.log_helpers import (
     BASE_TIME,
@@ -346,6 +347,20 @@ def test_truncate_fully_and_start_at(tmp_path: pathlib.Path, clock: FakeClock) -
     assert sorted(p.name for p in log.directory.glob("*.log")) == [segment_file_name(500, ".log")]
     fill(log, 1)
     assert log.read(500, 100).first_offset == 500
+
+
+def test_truncation_deletes_producer_snapshots_above_the_new_end(
+    tmp_path: pathlib.Path, clock: FakeClock
+) -> None:
+    """A snapshot of batches that truncation removed must not be loaded when this replica leads."""
+    log = open_log(tmp_path, clock)
+    fill(log, 30)
+    for offset in (10, 40, 60):
+        write_snapshot(snapshot_path(log.directory, offset), [])
+    assert log.truncate_to(41)
+    assert list_snapshot_offsets(log.directory) == [10, 40]
+    log.truncate_fully_and_start_at(500)
+    assert list_snapshot_offsets(log.directory) == []
 
 
 # -- retention --------------------------------------------------------------------------------------
