@@ -22,11 +22,12 @@ from pathlib import Path
 import structlog
 from prometheus_client import CollectorRegistry
 
-from broker.assembly import build_data_plane, housekeeping_tasks
+from broker.assembly import build_data_plane, build_group_coordination, housekeeping_tasks
 from broker.cluster_node import ClusterBroker, build_cluster_broker
 from broker.config import BrokerConfig, ConfigError, load_config, to_log_config
 from broker.config.properties import PropertiesError
 from broker.controller.metadata_log import ControllerFailedError
+from broker.group_runtime import GroupCoordinatorRuntime, single_node_offsets_topic_creator
 from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.base import Handler
 from broker.handlers.create_partitions import CreatePartitionsHandler
@@ -82,6 +83,7 @@ class Broker:
     purgatories: list[DelayedOperationPurgatory]
     server: BrokerServer
     metrics_endpoint: MetricsEndpoint | None
+    groups: GroupCoordinatorRuntime
     tasks: list[PeriodicTask] = field(default_factory=list)
 
     async def start(self) -> None:
@@ -102,6 +104,7 @@ class Broker:
         log.info("shutting down")
         for task in self.tasks:
             task.stop()
+        await self.groups.stop()  # before the purgatories: group timers are cancelled, not expired
         for purgatory in self.purgatories:
             purgatory.shutdown()  # answer parked fetches/produces now rather than at their deadlines
         await self.server.stop()
@@ -157,6 +160,17 @@ def build_broker(config: BrokerConfig) -> Broker:
         idle_timeout_ms=config.connections_max_idle_ms,
     )
     advertised = _advertised(config, server)
+    groups = build_group_coordination(
+        config,
+        clock,
+        replicas,
+        plane,
+        topics,
+        lambda listener: advertised(),
+        single_node_offsets_topic_creator(
+            topics, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor
+        ),
+    )
     handlers: list[Handler] = [
         ApiVersionsHandler(handler_registry.api_ranges),
         MetadataHandler(
@@ -179,8 +193,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     for handler in handlers:
         handler_registry.register(handler)
     endpoint = MetricsEndpoint(registry, *config.metrics_listener) if config.metrics_listener else None
-    tasks = housekeeping_tasks(config, replicas, log_manager)
-    return Broker(config, log_manager, replicas, plane.purgatories, server, endpoint, tasks)
+    tasks = [*housekeeping_tasks(config, replicas, log_manager), *groups.tasks]
+    purgatories = [*plane.purgatories, *groups.purgatories]
+    return Broker(config, log_manager, replicas, purgatories, server, endpoint, groups.runtime, tasks)
 
 
 async def serve(config: BrokerConfig) -> int:

@@ -8,6 +8,7 @@ housekeeping; only where topic metadata comes from differs.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
@@ -17,6 +18,10 @@ from broker.fetch_service import FetchService, TopicLookup
 from broker.fetch_session.cache import FetchSessionCache
 from broker.fetch_session.context import FetchManager
 from broker.fetch_session.metrics import FetchSessionCacheMetrics
+from broker.group_runtime import GroupCoordinatorRuntime, OffsetsTopicCreator, OffsetsTopicGroupLog
+from broker.group_runtime import TopicLookup as GroupTopicLookup
+from broker.groups import GroupCoordinator, GroupCoordinatorConfig
+from broker.handlers.metadata import BrokerEndpoint
 from broker.metrics_purgatory import DelayedFetchMetrics, DelayedProduceMetrics, PurgatoryMetrics
 from broker.partition_metrics import register_partition_metrics
 from broker.periodic import PeriodicTask
@@ -26,7 +31,13 @@ from broker.replica_manager import ReplicaManager
 from storage.clock import Clock
 from storage.log_manager import LogManager
 
-__all__ = ["DataPlane", "build_data_plane", "housekeeping_tasks"]
+__all__ = [
+    "DataPlane",
+    "GroupCoordination",
+    "build_data_plane",
+    "build_group_coordination",
+    "housekeeping_tasks",
+]
 
 FLUSH_CHECK_INTERVAL_MS = 1_000
 """How often logs with a time-based flush policy (flush.ms) are checked for an overdue fsync."""
@@ -39,6 +50,7 @@ class DataPlane:
     fetch_service: FetchService
     produce_service: ProduceService
     purgatories: list[DelayedOperationPurgatory]
+    purgatory_metrics: PurgatoryMetrics
 
 
 def build_data_plane(
@@ -77,7 +89,7 @@ def build_data_plane(
     )
     replicas.add_partition_listener(produce_service.on_partition_changed)
     register_partition_metrics(registry, replicas.partitions)
-    return DataPlane(fetch_service, produce_service, [fetch_purgatory, produce_purgatory])
+    return DataPlane(fetch_service, produce_service, [fetch_purgatory, produce_purgatory], purgatory_metrics)
 
 
 def housekeeping_tasks(
@@ -107,3 +119,51 @@ def housekeeping_tasks(
             log_manager.checkpoint_log_start_offsets,
         ),
     ]
+
+
+@dataclass
+class GroupCoordination:
+    """The group coordinator of a node, moved by leadership of ``__consumer_offsets``."""
+
+    runtime: GroupCoordinatorRuntime
+    purgatories: list[DelayedOperationPurgatory]
+    tasks: list[PeriodicTask]
+
+
+def build_group_coordination(
+    config: BrokerConfig,
+    clock: Clock,
+    replicas: ReplicaManager,
+    plane: DataPlane,
+    topics: GroupTopicLookup,
+    brokers: Callable[[str], Sequence[BrokerEndpoint]],
+    create_offsets_topic: OffsetsTopicCreator,
+) -> GroupCoordination:
+    """The coordinator on ``__consumer_offsets`` through the produce path, told of its leadership."""
+    loop = asyncio.get_running_loop()
+    heartbeat = DelayedOperationPurgatory("Heartbeat", loop)
+    rebalance = DelayedOperationPurgatory("Rebalance", loop)
+    plane.purgatory_metrics.track(heartbeat)
+    plane.purgatory_metrics.track(rebalance)
+    coordinator = GroupCoordinator(
+        GroupCoordinatorConfig(
+            group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+            group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+            group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            group_max_size=config.group_max_size,
+            offsets_retention_minutes=config.offsets_retention_minutes,
+            offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+            offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+            offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+        ),
+        OffsetsTopicGroupLog(plane.produce_service, config.offsets_commit_timeout_ms),
+        clock,
+        heartbeat,
+        rebalance,
+    )
+    runtime = GroupCoordinatorRuntime(coordinator, topics, brokers, create_offsets_topic)
+    replicas.add_leadership_listener(runtime.on_leadership)
+    expiry = PeriodicTask(
+        "group-metadata-expiration", config.offsets_retention_check_interval_ms, runtime.expire_offsets
+    )
+    return GroupCoordination(runtime, [heartbeat, rebalance], [expiry])

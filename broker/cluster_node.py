@@ -23,14 +23,14 @@ broker.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry
 
-from broker.assembly import build_data_plane, housekeeping_tasks
+from broker.assembly import build_data_plane, build_group_coordination, housekeeping_tasks
 from broker.cluster.alter_partition_manager import AlterPartitionManager
 from broker.cluster.controller_channel import BrokerListener, ControllerChannel
 from broker.cluster.lifecycle import BrokerLifecycleManager
@@ -51,6 +51,7 @@ from broker.fetch_session.context import FetchManager
 from broker.fetch_session.metrics import FetchSessionCacheMetrics
 from broker.followers import FollowerSupervisor
 from broker.followers.settings import follower_settings
+from broker.group_runtime import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS, GroupCoordinatorRuntime
 from broker.handlers.allocate_producer_ids import AllocateProducerIdsHandler
 from broker.handlers.alter_partition import AlterPartitionHandler
 from broker.handlers.api_versions import ApiVersionsHandler
@@ -130,6 +131,7 @@ class ClusterBroker:
     servers: list[BrokerServer]
     metrics_endpoint: MetricsEndpoint | None
     producer_ids: ControllerProducerIdManager
+    groups: GroupCoordinatorRuntime
     tasks: list[PeriodicTask] = field(default_factory=list)
 
     async def start(self) -> None:
@@ -162,6 +164,7 @@ class ClusterBroker:
         await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
         for task in self.tasks:
             task.stop()
+        await self.groups.stop()  # before the purgatories: group timers are cancelled, not expired
         for purgatory in self.purgatories:
             purgatory.shutdown()
         for server in self.servers:
@@ -274,6 +277,9 @@ def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
         lambda: channel.allocate_producer_ids(broker_id=config.node_id, broker_epoch=broker_epoch())
     )
     brokers = _live_brokers(image)
+    groups = build_group_coordination(
+        config, clock, replicas, plane, image, brokers, _offsets_topic_creator(channel, loader, config)
+    )
     handler_registry = HandlerRegistry([])
 
     def forwarded(local: Handler) -> Handler:
@@ -314,7 +320,7 @@ def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
             )
         )
     endpoint = MetricsEndpoint(registry, *config.metrics_listener) if config.metrics_listener else None
-    tasks = housekeeping_tasks(config, replicas, log_manager)
+    tasks = [*housekeeping_tasks(config, replicas, log_manager), *groups.tasks]
     return ClusterBroker(
         config,
         log_manager,
@@ -325,10 +331,11 @@ def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
         loader,
         lifecycle,
         alter_partitions,
-        plane.purgatories,
+        [*plane.purgatories, *groups.purgatories],
         servers,
         endpoint,
         producer_ids,
+        groups.runtime,
         tasks,
     )
 
@@ -498,18 +505,45 @@ def _eligibility(image: MetadataImage) -> Callable[[int, int], bool]:
     return eligible
 
 
+def _offsets_topic_creator(
+    channel: ControllerChannel, loader: MetadataLoader, config: BrokerConfig
+) -> Callable[[], Any]:
+    """``__consumer_offsets`` with offsets.topic.num.partitions and .replication.factor, compacted."""
+    create = _topic_creator(
+        channel,
+        loader,
+        config.offsets_topic_num_partitions,
+        config.offsets_topic_replication_factor,
+        OFFSETS_TOPIC_CONFIGS,
+    )
+
+    async def create_offsets_topic() -> None:
+        await create(OFFSETS_TOPIC)
+
+    return create_offsets_topic
+
+
 def _auto_creator(channel: ControllerChannel, loader: MetadataLoader) -> Callable[[str], Any]:
     """Metadata's auto-creation in a cluster: a CreateTopics to the controller with the defaults."""
+    return _topic_creator(channel, loader, -1, -1, {})
 
+
+def _topic_creator(
+    channel: ControllerChannel,
+    loader: MetadataLoader,
+    num_partitions: int,
+    replication_factor: int,
+    configs: Mapping[str, str],
+) -> Callable[[str], Any]:
     async def create(name: str) -> TopicState:
         body = {
             "topics": [
                 {
                     "name": name,
-                    "num_partitions": -1,
-                    "replication_factor": -1,
+                    "num_partitions": num_partitions,
+                    "replication_factor": replication_factor,
                     "assignments": [],
-                    "configs": [],
+                    "configs": [{"name": key, "value": value} for key, value in configs.items()],
                 }
             ],
             "timeout_ms": int(AUTO_CREATE_WAIT_S * 1000),

@@ -36,6 +36,8 @@ from storage.log_manager import LogManager
 _log = structlog.get_logger("kipling.replica_manager")
 
 PartitionListener = Callable[[Partition], None]
+LeadershipListener = Callable[[Partition, bool], None]
+"""Told when this broker starts (True) or stops (False) leading a partition."""
 TopicPartition = tuple[str, int]
 
 
@@ -72,6 +74,7 @@ class ReplicaManager:
         self._by_id: dict[tuple[uuid.UUID, int], Partition] = {}
         self._failed: set[TopicPartition] = set()
         self._listeners: list[PartitionListener] = []
+        self._leadership_listeners: list[LeadershipListener] = []
         if manage_topics:
             topics.subscribe(self)
             self._delete_stray_logs()
@@ -140,6 +143,23 @@ class ReplicaManager:
         for partition in self._partitions.values():
             partition.add_listener(fn)
 
+    def add_leadership_listener(self, fn: LeadershipListener) -> None:
+        """``fn(partition, True)`` once this broker leads a partition (at once for those it leads
+        now), ``fn(partition, False)`` when it stops leading it or the partition is deleted.
+
+        The group coordinator moves with leadership of ``__consumer_offsets`` this way.
+        """
+        self._leadership_listeners.append(fn)
+        for partition in list(self._partitions.values()):
+            fn(partition, True)
+
+    def _tell_leadership(self, partition: Partition, led: bool) -> None:
+        for listener in self._leadership_listeners:
+            try:
+                listener(partition, led)
+            except Exception:
+                _log.exception("leadership listener failed", topic=partition.topic, partition=partition.index)
+
     # -- TopicListener ---------------------------------------------------------------------------
 
     def on_topic_created(self, topic: TopicState) -> None:
@@ -157,6 +177,7 @@ class ReplicaManager:
             if partition is not None:
                 self._by_id.pop((partition.topic_id, index), None)
                 partition.mark_removed()
+                self._tell_leadership(partition, False)
             try:
                 self._log_manager.delete_log(topic.name, index)
             except (OSError, StorageError):
@@ -200,6 +221,7 @@ class ReplicaManager:
             partition.add_listener(listener)
         self._partitions[key] = partition
         self._by_id[(topic.topic_id, state.partition)] = partition
+        self._tell_leadership(partition, True)
 
     def _open_partition(
         self, topic: TopicState, state: PartitionState, log_config: LogConfig, min_isr: int
@@ -239,6 +261,7 @@ class ReplicaManager:
             return False
         self._by_id.pop((partition.topic_id, index), None)
         partition.make_follower()
+        self._tell_leadership(partition, False)
         partition.close()
         return True
 

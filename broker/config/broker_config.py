@@ -147,6 +147,10 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
+    group_max_size: int
+    offset_metadata_max_bytes: int
+    offsets_commit_timeout_ms: int
+    offsets_retention_check_interval_ms: int
     values: Mapping[str, object] = field(repr=False, compare=False)
     """Every defined key's own typed value (as given, else its default), for DescribeConfigs."""
     explicit_keys: frozenset[str] = field(repr=False, compare=False)

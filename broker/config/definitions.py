@@ -443,6 +443,14 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
               "may ask for.", at_least(0)),
     ConfigDef("group.max.session.timeout.ms", T.INT, 1800000, M, "Largest session timeout a group "
               "member may ask for.", at_least(0)),
+    ConfigDef("group.max.size", T.INT, 2147483647, M, "Most members a consumer group may have.",
+              at_least(1)),
+    ConfigDef("offset.metadata.max.bytes", T.INT, 4096, H, "Largest metadata string an offset commit "
+              "may carry.", at_least(0)),
+    ConfigDef("offsets.commit.timeout.ms", T.INT, 5000, H, "How long an offset commit waits for every "
+              "in-sync replica of __consumer_offsets before it fails.", at_least(1)),
+    ConfigDef("offsets.retention.check.interval.ms", T.LONG, 600000, H, "How often expired committed "
+              "offsets are looked for.", at_least(1)),
 )
 # fmt: on
 

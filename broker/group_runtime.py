@@ -1,0 +1,246 @@
+"""Where the group coordinator meets the broker: ``__consumer_offsets``, its leadership, its log.
+
+The coordinator (:mod:`broker.groups`) is free of I/O. This module gives it what Kafka's
+GroupMetadataManager and KafkaApis give theirs:
+
+* **Its log**: :class:`OffsetsTopicGroupLog` appends the coordinator's records as one batch to a
+  partition of ``__consumer_offsets`` through the broker's own produce path, with acks=-1 and
+  ``offsets.commit.timeout.ms``, as the internal admin client (the only client allowed to write to
+  internal topics), and reports the outcome to the coordinator.
+* **Moving with leadership**: the coordinator of a group is the leader of the partition its id
+  hashes to. :class:`GroupCoordinatorRuntime` listens to the replica manager: when this broker
+  starts leading a partition of ``__consumer_offsets`` it loads that partition's groups and offsets
+  from the log (requests for them answer COORDINATOR_LOAD_IN_PROGRESS meanwhile); when it stops
+  leading it, the coordinator unloads them and waiting members are told NOT_COORDINATOR, so they
+  look up the new coordinator.
+* **FindCoordinator**: the leader of the group's partition, on the listener the request came in on.
+  The first lookup creates ``__consumer_offsets`` (``offsets.topic.num.partitions``,
+  ``offsets.topic.replication.factor``, compacted) and is answered COORDINATOR_NOT_AVAILABLE, which
+  clients retry, as Kafka does.
+* **Offset retention**: :meth:`GroupCoordinatorRuntime.expire_offsets` every
+  ``offsets.retention.check.interval.ms`` (a periodic task of the entry point).
+
+Loading reads the partition up to its log end in chunks, yielding to the event loop between
+chunks, so a large offsets partition does not stall the broker. ``__consumer_offsets`` is
+compacted in Kafka; kipling accepts ``cleanup.policy=compact`` but keeps such logs whole, so a load
+replays the partition's whole history (the coordinator keeps the last value of each key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
+
+import structlog
+
+from broker import topic_names
+from broker.groups import GroupCoordinator
+from broker.groups.log import AppendCallback, LoggedRecord, OffsetsRecord
+from broker.handlers.metadata import BrokerEndpoint
+from broker.partition import Partition
+from broker.produce_service import ADMIN_CLIENT_ID, ProducePartitionData, ProduceRequest, ProduceService
+from broker.topics import NO_LEADER, TopicState
+from protocol.error_codes import ErrorCode
+from protocol.records import Record, build_batch, iter_batches
+from protocol.records.reader import iter_records
+
+OFFSETS_TOPIC = topic_names.GROUP_METADATA_TOPIC
+OFFSETS_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    "segment.bytes": str(100 * 1024 * 1024),
+    "compression.type": "producer",
+}
+"""Kafka's GroupMetadataManager.offsetsTopicConfigs."""
+LOAD_CHUNK_BYTES = 1 << 20
+PRODUCE_VERSION = 9
+
+_log = structlog.get_logger("kipling.groups.runtime")
+
+
+class TopicLookup(Protocol):
+    def get(self, name: str) -> TopicState | None: ...
+
+
+OffsetsTopicCreator = Callable[[], Awaitable[None]]
+"""Creates ``__consumer_offsets`` (raises KafkaError when it cannot)."""
+
+
+class OffsetsTopicGroupLog:
+    """The coordinator's :class:`~broker.groups.log.GroupLog` on the broker's produce path."""
+
+    def __init__(self, produce: ProduceService, commit_timeout_ms: int = 5000) -> None:
+        self._produce = produce
+        self._timeout_ms = commit_timeout_ms
+        self._appends: set[asyncio.Task[None]] = set()
+
+    def append(
+        self, partition: int, records: Sequence[OffsetsRecord], timestamp_ms: int, callback: AppendCallback
+    ) -> None:
+        """Start the append now (appends of one partition land in call order), answer later."""
+        batch = build_batch([Record(r.value, r.key, timestamp=timestamp_ms) for r in records])
+        task = asyncio.get_running_loop().create_task(self._append(partition, batch, callback))
+        self._appends.add(task)
+        task.add_done_callback(self._appends.discard)
+
+    async def _append(self, partition: int, batch: bytes, callback: AppendCallback) -> None:
+        request = ProduceRequest(
+            version=PRODUCE_VERSION,
+            client_id=ADMIN_CLIENT_ID,
+            acks=-1,
+            timeout_ms=self._timeout_ms,
+            transactional_id=None,
+            partitions=[ProducePartitionData(OFFSETS_TOPIC, partition, batch)],
+        )
+        try:
+            [outcome] = await self._produce.produce(request)
+        except Exception:
+            _log.exception("append to __consumer_offsets failed", partition=partition)
+            callback(ErrorCode.UNKNOWN_SERVER_ERROR, -1)
+            return
+        if outcome.error_code != ErrorCode.NONE or outcome.result is None:
+            callback(outcome.error_code or ErrorCode.UNKNOWN_SERVER_ERROR, -1)
+        else:
+            callback(ErrorCode.NONE, outcome.result.base_offset)
+
+
+class GroupCoordinatorRuntime:
+    """Moves the coordinator with leadership of ``__consumer_offsets`` and locates coordinators."""
+
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        topics: TopicLookup,
+        brokers: Callable[[str], Sequence[BrokerEndpoint]],
+        create_offsets_topic: OffsetsTopicCreator,
+    ) -> None:
+        self.coordinator = coordinator
+        self._topics = topics
+        self._brokers = brokers
+        self._create_offsets_topic = create_offsets_topic
+        self._loads: dict[int, asyncio.Task[None]] = {}
+        self._creation: asyncio.Task[None] | None = None
+
+    # -- leadership ----------------------------------------------------------------------------------
+
+    def on_leadership(self, partition: Partition, led: bool) -> None:
+        """A ReplicaManager leadership listener: load or unload a partition of the offsets topic."""
+        if partition.topic != OFFSETS_TOPIC:
+            return
+        index = partition.index
+        previous = self._loads.pop(index, None)
+        if previous is not None:
+            previous.cancel()
+        if not led:
+            self.coordinator.unload_partition(index)
+            return
+        self.coordinator.begin_loading(index)
+        task = asyncio.get_running_loop().create_task(self._load(partition))
+        self._loads[index] = task
+        task.add_done_callback(
+            lambda done: self._loads.pop(index, None) if self._loads.get(index) is done else None
+        )
+
+    async def _load(self, partition: Partition) -> None:
+        index = partition.index
+        try:
+            records = await _read_offsets_partition(partition)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            _log.exception("loading __consumer_offsets failed", partition=index)
+            records = []
+        self.coordinator.load_partition(index, records)
+        _log.info("group coordinator loaded partition", partition=index, records=len(records))
+
+    # -- FindCoordinator -----------------------------------------------------------------------------
+
+    async def find_group_coordinator(
+        self, group_id: str, listener: str
+    ) -> tuple[ErrorCode, BrokerEndpoint | None]:
+        topic = self._topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            self._start_creation()
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        state = topic.partitions.get(self.coordinator.partition_for(group_id))
+        if state is None or state.leader_id == NO_LEADER:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        for endpoint in self._brokers(listener):
+            if endpoint.node_id == state.leader_id:
+                return ErrorCode.NONE, endpoint
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+
+    def _start_creation(self) -> None:
+        if self._creation is not None and not self._creation.done():
+            return
+        self._creation = asyncio.get_running_loop().create_task(self._create())
+
+    async def _create(self) -> None:
+        try:
+            await self._create_offsets_topic()
+        except Exception as exc:  # answered COORDINATOR_NOT_AVAILABLE until it exists
+            _log.warning("could not create __consumer_offsets", error=str(exc))
+
+    # -- housekeeping --------------------------------------------------------------------------------
+
+    def expire_offsets(self) -> int:
+        return self.coordinator.expire_offsets()
+
+    async def stop(self) -> None:
+        tasks = [*self._loads.values(), *([self._creation] if self._creation is not None else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._loads.clear()
+        self.coordinator.shutdown()
+
+
+async def _read_offsets_partition(partition: Partition) -> list[LoggedRecord]:
+    """Every data record of the partition's log up to its end, in log order (control batches and
+    records without a key skipped), reading a chunk at a time and yielding between chunks."""
+    log = partition.log
+    offset, end = log.log_start_offset, log.log_end_offset
+    records: list[LoggedRecord] = []
+    while offset < end:
+        result = log.read(offset, LOAD_CHUNK_BYTES)
+        if result.slice is None:
+            break
+        data = memoryview(result.slice.read_bytes())
+        advanced = False
+        for position, header in iter_batches(data):
+            if header.last_offset < offset:
+                continue
+            advanced = True
+            offset = header.last_offset + 1
+            if header.is_control or header.is_transactional:
+                continue
+            for record in iter_records(data[position : position + header.size]):
+                if record.key is not None and record.offset < end:
+                    records.append(LoggedRecord(record.offset, bytes(record.key), _bytes(record.value)))
+        if not advanced:
+            break
+        await asyncio.sleep(0)
+    return records
+
+
+def _bytes(value: bytes | memoryview | None) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def single_node_offsets_topic_creator(
+    topics: object, num_partitions: int, replication_factor: int
+) -> OffsetsTopicCreator:
+    """A single node creates the topic in its own store, with at most one replica (it is the only
+    broker): the quickstart's offsets.topic.replication.factor=1 whatever the setting says."""
+
+    async def create() -> None:
+        if replication_factor > 1:
+            _log.info(
+                "single node: creating __consumer_offsets with one replica",
+                offsets_topic_replication_factor=replication_factor,
+            )
+        topics.create_topic(  # type: ignore[attr-defined]
+            OFFSETS_TOPIC, num_partitions, 1, dict(OFFSETS_TOPIC_CONFIGS)
+        )
+
+    return create
