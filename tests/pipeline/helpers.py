@@ -104,3 +104,92 @@ def produce(
     remaining = producer.flush(30)
     assert remaining == 0 and not failures, f"produce failed: {remaining} left, errors {failures[:3]}"
     return sorted(delivered, key=lambda p: (p.partition, p.offset))
+
+
+# -- log directories written by storage's own writer (for the kipling-segments tests) ---------------
+# (Imported here rather than at the top: this section was appended to a shared helper module.)
+
+from pathlib import Path  # noqa: E402
+
+from protocol.records import (  # noqa: E402
+    CompressionType,
+    Record,
+    build_batch,
+    build_end_txn_marker_batch,
+    stamp_base_offset,
+)
+from storage.checkpoint import OffsetCheckpointFile  # noqa: E402
+from storage.clock import FakeClock  # noqa: E402
+from storage.config import LogConfig  # noqa: E402
+from storage.log import PartitionLog  # noqa: E402
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """One record appended to a crafted log: its offset and what it held."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp_ms: int
+
+
+def append_records(
+    log: PartitionLog,
+    count: int,
+    *,
+    per_batch: int = 10,
+    compression: CompressionType = CompressionType.NONE,
+    first: int = 0,
+    control_after_each_batch: bool = False,
+) -> list[Written]:
+    """Append ``count`` records in batches of ``per_batch`` as a leader would; returns them with offsets.
+
+    Record ``i`` has key ``k<i>`` (None every seventh), value ``v<i>...`` and headers like
+    :func:`produce`. With ``control_after_each_batch`` a COMMIT marker batch (a control batch, which
+    readers must skip) follows every data batch, as a transactional producer's would.
+    """
+    written: list[Written] = []
+    for batch_start in range(first, first + count, per_batch):
+        records = []
+        for i in range(batch_start, min(batch_start + per_batch, first + count)):
+            key = None if i % 7 == 0 else f"k{i:06d}".encode()
+            headers: tuple[tuple[str, bytes | None], ...] = (("idx", str(i).encode()),)
+            if i % 5 == 0:
+                headers += (("empty", None),)
+            value = f"v{i:06d}-{'x' * (i % 37)}".encode()
+            timestamp = BASE_TIMESTAMP_MS + i * 1000
+            records.append(Record(value=value, key=key, headers=headers, timestamp=timestamp))
+        info = log.append_as_leader(build_batch(records, compression=compression), leader_epoch=0)
+        written.extend(
+            Written(log.partition, info.first_offset + n, r.key, r.value, tuple(r.headers), r.timestamp)
+            for n, r in enumerate(records)
+        )
+        if control_after_each_batch:
+            marker = build_end_txn_marker_batch(
+                commit=True, producer_id=1, producer_epoch=0, coordinator_epoch=0, timestamp=BASE_TIMESTAMP_MS
+            )
+            log.append_as_follower(stamp_offset(marker, log.log_end_offset))
+    return written
+
+
+def stamp_offset(batch: bytes, base_offset: int) -> bytes:
+    """``batch`` with its base offset set, as a follower receives it from its leader."""
+    buf = bytearray(batch)
+    stamp_base_offset(buf, 0, base_offset)
+    return bytes(buf)
+
+
+def open_partition_log(
+    log_dir: Path, topic: str, partition: int, *, segment_bytes: int = 1024
+) -> PartitionLog:
+    """A partition log in ``log_dir`` written by storage's own code, rolling every ``segment_bytes``."""
+    config = LogConfig(segment_bytes=segment_bytes, index_interval_bytes=256)
+    return PartitionLog.open(log_dir / f"{topic}-{partition}", config, FakeClock(BASE_TIMESTAMP_MS))
+
+
+def write_offsets_checkpoint(log_dir: Path, name: str, offsets: dict[tuple[str, int], int]) -> None:
+    """A log dir's offset checkpoint file (``replication-offset-checkpoint`` and the like)."""
+    OffsetCheckpointFile(log_dir / name).write(offsets)
