@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test install install-test system-deps lint format bench clean
+.PHONY: run test install install-test system-deps lint format bench demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,19 @@ format: $(TEST_STAMP)
 
 test: $(TEST_STAMP) system-deps lint
 	$(BIN)/pytest
+
+SPARK_STAMP := $(VENV)/.installed-spark
+
+$(SPARK_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[spark]'
+	touch $@
+
+# The Spark example end to end against a running broker (start one with `make run` in another
+# terminal): creates topics, produces 3000 events, runs the event-aggregates job with availableNow
+# and prints the aggregates read back from the output topic. Docs: docs/pipeline.md.
+DEMO_ARGS ?= --bootstrap 127.0.0.1:9092 --workdir /tmp/kipling-demo
+demo: $(SPARK_STAMP)
+	$(BIN)/python -m pipeline.jobs.demo $(DEMO_ARGS)
 
 BENCH_STAMP := $(VENV)/.installed-bench
 
