@@ -1,0 +1,43 @@
+"""DeleteGroups (key 42, v0-2): delete empty groups with their committed offsets.
+
+Each group has its own result (NON_EMPTY_GROUP for a group with members, GROUP_ID_NOT_FOUND for one
+that does not exist...); a group named twice is answered once, as Kafka's KafkaApis dedupes the names.
+The coordinator answers through a callback once the tombstones are written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.groups import GroupCoordinator
+from broker.handlers.base import Handler, RequestContext
+from broker.handlers.join_group import await_callback
+from protocol.api_keys import ApiKey
+from protocol.data import MessageData
+from protocol.error_codes import ErrorCode
+
+
+class DeleteGroupsHandler(Handler):
+    api_key = ApiKey.DELETE_GROUPS
+    min_version = 0
+    max_version = 2
+
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+
+    async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        group_ids = list(dict.fromkeys(request.groups_names))
+        errors = await await_callback(lambda answer: self._coordinator.delete_groups(group_ids, answer))
+        return _body({group_id: errors[group_id] for group_id in group_ids})
+
+    def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
+        """DeleteGroupsRequest.getErrorResponse: every group carries the error."""
+        names = request.groups_names if request is not None else []
+        return _body(dict.fromkeys(names, code))
+
+
+def _body(errors: dict[str, ErrorCode]) -> dict[str, Any]:
+    return {
+        "throttle_time_ms": 0,
+        "results": [{"group_id": group_id, "error_code": int(code)} for group_id, code in errors.items()],
+    }
