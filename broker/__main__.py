@@ -22,7 +22,7 @@ from pathlib import Path
 import structlog
 from prometheus_client import CollectorRegistry
 
-from broker.assembly import build_data_plane, build_group_coordination, housekeeping_tasks
+from broker.assembly import build_data_plane, build_group_coordination, group_handlers, housekeeping_tasks
 from broker.cluster_node import ClusterBroker, build_cluster_broker
 from broker.config import BrokerConfig, ConfigError, load_config, to_log_config
 from broker.config.properties import PropertiesError
@@ -189,6 +189,7 @@ def build_broker(config: BrokerConfig) -> Broker:
         ListOffsetsHandler(replicas),
         OffsetForLeaderEpochHandler(replicas),
         InitProducerIdHandler(producer_ids),
+        *group_handlers(groups, topics),
     ]
     for handler in handlers:
         handler_registry.register(handler)

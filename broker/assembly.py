@@ -21,7 +21,18 @@ from broker.fetch_session.metrics import FetchSessionCacheMetrics
 from broker.group_runtime import GroupCoordinatorRuntime, OffsetsTopicCreator, OffsetsTopicGroupLog
 from broker.group_runtime import TopicLookup as GroupTopicLookup
 from broker.groups import GroupCoordinator, GroupCoordinatorConfig
+from broker.handlers.base import Handler
+from broker.handlers.delete_groups import DeleteGroupsHandler
+from broker.handlers.describe_groups import DescribeGroupsHandler
+from broker.handlers.find_coordinator import FindCoordinatorHandler
+from broker.handlers.heartbeat import HeartbeatHandler
+from broker.handlers.join_group import JoinGroupHandler
+from broker.handlers.leave_group import LeaveGroupHandler
+from broker.handlers.list_groups import ListGroupsHandler
 from broker.handlers.metadata import BrokerEndpoint
+from broker.handlers.offset_commit import OffsetCommitHandler
+from broker.handlers.offset_fetch import OffsetFetchHandler
+from broker.handlers.sync_group import SyncGroupHandler
 from broker.metrics_purgatory import DelayedFetchMetrics, DelayedProduceMetrics, PurgatoryMetrics
 from broker.partition_metrics import register_partition_metrics
 from broker.periodic import PeriodicTask
@@ -36,6 +47,7 @@ __all__ = [
     "GroupCoordination",
     "build_data_plane",
     "build_group_coordination",
+    "group_handlers",
     "housekeeping_tasks",
 ]
 
@@ -167,3 +179,26 @@ def build_group_coordination(
         "group-metadata-expiration", config.offsets_retention_check_interval_ms, runtime.expire_offsets
     )
     return GroupCoordination(runtime, [heartbeat, rebalance], [expiry])
+
+
+def group_handlers(groups: GroupCoordination, topics: GroupTopicLookup) -> list[Handler]:
+    """The handlers of the group APIs, served by every broker (each answers for the groups whose
+    ``__consumer_offsets`` partition it leads; FindCoordinator says which broker that is)."""
+    coordinator = groups.runtime.coordinator
+
+    def partition_exists(topic: str, partition: int) -> bool:
+        state = topics.get(topic)
+        return state is not None and partition in state.partitions
+
+    return [
+        FindCoordinatorHandler(groups.runtime),
+        JoinGroupHandler(coordinator),
+        SyncGroupHandler(coordinator),
+        HeartbeatHandler(coordinator),
+        LeaveGroupHandler(coordinator),
+        OffsetCommitHandler(coordinator, partition_exists=partition_exists),
+        OffsetFetchHandler(coordinator),
+        ListGroupsHandler(coordinator),
+        DescribeGroupsHandler(coordinator),
+        DeleteGroupsHandler(coordinator),
+    ]

@@ -30,7 +30,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from broker.assembly import build_data_plane, build_group_coordination, housekeeping_tasks
+from broker.assembly import build_data_plane, build_group_coordination, group_handlers, housekeeping_tasks
 from broker.cluster.alter_partition_manager import AlterPartitionManager
 from broker.cluster.controller_channel import BrokerListener, ControllerChannel
 from broker.cluster.lifecycle import BrokerLifecycleManager
@@ -304,6 +304,7 @@ def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
         ListOffsetsHandler(replicas),
         OffsetForLeaderEpochHandler(replicas),
         InitProducerIdHandler(producer_ids),
+        *group_handlers(groups, image),
     ]
     for handler in handlers:
         handler_registry.register(handler)

@@ -49,9 +49,11 @@ OFFSETS_TOPIC = topic_names.GROUP_METADATA_TOPIC
 OFFSETS_TOPIC_CONFIGS = {
     "cleanup.policy": "compact",
     "segment.bytes": str(100 * 1024 * 1024),
-    "compression.type": "producer",
 }
-"""Kafka's GroupMetadataManager.offsetsTopicConfigs."""
+"""Kafka's GroupMetadataManager.offsetsTopicConfigs (its compression.type=producer is what kipling
+does anyway: batches are stored as they arrive)."""
+CREATION_RETRY_S = 1.0
+"""A failed creation (too few brokers, the controller away) is retried at most this often."""
 LOAD_CHUNK_BYTES = 1 << 20
 PRODUCE_VERSION = 9
 
@@ -120,6 +122,8 @@ class GroupCoordinatorRuntime:
         self._create_offsets_topic = create_offsets_topic
         self._loads: dict[int, asyncio.Task[None]] = {}
         self._creation: asyncio.Task[None] | None = None
+        self._creation_retry_at = 0.0
+        self._creation_error: str | None = None
 
     # -- leadership ----------------------------------------------------------------------------------
 
@@ -151,7 +155,8 @@ class GroupCoordinatorRuntime:
             _log.exception("loading __consumer_offsets failed", partition=index)
             records = []
         self.coordinator.load_partition(index, records)
-        _log.info("group coordinator loaded partition", partition=index, records=len(records))
+        if records:
+            _log.info("group coordinator loaded partition", partition=index, records=len(records))
 
     # -- FindCoordinator -----------------------------------------------------------------------------
 
@@ -171,15 +176,24 @@ class GroupCoordinatorRuntime:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
 
     def _start_creation(self) -> None:
+        loop = asyncio.get_running_loop()
         if self._creation is not None and not self._creation.done():
             return
-        self._creation = asyncio.get_running_loop().create_task(self._create())
+        if loop.time() < self._creation_retry_at:
+            return
+        self._creation_retry_at = loop.time() + CREATION_RETRY_S
+        self._creation = loop.create_task(self._create())
 
     async def _create(self) -> None:
         try:
             await self._create_offsets_topic()
         except Exception as exc:  # answered COORDINATOR_NOT_AVAILABLE until it exists
-            _log.warning("could not create __consumer_offsets", error=str(exc))
+            if str(exc) != self._creation_error:  # once per distinct reason, not once a second
+                _log.warning("could not create __consumer_offsets", error=str(exc))
+            self._creation_error = str(exc)
+        else:
+            _log.info("created __consumer_offsets")
+            self._creation_error = None
 
     # -- housekeeping --------------------------------------------------------------------------------
 
@@ -236,7 +250,7 @@ def single_node_offsets_topic_creator(
     async def create() -> None:
         if replication_factor > 1:
             _log.info(
-                "single node: creating __consumer_offsets with one replica",
+                "single node: __consumer_offsets gets one replica",
                 offsets_topic_replication_factor=replication_factor,
             )
         topics.create_topic(  # type: ignore[attr-defined]

@@ -113,9 +113,8 @@ class _StderrLogger:
 
 
 def configure_tool_logging() -> None:
-    """Warnings and errors on stderr, unless the process configured structlog already."""
-    if structlog.is_configured():
-        return
+    """Warnings and errors on stderr, whatever was configured before: a tool's stdout carries only
+    its output (records, topic lists), so that it can be piped."""
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,

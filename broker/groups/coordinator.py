@@ -221,7 +221,8 @@ class GroupCoordinator:
         for group in groups:
             self._install(partition, group)
         self._catalog.finish_loading(partition)
-        _log.info("loaded group partition", partition=partition, groups=len(groups))
+        if groups:
+            _log.info("loaded group partition", partition=partition, groups=len(groups))
 
     def _install(self, partition: int, group: GroupMetadata) -> None:
         if self._catalog.partition_for(group.group_id) != partition:
@@ -236,7 +237,8 @@ class GroupCoordinator:
         groups = self._catalog.release(partition)
         for group in groups:
             self._rebalancer.on_group_unloaded(group)
-        _log.info("unloaded group partition", partition=partition, groups=len(groups))
+        if groups:  # 50 partitions move at start-up and shutdown: only those with groups are news
+            _log.info("unloaded group partition", partition=partition, groups=len(groups))
 
     def group(self, group_id: str) -> GroupMetadata | None:
         """The live group (for inspection and metrics; not to be changed from outside)."""

@@ -106,14 +106,22 @@ def test_sigterm_shuts_down_cleanly(fresh_broker: BrokerProcess) -> None:
 
 
 def test_api_without_a_handler_answers_unsupported_version(broker: BrokerProcess) -> None:
-    """Group APIs are not served yet: absent from ApiVersions, and answered with error 35."""
+    """The classic group APIs are served; KIP-848's ConsumerGroupHeartbeat is not advertised (clients
+    fall back to the classic protocol), and an API this listener does not serve (BrokerHeartbeat is
+    for a controller) is answered with error 35 without closing the connection."""
     with WireClient(broker.port) as client:
         advertised = _advertised(client.request(ApiKey.API_VERSIONS, 0, {}))
-        assert ApiKey.JOIN_GROUP not in advertised
-        body = {"group_id": "g", "session_timeout_ms": 10000, "member_id": "", "protocol_type": "consumer"}
-        response = client.request(
-            ApiKey.JOIN_GROUP, 5, {**body, "rebalance_timeout_ms": 10000, "protocols": []}
-        )
+        assert {ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.OFFSET_COMMIT} <= set(advertised)
+        assert ApiKey.CONSUMER_GROUP_HEARTBEAT not in advertised
+        assert ApiKey.BROKER_HEARTBEAT not in advertised
+        body = {
+            "broker_id": 1,
+            "broker_epoch": 1,
+            "current_metadata_offset": 0,
+            "want_fence": False,
+            "want_shut_down": False,
+        }
+        response = client.request(ApiKey.BROKER_HEARTBEAT, 0, body)
         assert response.body.error_code == ErrorCode.UNSUPPORTED_VERSION
         assert client.request(ApiKey.API_VERSIONS, 0, {}).body.error_code == 0
 
