@@ -40,6 +40,7 @@ from typing import BinaryIO, TextIO
 
 import structlog
 
+from broker.commands.arguments import parse_properties, positive_int
 from broker.commands.progress import ProgressBar, is_tty
 from broker.commands.topics import (
     ClusterConnections,
@@ -557,10 +558,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="N|earliest|latest",
         help="where to start: an offset (needs --partition), earliest or latest (default latest)",
     )
-    p.add_argument("--max-messages", type=_positive_int, metavar="N", help="stop after N records")
+    p.add_argument("--max-messages", type=positive_int, metavar="N", help="stop after N records")
     p.add_argument(
         "--timeout-ms",
-        type=_positive_int,
+        type=positive_int,
         metavar="MS",
         help="stop when no record arrived for MS milliseconds",
     )
@@ -578,24 +579,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="read_committed hides records of open and aborted transactions (default read_uncommitted)",
     )
     p.set_defaults(func=run, consume_parser=p)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
-    return value
-
-
-def parse_properties(items: Sequence[str]) -> dict[str, str]:
-    """``--property k=v`` items; raises ValueError for one without '='."""
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"invalid property {item!r}: expected KEY=VALUE")
-        out[key.strip()] = value
-    return out
 
 
 def options_from(args: argparse.Namespace) -> ConsumeOptions:

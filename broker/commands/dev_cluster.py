@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from broker.commands.arguments import positive_int
 from broker.dev_cluster import (
     CONTROLLER_PORT_OFFSET,
     DEFAULT_BASE_PORT,
@@ -55,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--brokers", type=_positive_int, default=3, metavar="N", help="brokers (default: 3)")
+    p.add_argument("--brokers", type=positive_int, default=3, metavar="N", help="brokers (default: 3)")
     p.add_argument(
         "--data-dir",
         type=Path,
@@ -106,13 +107,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="the brokers' log level: DEBUG, INFO, WARNING or ERROR (default: INFO)",
     )
     p.set_defaults(func=run)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

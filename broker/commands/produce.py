@@ -47,6 +47,7 @@ from typing import BinaryIO, TextIO
 
 import structlog
 
+from broker.commands.arguments import parse_properties, positive_int
 from broker.commands.progress import ProgressBar
 from broker.commands.topics import (
     ClusterConnections,
@@ -587,45 +588,27 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument(
         "--batch-size",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_BATCH_SIZE,
         metavar="BYTES",
         help=f"largest batch per partition and request (default {DEFAULT_BATCH_SIZE})",
     )
     p.add_argument(
         "--request-timeout-ms",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_REQUEST_TIMEOUT_MS,
         metavar="MS",
         help=f"how long the broker may take per produce request (default {DEFAULT_REQUEST_TIMEOUT_MS})",
     )
     p.add_argument(
         "--delivery-timeout-ms",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_DELIVERY_TIMEOUT_MS,
         metavar="MS",
         help=f"how long a batch may be retried before the tool fails (default {DEFAULT_DELIVERY_TIMEOUT_MS})",
     )
     p.add_argument("--file", type=Path, metavar="PATH", help="read lines from PATH instead of stdin")
     p.set_defaults(func=run, produce_parser=p)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
-    return value
-
-
-def parse_properties(items: Sequence[str]) -> dict[str, str]:
-    """``--property k=v`` items; raises ValueError for one without '='."""
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"invalid property {item!r}: expected KEY=VALUE")
-        out[key.strip()] = value
-    return out
 
 
 def parse_headers(items: Sequence[str]) -> list[tuple[str, bytes | None]]:

@@ -1,0 +1,26 @@
+"""Argument types shared by the `kipling` subcommands, so every tool reads them the same way."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
+def parse_properties(items: Sequence[str]) -> dict[str, str]:
+    """``--property k=v`` items, as Kafka's console tools take them; raises ValueError for one
+    without '='."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"invalid property {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
