@@ -17,16 +17,25 @@ What a fetched slice may contain, and what is done with it:
   the earliest offset still available inside the range, or skips the rest of the range when none is;
 * a gap above the log start (compaction, markers): not data loss;
 * no progress at all for ``kafkaConsumer.pollTimeoutMs``: the task fails with a timeout, as Spark's does.
+
+Records are decoded batch by batch into columns (:mod:`protocol.records.columnar`) and turned into
+Arrow by :meth:`RecordBatchBuilder.append_record_batches`, with no Python object per record: about
+five times the records per second of decoding each record into a :class:`DecodedRecord` and
+appending it, in one task, and three to four times the rows per second in Spark (bench/README.md,
+"Reading into Spark"). The per-record path stays in :meth:`RangeReader.next_records`;
+``KIPLING_PIPELINE_DECODER=records`` in the environment of Spark's Python workers makes
+:func:`read_range` use it, only so that ``bench.spark_read`` can measure the difference.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import pyarrow as pa
 import structlog
@@ -44,6 +53,13 @@ from protocol.error_codes import ErrorCode
 from protocol.records import DecodedRecord
 
 _log = structlog.get_logger("kipling.pipeline.fetch")
+
+DECODER_ENV = "KIPLING_PIPELINE_DECODER"
+"""Environment variable choosing :func:`read_range`'s decoder: ``columnar`` (the default) or ``records``
+(one :class:`DecodedRecord` per record, the path before the columnar one; for benchmarks only)."""
+DECODERS = ("columnar", "records")
+
+_Taken = TypeVar("_Taken")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +135,15 @@ class RangeReader:
 
     async def next_records(self) -> list[DecodedRecord] | None:
         """The next records of the range (never empty), or None once the range is read."""
+        return await self._next(self._take)
+
+    async def append_next(self, builder: RecordBatchBuilder) -> int | None:
+        """Append the next records of the range to ``builder`` through its columnar path; return how
+        many (never 0), or None once the range is read. Same rules as :meth:`next_records`."""
+        return await self._next(lambda fetched: self._take_into(builder, fetched))
+
+    async def _next(self, take: Callable[[FetchedPartition], _Taken | None]) -> _Taken | None:
+        """Fetch until ``take`` gets something out of a response (a non-empty result), or the range ends."""
         while not self.done:
             consumer = await self._consumer_at_position()
             if consumer is None:
@@ -144,12 +169,12 @@ class RangeReader:
                     )
                 await self._lost_consumer(f"fetch answered {fetched.error.name}")
                 continue
-            records = self._take(fetched)
-            if records is None:
+            taken = take(fetched)
+            if taken is None:
                 await self._no_progress()
                 continue
-            if records:
-                return records
+            if taken:
+                return taken
         return None
 
     async def close(self) -> None:
@@ -164,7 +189,27 @@ class RangeReader:
         if fetched.next_offset <= self.position:
             return None
         records = [r for r in fetched.records() if r.offset < self.end]
-        first = records[0].offset if records else min(fetched.next_offset, self.end)
+        self._advance(fetched, records[0].offset if records else None)
+        return records
+
+    def _take_into(self, builder: RecordBatchBuilder, fetched: FetchedPartition) -> int | None:
+        """Append the records of [position, end) in ``fetched`` to ``builder``; how many, or None when
+        no whole batch came back. The same records as :meth:`_take`: at or after the fetch offset,
+        before the range's end, control batches skipped."""
+        if fetched.next_offset <= self.position:
+            return None
+        before = len(builder)
+        first = None
+        if fetched.raw_records:
+            first = builder.append_record_batches(fetched.raw_records, fetched.fetch_offset, self.end)
+        self._advance(fetched, first)
+        return len(builder) - before
+
+    def _advance(self, fetched: FetchedPartition, first: int | None) -> None:
+        """Move past ``fetched``, whose first record in range is at ``first`` (None: it had none);
+        a gap below the log start offset is data loss."""
+        if first is None:
+            first = min(fetched.next_offset, self.end)
         if first > self.position and fetched.log_start_offset > self.position:
             lost_until = min(first, fetched.log_start_offset)
             self._report(
@@ -174,7 +219,6 @@ class RangeReader:
             self.skipped_offsets += lost_until - self.position
         self.position = min(fetched.next_offset, self.end)
         self._last_progress = self._clock()
-        return records
 
     async def _consumer_at_position(self) -> FetchingConsumer | None:
         if self._consumer is not None:
@@ -245,9 +289,12 @@ class RangeReader:
 def read_range(
     task: ReadTask, max_rows_per_batch: int = DEFAULT_MAX_ROWS_PER_BATCH
 ) -> Iterator[pa.RecordBatch]:
-    """The records of ``task.range`` as Arrow batches of at most ``max_rows_per_batch`` rows."""
+    """The records of ``task.range`` as Arrow batches of ``max_rows_per_batch`` rows (the last one fewer)."""
     if task.range.size <= 0:
         return
+    decoder = os.environ.get(DECODER_ENV, "columnar")
+    if decoder not in DECODERS:
+        raise ValueError(f"{DECODER_ENV}={decoder!r}: expected one of {', '.join(DECODERS)}")
     builder = RecordBatchBuilder(task.range.topic, task.range.partition, task.include_headers)
     with BrokerSession(
         task.connection,
@@ -258,16 +305,20 @@ def read_range(
         client = session.client
         reader = RangeReader(task, _consumer_opener(client, task), _range_lookup(client, task.range.tp))
         try:
-            while True:
-                records = session.run(reader.next_records())
-                if records is None:
-                    break
-                for record in records:
-                    builder.append(record)
-                    if len(builder) >= max_rows_per_batch:
-                        batch = builder.flush()
+            if decoder == "columnar":
+                while session.run(reader.append_next(builder)) is not None:
+                    while len(builder) >= max_rows_per_batch:
+                        batch = builder.take_batch(max_rows_per_batch)
                         if batch is not None:
                             yield batch
+            else:
+                while (records := session.run(reader.next_records())) is not None:
+                    for record in records:
+                        builder.append(record)
+                        if len(builder) >= max_rows_per_batch:
+                            batch = builder.flush()
+                            if batch is not None:
+                                yield batch
             batch = builder.flush()
             if batch is not None:
                 yield batch
@@ -310,4 +361,4 @@ def _range_lookup(client: ClusterClient, tp: TopicPartition) -> AvailableRange:
     return available_range
 
 
-__all__ = ["RangeReader", "ReadTask", "read_range"]
+__all__ = ["DECODER_ENV", "RangeReader", "ReadTask", "read_range"]
