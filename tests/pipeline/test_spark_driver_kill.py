@@ -137,9 +137,13 @@ def orphan_files(out: Path) -> list[str]:
     for entry in metadata.iterdir() if metadata.is_dir() else ():
         if not entry.name.removesuffix(".compact").isdigit():
             continue  # Hadoop's .crc checksum files
-        for line in entry.read_text().splitlines():
+        # Read while the driver may still be writing: tolerate a torn or odd file, it is re-read.
+        for line in entry.read_text(errors="replace").splitlines():
             if line.startswith("{"):
-                listed.add(Path(json.loads(line)["path"]).name)
+                try:
+                    listed.add(Path(json.loads(line)["path"]).name)
+                except (ValueError, KeyError):
+                    continue
     return sorted(p.name for p in out.glob("part-*.parquet") if p.name not in listed)
 
 
