@@ -39,7 +39,13 @@ from broker.groups import GroupCoordinator
 from broker.groups.log import AppendCallback, LoggedRecord, OffsetsRecord
 from broker.handlers.metadata import BrokerEndpoint
 from broker.partition import Partition
-from broker.produce_service import ADMIN_CLIENT_ID, ProducePartitionData, ProduceRequest, ProduceService
+from broker.produce_service import (
+    ADMIN_CLIENT_ID,
+    PartitionOutcome,
+    ProducePartitionData,
+    ProduceRequest,
+    ProduceService,
+)
 from broker.topics import NO_LEADER, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.records import Record, build_batch, iter_batches
@@ -69,7 +75,16 @@ OffsetsTopicCreator = Callable[[], Awaitable[None]]
 
 
 class OffsetsTopicGroupLog:
-    """The coordinator's :class:`~broker.groups.log.GroupLog` on the broker's produce path."""
+    """The coordinator's :class:`~broker.groups.log.GroupLog` on the broker's produce path.
+
+    The batch is appended to the local log during :meth:`append`, and only the wait for the
+    acks=-1 commit runs later in a task. Kafka's GroupMetadataManager appends on the request thread
+    too, before the request that caused the write is answered. Starting the append in a task
+    instead lets the answer overtake it: the LeaveGroup that empties a group was answered before the
+    Empty generation reached the log, and a broker killed in between brought the departed member
+    back when it loaded the group (it then held the group until its session expired, and a new
+    member with another assignor was refused with INCONSISTENT_GROUP_PROTOCOL).
+    """
 
     def __init__(self, produce: ProduceService, commit_timeout_ms: int = 5000) -> None:
         self._produce = produce
@@ -79,13 +94,9 @@ class OffsetsTopicGroupLog:
     def append(
         self, partition: int, records: Sequence[OffsetsRecord], timestamp_ms: int, callback: AppendCallback
     ) -> None:
-        """Start the append now (appends of one partition land in call order), answer later."""
+        """Append now (appends of one partition land in call order); call back later, from a task,
+        once the batch is committed or failed."""
         batch = build_batch([Record(r.value, r.key, timestamp=timestamp_ms) for r in records])
-        task = asyncio.get_running_loop().create_task(self._append(partition, batch, callback))
-        self._appends.add(task)
-        task.add_done_callback(self._appends.discard)
-
-    async def _append(self, partition: int, batch: bytes, callback: AppendCallback) -> None:
         request = ProduceRequest(
             version=PRODUCE_VERSION,
             client_id=ADMIN_CLIENT_ID,
@@ -95,11 +106,28 @@ class OffsetsTopicGroupLog:
             partitions=[ProducePartitionData(OFFSETS_TOPIC, partition, batch)],
         )
         try:
-            [outcome] = await self._produce.produce(request)
+            # ProduceService.produce() in two halves: the append now, the acks=-1 wait in a task.
+            outcomes: list[PartitionOutcome] | None = self._produce.append(request)
         except Exception:
             _log.exception("append to __consumer_offsets failed", partition=partition)
+            outcomes = None
+        task = asyncio.get_running_loop().create_task(self._complete(partition, outcomes, callback))
+        self._appends.add(task)
+        task.add_done_callback(self._appends.discard)
+
+    async def _complete(
+        self, partition: int, outcomes: list[PartitionOutcome] | None, callback: AppendCallback
+    ) -> None:
+        if outcomes is None:
             callback(ErrorCode.UNKNOWN_SERVER_ERROR, -1)
             return
+        try:
+            await self._produce.wait_for_commit(self._timeout_ms, outcomes)
+        except Exception:
+            _log.exception("waiting for __consumer_offsets to commit failed", partition=partition)
+            callback(ErrorCode.UNKNOWN_SERVER_ERROR, -1)
+            return
+        [outcome] = outcomes
         if outcome.error_code != ErrorCode.NONE or outcome.result is None:
             callback(outcome.error_code or ErrorCode.UNKNOWN_SERVER_ERROR, -1)
         else:

@@ -115,9 +115,9 @@ class ProduceService:
 
         The outcomes come in request order.
         """
-        outcomes = self._append_all(request)
+        outcomes = self.append(request)
         if request.acks == -1:
-            await self._wait_for_commit(request.timeout_ms, outcomes)
+            await self.wait_for_commit(request.timeout_ms, outcomes)
         return outcomes
 
     def current_leader(self, topic: str, index: int) -> tuple[int, int] | None:
@@ -129,7 +129,12 @@ class ProduceService:
 
     # -- appends ---------------------------------------------------------------------------------
 
-    def _append_all(self, request: ProduceRequest) -> list[PartitionOutcome]:
+    def append(self, request: ProduceRequest) -> list[PartitionOutcome]:
+        """The first half of :meth:`produce`: append every partition's batch now, synchronously.
+
+        The group coordinator uses the halves separately: its write must be in the log before the
+        request that caused it is answered, while the acks=-1 wait may come later.
+        """
         whole_request_error = _request_error(request)
         if whole_request_error is not None:
             code, message = whole_request_error
@@ -177,8 +182,9 @@ class ProduceService:
             and partition.acks_all_completion_error() == ErrorCode.NONE
         )
 
-    async def _wait_for_commit(self, timeout_ms: int, outcomes: list[PartitionOutcome]) -> None:
-        """Park an acks=-1 produce until the HW covers every appended batch (or the timeout)."""
+    async def wait_for_commit(self, timeout_ms: int, outcomes: list[PartitionOutcome]) -> None:
+        """The second half of an acks=-1 :meth:`produce`: wait until the HW covers every appended
+        batch (or the timeout); errors land in ``outcomes``."""
         statuses = [_status(outcome) for outcome in outcomes]
         if not any(status.acks_pending for status in statuses):
             return  # Kafka creates the delayed produce only if a partition appended
