@@ -10,9 +10,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from broker.commands import broker, consume, decode_frame, dev_cluster, dump_log, produce, topics
+from broker.commands import broker, consume, decode_frame, dev_cluster, dump_log, groups, produce, topics
 
-COMMANDS = (broker, dev_cluster, decode_frame, dump_log, topics, produce, consume)
+COMMANDS = (broker, dev_cluster, decode_frame, dump_log, topics, produce, consume, groups)
 
 
 def build_parser() -> argparse.ArgumentParser:
