@@ -83,6 +83,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.long_poll
 	$(BIN)/python -m bench.throughput
 	$(BIN)/python -m bench.replication
+	$(BIN)/python -m bench.spark_read
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
