@@ -46,7 +46,14 @@ from typing import NamedTuple
 from protocol.errors import CorruptRecordError
 from protocol.records.batch import HEADER_SIZE, RecordBatchHeader, read_header, verify_batch
 from protocol.records.compression import CompressionType, decompress
-from protocol.records.reader import DEFAULT_MAX_DECOMPRESSED_SIZE
+from protocol.records.reader import (
+    _VARINT_BITS,
+    _VARINT_MAX_BYTES,
+    _VARLONG_BITS,
+    _VARLONG_MAX_BYTES,
+    DEFAULT_MAX_DECOMPRESSED_SIZE,
+    _decode_zigzag,
+)
 
 __all__ = [
     "FIELDS_PER_HEADER",
@@ -81,10 +88,6 @@ length (-1 for a null value; a header key is never null)."""
 
 _MIN_RECORD_SIZE = 7
 _MIN_HEADER_SIZE = 2
-_VARINT_MAX_BYTES = 5
-_VARINT_BITS = 32
-_VARLONG_MAX_BYTES = 10
-_VARLONG_BITS = 64
 
 _ZIGZAG_1 = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))
 """Zigzag value of a one-byte varint, by its byte."""
@@ -300,22 +303,6 @@ def decode_record_columns(buf: Buffer, pos: int, end: int, count: int) -> Record
     if pos != end:
         raise CorruptRecordError(f"{end - pos} bytes left after the {count} records the batch declares")
     return RecordColumns(buf, start, end, count, fields, header_rows, header_counts, header_fields)
-
-
-def _decode_zigzag(buf: Buffer, pos: int, end: int, max_bytes: int, bits: int) -> tuple[int, int]:
-    """The general varint decoder (as the reader's): at most ``max_bytes``, ``bits`` wide, before ``end``."""
-    raw = 0
-    for index in range(max_bytes):
-        if pos >= end:
-            raise CorruptRecordError(f"varint runs past the end of its record at position {pos}")
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << (7 * index)
-        if not byte & 0x80:
-            if raw >> bits:
-                raise CorruptRecordError(f"varint value does not fit in {bits} bits")
-            return (raw >> 1) ^ -(raw & 1), pos
-    raise CorruptRecordError(f"varint longer than {max_bytes} bytes")
 
 
 def _decode_headers(
