@@ -135,6 +135,23 @@ class GroupMember:
         with self._lock:
             self.records.extend(Record(self.name, p, o, v) for p, o, v in records)
 
+    def _python_client_options(self) -> dict[str, Any]:
+        """kafka-python's and aiokafka's consumer options (the two share their names), then ``config``."""
+        return {
+            "bootstrap_servers": self.bootstrap,
+            "group_id": self.group,
+            "client_id": self.name,
+            "enable_auto_commit": self.auto_commit,
+            "auto_commit_interval_ms": 200,
+            "auto_offset_reset": "earliest",
+            "session_timeout_ms": SESSION_MS,
+            "heartbeat_interval_ms": HEARTBEAT_MS,
+            "request_timeout_ms": 15_000,
+            "metadata_max_age_ms": 2000,
+            "retry_backoff_ms": 100,
+            **self.config,
+        }
+
     def _event(self, kind: str, partitions: Iterable[int]) -> None:
         parts = frozenset(partitions)
         with self._lock:
@@ -167,20 +184,7 @@ class KafkaPythonMember(GroupMember):
                 member.generation = consumer.group_metadata().generation_id
                 member._event("assign", (tp.partition for tp in assigned))
 
-        options: dict[str, Any] = {
-            "bootstrap_servers": self.bootstrap,
-            "group_id": self.group,
-            "client_id": self.name,
-            "enable_auto_commit": self.auto_commit,
-            "auto_commit_interval_ms": 200,
-            "auto_offset_reset": "earliest",
-            "session_timeout_ms": SESSION_MS,
-            "heartbeat_interval_ms": HEARTBEAT_MS,
-            "request_timeout_ms": 15_000,
-            "metadata_max_age_ms": 2000,
-            "retry_backoff_ms": 100,
-        }
-        options.update(self.config)
+        options = self._python_client_options()
         consumer = KafkaConsumer(**options)
         try:
             consumer.subscribe([self.topic], listener=Listener())
@@ -268,20 +272,7 @@ class AiokafkaMember(GroupMember):
             async def on_partitions_assigned(self, assigned):  # type: ignore[no-untyped-def]
                 member._event("assign", (tp.partition for tp in assigned))
 
-        options: dict[str, Any] = {
-            "bootstrap_servers": self.bootstrap,
-            "group_id": self.group,
-            "client_id": self.name,
-            "enable_auto_commit": self.auto_commit,
-            "auto_commit_interval_ms": 200,
-            "auto_offset_reset": "earliest",
-            "session_timeout_ms": SESSION_MS,
-            "heartbeat_interval_ms": HEARTBEAT_MS,
-            "request_timeout_ms": 15_000,
-            "metadata_max_age_ms": 2000,
-            "retry_backoff_ms": 100,
-        }
-        options.update(self.config)
+        options = self._python_client_options()
         consumer = AIOKafkaConsumer(**options)
         consumer.subscribe([self.topic], listener=Listener())
         await consumer.start()
