@@ -3,8 +3,7 @@
 Why it lives here: a record's key must land on the partition every Kafka client would choose
 (``toPositive(murmur2(key)) % numPartitions``), or a kipling tool and a Java, librdkafka-with-murmur2
 or kafka-python producer writing the same keys would split one key's records over two partitions and
-lose their order. The CLI (``broker/``) and any other client user need it, and ``broker/`` may not
-import ``pipeline/`` (DESIGN.md section 2), which has its own copy for the Spark sink.
+lose their order. The CLI (``broker/``) and the Spark sink (``pipeline/``) both use it.
 
 Records without a key follow Kafka's sticky partitioner (KIP-480, and KIP-794's "switch after
 ``batch.size`` bytes"): they all go to one partition until about a batch's worth of bytes went there,

@@ -26,6 +26,7 @@ import structlog
 from client.connection import KafkaConnection
 from client.errors import ClientError, KafkaResponseError
 from client.fetch_session import TopicPartition
+from client.partitioner import partition_for_key
 from client.producer import Producer
 from pipeline.arrow import OutgoingRecord, outgoing_records
 from pipeline.cluster import BrokerSession, ClusterClient
@@ -38,38 +39,6 @@ _log = structlog.get_logger("kipling.pipeline.produce")
 
 RECORD_OVERHEAD_BYTES = 21
 """Rough per-record framing (length, attributes, deltas, lengths) for sizing batches."""
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` as an unsigned 32-bit value (Java's int, reinterpreted)."""
-    length = len(data)
-    m = 0x5BD1E995
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> 24
-        k = (k * m) & 0xFFFFFFFF
-        h = (h * m) & 0xFFFFFFFF
-        h ^= k
-    rest = length % 4
-    if rest == 3:
-        h ^= data[whole + 2] << 16
-    if rest >= 2:
-        h ^= data[whole + 1] << 8
-    if rest >= 1:
-        h ^= data[whole]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h
-
-
-def partition_for_key(key: bytes, num_partitions: int) -> int:
-    """Kafka's default partitioner for a keyed record: ``toPositive(murmur2(key)) % numPartitions``."""
-    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
 
 @dataclass(slots=True)
@@ -240,4 +209,4 @@ def write_batches(options: WriteOptions, batches: Iterable[pa.RecordBatch]) -> W
         return session.run(run())
 
 
-__all__ = ["PartitionedWriter", "WriteSummary", "murmur2", "partition_for_key", "write_batches"]
+__all__ = ["PartitionedWriter", "WriteSummary", "write_batches"]

@@ -44,10 +44,10 @@ import structlog
 from client.admin import AdminClient, NewTopic
 from client.errors import KafkaResponseError
 from client.fetch_session import TopicPartition
+from client.partitioner import partition_for_key
 from client.producer import Producer
 from pipeline.cluster import ClusterClient
 from pipeline.options import BrokerAddress, ConnectionSettings, parse_bootstrap
-from pipeline.produce import partition_for_key
 from protocol.error_codes import ErrorCode
 from protocol.records import Record
 

@@ -9,8 +9,8 @@ pa = pytest.importorskip("pyarrow")
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from client.partitioner import murmur2, partition_for_key  # noqa: E402
 from pipeline.arrow import HEADERS_TYPE, RecordBatchBuilder, outgoing_records, source_arrow_schema  # noqa: E402
-from pipeline.produce import murmur2, partition_for_key  # noqa: E402
 from protocol.records import CompressionType, Record, TimestampType, build_batch, iter_all_records  # noqa: E402
 
 
