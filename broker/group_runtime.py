@@ -269,8 +269,14 @@ def _bytes(value: bytes | memoryview | None) -> bytes | None:
     return None if value is None else bytes(value)
 
 
+class TopicCreator(Protocol):
+    def create_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str | None]
+    ) -> TopicState: ...
+
+
 def single_node_offsets_topic_creator(
-    topics: object, num_partitions: int, replication_factor: int
+    topics: TopicCreator, num_partitions: int, replication_factor: int
 ) -> OffsetsTopicCreator:
     """A single node creates the topic in its own store, with at most one replica (it is the only
     broker): the quickstart's offsets.topic.replication.factor=1 whatever the setting says."""
@@ -281,8 +287,6 @@ def single_node_offsets_topic_creator(
                 "single node: __consumer_offsets gets one replica",
                 offsets_topic_replication_factor=replication_factor,
             )
-        topics.create_topic(  # type: ignore[attr-defined]
-            OFFSETS_TOPIC, num_partitions, 1, dict(OFFSETS_TOPIC_CONFIGS)
-        )
+        topics.create_topic(OFFSETS_TOPIC, num_partitions, 1, dict(OFFSETS_TOPIC_CONFIGS))
 
     return create
