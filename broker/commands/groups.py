@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import struct
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from client.connection import KafkaConnection
 from client.errors import ClientError, KafkaResponseError, error_code
 from client.fetch_session import TopicPartition
 from client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, list_offsets
+from protocol import consumer_protocol
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
 
@@ -61,39 +61,19 @@ class GroupCommandError(Exception):
 
 
 def decode_assignment(data: bytes | None) -> dict[str, list[int]]:
-    """The partitions of a consumer protocol Assignment: int16 version, [topic string, [int32]], user
-    data bytes (ignored). Empty or undecodable bytes give no partitions."""
+    """The partitions of a member's consumer protocol Assignment (user data ignored). Empty or
+    undecodable bytes give no partitions: a member of a non-consumer group is shown without any."""
     if not data:
         return {}
-    view = memoryview(bytes(data))
     try:
-        pos = 2  # version
-        (count,) = struct.unpack_from(">i", view, pos)
-        pos += 4
-        out: dict[str, list[int]] = {}
-        for _ in range(max(count, 0)):
-            (length,) = struct.unpack_from(">h", view, pos)
-            pos += 2
-            topic = bytes(view[pos : pos + length]).decode()
-            pos += length
-            (n,) = struct.unpack_from(">i", view, pos)
-            pos += 4
-            partitions = list(struct.unpack_from(f">{max(n, 0)}i", view, pos))
-            pos += 4 * max(n, 0)
-            out.setdefault(topic, []).extend(partitions)
-        return out
-    except (struct.error, UnicodeDecodeError):
+        return consumer_protocol.decode_assignment(data).as_dict()
+    except consumer_protocol.ConsumerProtocolError:
         return {}
 
 
 def encode_assignment(partitions: Mapping[str, Sequence[int]], version: int = 0) -> bytes:
     """The inverse of :func:`decode_assignment` (null user data); for tests and tools."""
-    out = [struct.pack(">hi", version, len(partitions))]
-    for topic, parts in partitions.items():
-        name = topic.encode()
-        out.append(struct.pack(">h", len(name)) + name + struct.pack(f">i{len(parts)}i", len(parts), *parts))
-    out.append(struct.pack(">i", -1))
-    return b"".join(out)
+    return consumer_protocol.encode_assignment(consumer_protocol.Assignment.from_mapping(partitions), version)
 
 
 # -- talking to the cluster ----------------------------------------------------------------------
