@@ -1,4 +1,4 @@
-"""`kipling consume`: print a topic's records, like kafka-console-consumer.sh (without groups).
+"""`kipling consume`: print a topic's records, like kafka-console-consumer.sh.
 
 Records are printed as Kafka's ``DefaultMessageFormatter`` prints them, with the same ``--property``
 names: ``print.timestamp`` (``CreateTime:1700000000000``), ``print.partition`` (``Partition:0``),
@@ -9,9 +9,11 @@ count goes to stderr as Kafka prints it: ``Processed a total of N messages``.
 
 How it fetches, and why:
 
-* Every partition of the topic (or the one ``--partition``) is assigned from its start offset
-  (``--offset``, ``--from-beginning`` = earliest, default latest, resolved with ListOffsets at each
-  leader). There is no group and nothing is committed.
+* Without ``--group``, every partition of the topic (or the one ``--partition``) is assigned from its
+  start offset (``--offset``, ``--from-beginning`` = earliest, default latest, resolved with
+  ListOffsets at each leader), and nothing is committed. With ``--group``, the group assigns the
+  partitions, they start at the group's committed offsets, and what was printed is committed
+  (:mod:`broker.commands.consume_group`).
 * Partitions are fetched from their leaders, with one :class:`client.consumer.Consumer` (one
   incremental fetch session) per leader broker, each in a task of its own, so an idle leader's long
   poll never holds back a busy one. The tasks hand their results to one loop that prints, counts and
@@ -32,6 +34,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import pathlib
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -41,6 +44,7 @@ from typing import BinaryIO, TextIO
 import structlog
 
 from broker.commands.arguments import parse_properties, positive_int
+from broker.commands.consume_group import ConsoleGroupLink, GroupConsumeError, GroupOptions
 from broker.commands.progress import ProgressBar, is_tty
 from broker.commands.topics import (
     ClusterConnections,
@@ -51,6 +55,7 @@ from broker.commands.topics import (
     is_retriable,
     run_async,
 )
+from broker.config.properties import PropertiesError, read_properties_file
 from client.connection import KafkaConnection
 from client.consumer import Consumer, FetchResult
 from client.errors import ClientError, KafkaResponseError
@@ -70,6 +75,8 @@ DEFAULT_MAX_WAIT_MS = 500
 RETRY_BACKOFF_S = 0.1
 RESULTS_QUEUE_SIZE = 4
 """Fetch results waiting to be printed; a fetcher waits for the printer beyond that."""
+WAKE = object()
+"""Queued (without a fetcher) to wake the printing loop: the group needs attention."""
 TIMESTAMP_TYPE_NAMES = {
     TimestampType.CREATE_TIME: "CreateTime",
     TimestampType.LOG_APPEND_TIME: "LogAppendTime",
@@ -212,6 +219,8 @@ class ConsumeOptions:
     isolation_level: int = READ_UNCOMMITTED
     max_wait_ms: int = DEFAULT_MAX_WAIT_MS
     message_format: MessageFormat = field(default_factory=MessageFormat)
+    group: GroupOptions | None = None
+    """With ``--group``: the group assigns the partitions and what was printed is committed."""
 
 
 @dataclass(slots=True)
@@ -238,12 +247,14 @@ class LeaderFetcher:
         node_id: int,
         connection: KafkaConnection,
         consumer: Consumer,
-        results: asyncio.Queue[tuple[LeaderFetcher, object]],
+        results: asyncio.Queue[tuple[LeaderFetcher | None, object]],
+        slots: asyncio.Semaphore,
     ) -> None:
         self.node_id = node_id
         self.connection = connection
         self.consumer = consumer
         self._results = results
+        self._slots = slots
         self.task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -258,9 +269,13 @@ class LeaderFetcher:
             try:
                 result: object = await self.consumer.fetch()
             except ClientError as exc:
-                await self._results.put((self, exc))
+                result = exc
+            # a slot per queued result keeps fetchers at most RESULTS_QUEUE_SIZE results ahead of the
+            # printer, while the queue itself stays unbounded for WAKE, which must never block
+            await self._slots.acquire()
+            self._results.put_nowait((self, result))
+            if isinstance(result, ClientError):
                 return
-            await self._results.put((self, result))
 
     async def stop(self) -> None:
         if self.task is not None:
@@ -279,14 +294,20 @@ class TopicConsumer:
         options: ConsumeOptions,
         stats: ConsumeStats,
         progress: ProgressBar | None = None,
+        group: ConsoleGroupLink | None = None,
     ) -> None:
         self.cluster = cluster
         self.out = out
         self.options = options
         self.stats = stats
         self.progress = progress
+        self.group = group
+        """With ``--group``: decides which partitions this consumer owns, and commits."""
         self.leaders = PartitionLeaders(cluster, options.topic)
-        self._results: asyncio.Queue[tuple[LeaderFetcher, object]] = asyncio.Queue(RESULTS_QUEUE_SIZE)
+        self._results: asyncio.Queue[tuple[LeaderFetcher | None, object]] = asyncio.Queue()
+        self._slots = asyncio.Semaphore(RESULTS_QUEUE_SIZE)
+        self.positions: dict[TopicPartition, int] = {}
+        """The next offset to print of each owned partition: what a commit records."""
         self._fetchers: dict[int, LeaderFetcher] = {}
         self.homeless: dict[TopicPartition, int | None] = {}
         """Partitions without a fetcher, with their position (None: to be looked up)."""
@@ -298,8 +319,14 @@ class TopicConsumer:
     # -- setup -------------------------------------------------------------------------------------
 
     async def start(self) -> list[TopicPartition]:
-        """Read the topic's partitions, resolve the start offsets, and start fetching."""
+        """Read the topic's partitions, resolve the start offsets, and start fetching.
+
+        With a group, the group's assignment decides the partitions (and their positions) instead.
+        """
         topic = await self.leaders.load()
+        if self.group is not None:
+            await self.group.start(self)
+            return sorted(self.positions)
         partitions = [p.partition for p in topic.partitions]
         options = self.options
         if options.partition is not None:
@@ -333,18 +360,30 @@ class TopicConsumer:
                 if remaining <= 0:
                     return
                 wait_s = remaining if wait_s is None else min(wait_s, remaining)
+            if self.group is not None:
+                due_s = self.group.due_in()
+                if due_s is not None:
+                    wait_s = due_s if wait_s is None else min(wait_s, due_s)
             try:
                 fetcher, item = await asyncio.wait_for(self._results.get(), wait_s)
             except TimeoutError:
                 item = None
                 fetcher = None
+            if fetcher is not None:
+                self._slots.release()
             if fetcher is not None and self._fetchers.get(fetcher.node_id) is fetcher:
                 if isinstance(item, ClientError):
                     await self._fetcher_failed(fetcher, item)
                 elif isinstance(item, FetchResult) and self._print(fetcher, item):
                     last_record = time.monotonic()
+            if self.group is not None:
+                await self.group.tick(self)
             if self.homeless:
                 await self.place()
+
+    def wake(self) -> None:
+        """Wake the loop (from another task) so that the group link gets its turn at once."""
+        self._results.put_nowait((None, WAKE))
 
     def _done(self) -> bool:
         limit = self.options.max_messages
@@ -362,17 +401,22 @@ class TopicConsumer:
         healthy = True
         chunks: list[bytes] = []
         for tp, partition in result.partitions.items():
+            if self.positions.get(tp) != partition.fetch_offset:
+                continue  # not ours any more, or fetched before a seek: never print a gap or twice
             if partition.error is not ErrorCode.NONE:
                 healthy = False
                 self._partition_error(fetcher, tp, partition.error)
                 continue
+            position = partition.next_offset
             for record in partition.records():
                 if limit is not None and self.stats.messages >= limit:
+                    position = record.offset
                     break
                 chunks.append(fmt.format(record, tp.partition))
                 self.stats.messages += 1
                 self.stats.bytes += len(record.value or b"") + len(record.key or b"")
                 printed = True
+            self.positions[tp] = position
         if chunks:
             self.out.write(b"".join(chunks))
             self.out.flush()
@@ -443,6 +487,7 @@ class TopicConsumer:
                 position = self.homeless.pop(tp)
                 assert position is not None
                 fetcher.consumer.assign(tp, position)
+                self.positions[tp] = position
 
     async def _fetcher(self, node_id: int) -> LeaderFetcher:
         fetcher = self._fetchers.get(node_id)
@@ -452,7 +497,9 @@ class TopicConsumer:
         consumer = Consumer(
             connection, max_wait_ms=self.options.max_wait_ms, isolation_level=self.options.isolation_level
         )
-        fetcher = self._fetchers[node_id] = LeaderFetcher(node_id, connection, consumer, self._results)
+        fetcher = self._fetchers[node_id] = LeaderFetcher(
+            node_id, connection, consumer, self._results, self._slots
+        )
         fetcher.start()
         return fetcher
 
@@ -481,7 +528,37 @@ class TopicConsumer:
             return self.options.reset_timestamp
         return self.options.start.timestamp
 
+    # -- group assignment --------------------------------------------------------------------------
+
+    async def revoke_all(self) -> dict[TopicPartition, int]:
+        """Give up every partition (an eager rebalance): stop fetching, drop unprinted results.
+
+        Returns the position of each partition given up: everything before it was printed.
+        """
+        positions = dict(self.positions)
+        fetchers = list(self._fetchers.values())
+        self._fetchers.clear()
+        for fetcher in fetchers:
+            await fetcher.stop()
+            self.cluster.forget(fetcher.connection)  # a cancelled fetch may still be parked on it
+        while not self._results.empty():
+            source, _ = self._results.get_nowait()
+            if source is not None:
+                self._slots.release()
+        self.positions.clear()
+        self.homeless.clear()
+        return positions
+
+    async def assign(self, positions: Mapping[TopicPartition, int | None]) -> None:
+        """Own ``positions``' partitions from there on (None: reset as ``auto.offset.reset`` says)."""
+        for tp, position in positions.items():
+            self.homeless[tp] = position
+        if self.homeless:
+            await self.place()
+
     async def stop(self) -> None:
+        if self.group is not None:
+            await self.group.stop(self)
         fetchers = list(self._fetchers.values())
         self._fetchers.clear()
         for fetcher in fetchers:
@@ -502,7 +579,8 @@ async def consume(
     cannot be retried; ``stats`` then holds what was printed before.
     """
     stats = stats if stats is not None else ConsumeStats()
-    consumer = TopicConsumer(cluster, out, options, stats, progress)
+    group = None if options.group is None else ConsoleGroupLink(cluster, options.topic, options.group)
+    consumer = TopicConsumer(cluster, out, options, stats, progress, group)
     try:
         await consumer.start()
         await consumer.run()
@@ -516,9 +594,17 @@ async def consume(
 
 CONSUME_DESCRIPTION = """\
 Print the records of every partition of a topic (or of one --partition) as kafka-console-consumer.sh
-does, fetching from each partition's leader and following leader changes. No consumer group: the
-partitions are assigned, and nothing is committed. Starts at the latest offset unless
---from-beginning or --offset says otherwise.
+does, fetching from each partition's leader and following leader changes. Starts at the latest offset
+unless --from-beginning or --offset says otherwise.
+
+With --group G the consumer joins consumer group G: it prints the partitions the group assigns to it
+(several consumers of one group share the topic), starts each at the group's committed offset
+(partitions without one start as auto.offset.reset says: latest, or earliest with --from-beginning),
+and commits the position after the last record printed every auto.commit.interval.ms, before a
+rebalance and when it stops. Consumer settings go in with --consumer-property under Kafka's names
+(group.instance.id, session.timeout.ms, heartbeat.interval.ms, max.poll.interval.ms,
+partition.assignment.strategy=range|roundrobin, enable.auto.commit, auto.commit.interval.ms,
+auto.offset.reset=earliest|latest|none) or in a --consumer.config file.
 
 Stops after --max-messages records, or when --timeout-ms passes without a new record (status 0), or
 on Ctrl-C (status 130), and prints "Processed a total of N messages" on stderr. With --max-messages,
@@ -534,13 +620,14 @@ Examples:
   kipling consume --bootstrap-server 127.0.0.1:9092 --topic t --from-beginning --max-messages 10
   kipling consume --bootstrap-server 127.0.0.1:9092 --topic t --partition 0 --offset 42 \\
       --property print.key=true --property print.offset=true --timeout-ms 5000
+  kipling consume --bootstrap-server 127.0.0.1:9092 --topic t --group readers --from-beginning
 """
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "consume",
-        help="print a topic's records (like kafka-console-consumer.sh, without groups)",
+        help="print a topic's records (like kafka-console-consumer.sh), alone or in a consumer group",
         description=CONSUME_DESCRIPTION,
         epilog=CONSUME_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -578,6 +665,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default="read_uncommitted",
         help="read_committed hides records of open and aborted transactions (default read_uncommitted)",
     )
+    p.add_argument("--group", metavar="G", help="consume as a member of consumer group G, committing offsets")
+    p.add_argument(
+        "--consumer-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a consumer setting under its Kafka name (repeatable), e.g. enable.auto.commit=false",
+    )
+    p.add_argument(
+        "--consumer.config",
+        dest="consumer_config",
+        type=pathlib.Path,
+        metavar="FILE",
+        help="a properties file of consumer settings (--consumer-property wins over it)",
+    )
     p.set_defaults(func=run, consume_parser=p)
 
 
@@ -585,6 +687,7 @@ def options_from(args: argparse.Namespace) -> ConsumeOptions:
     """The options of a parsed command line; ValueError for an invalid combination or property."""
     if args.offset is not None and args.offset.offset is not None and args.partition is None:
         raise ValueError("The partition is required when offset is specified.")
+    group = group_options(args)
     if args.from_beginning:
         start = StartOffset(timestamp=EARLIEST_TIMESTAMP)
     else:
@@ -602,7 +705,27 @@ def options_from(args: argparse.Namespace) -> ConsumeOptions:
         isolation_level=ISOLATION_LEVELS[args.isolation_level],
         max_wait_ms=max_wait_ms,
         message_format=MessageFormat.from_properties(parse_properties(args.property)),
+        group=group,
     )
+
+
+def group_options(args: argparse.Namespace) -> GroupOptions | None:
+    """The group settings of ``--group``/``--consumer-property``/``--consumer.config``, if a group is used."""
+    properties: dict[str, str] = {}
+    if args.consumer_config is not None:
+        try:
+            properties.update(read_properties_file(args.consumer_config))
+        except (OSError, PropertiesError) as exc:
+            raise ValueError(f"cannot read {args.consumer_config}: {exc}") from None
+    properties.update(parse_properties(args.consumer_property))
+    if args.group is None and "group.id" not in properties:
+        return None
+    if args.partition is not None or args.offset is not None:
+        raise ValueError(
+            "--group cannot be combined with --partition or --offset: the group assigns the partitions "
+            "and they start at its committed offsets"
+        )
+    return GroupOptions.from_properties(args.group, properties, from_beginning=args.from_beginning)
 
 
 async def consume_command(
@@ -614,6 +737,9 @@ async def consume_command(
     except ValueError as exc:
         err.write(f"ERROR {exc}\n")
         return 2
+    if options.group is not None:
+        for name in options.group.ignored:
+            err.write(f"WARN The configuration '{name}' was supplied but isn't a known config.\n")
     progress = None
     if options.max_messages is not None:
         progress = ProgressBar(err, total=options.max_messages, enabled=is_tty(err) and not stdout_is_tty)
@@ -622,7 +748,7 @@ async def consume_command(
     failure: str | None = None
     try:
         await consume(cluster, out, options, stats=stats, progress=progress)
-    except ConsumeError as exc:
+    except (ConsumeError, GroupConsumeError) as exc:
         failure = str(exc)
     except ClientError as exc:
         failure = error_text(exc)

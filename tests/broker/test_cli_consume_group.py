@@ -1,0 +1,364 @@
+"""`kipling consume --group`: the console consumer as a consumer-group member, against a real broker.
+
+* Option parsing: ``--group``/``--consumer-property``/``--consumer.config`` under Kafka's names, and the
+  errors for what cannot work (a second, different group id; ``--partition`` with a group; bad values).
+* Resuming: a consumer stopped at ``--max-messages`` commits the position after the last record it
+  printed, so the next consumer of the group starts exactly there (nothing skipped, nothing twice);
+  ``enable.auto.commit=false`` commits nothing; ``auto.offset.reset=none`` refuses partitions without a
+  committed offset.
+* Sharing: two ``kipling consume --group`` processes split a 6-partition topic, and each record is
+  printed by exactly one of them through the rebalances when the second joins and when it leaves.
+* Interoperating: a kipling console consumer and a kafka-python consumer in one group, each taking
+  its turn as the group's leader (so each decodes the other's Subscription and Assignment).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import subprocess
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+
+from broker.cli import build_parser, main
+from broker.commands.consume import options_from
+from broker.commands.consume_group import GroupOptions
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.dev_cluster_process import kipling_command
+from tests.integration.group_members import (
+    KafkaPythonMember,
+    committed_offsets,
+    create_topic,
+    produce,
+    stop_all,
+    wait_for,
+)
+
+TIMEOUT_S = 30.0
+FAST_GROUP = [
+    "--consumer-property", "heartbeat.interval.ms=200",
+    "--consumer-property", "session.timeout.ms=6000",
+    "--consumer-property", "auto.commit.interval.ms=200",
+]  # fmt: skip
+PRINTED = re.compile(r"Partition:(\d+)\tOffset:(\d+)\t(.*)")
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(
+        tmp_path_factory.mktemp("console-group-broker"),
+        overrides=["group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=3"],
+    ).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(autouse=True)
+def _restore_structlog() -> Iterator[None]:
+    """The tools configure structlog for a CLI process; leave the test session's configuration alone."""
+    configured, saved = structlog.is_configured(), structlog.get_config()
+    yield
+    if configured:
+        structlog.configure(**saved)
+    else:
+        structlog.reset_defaults()
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["consume", "--bootstrap-server", "127.0.0.1:1", "--topic", "t", *argv])
+
+
+def _consume(
+    capsys: pytest.CaptureFixture[str], broker: BrokerProcess, *argv: str
+) -> tuple[int, list[str], str]:
+    capsys.readouterr()
+    code = main(["consume", "--bootstrap-server", broker.bootstrap, *argv])
+    captured = capsys.readouterr()
+    return code, captured.out.splitlines(), captured.err
+
+
+# -- options -------------------------------------------------------------------------------------
+
+
+def test_group_options_take_kafkas_names_and_defaults() -> None:
+    assert options_from(_args()).group is None
+    options = options_from(_args("--group", "g")).group
+    assert options is not None
+    assert options.member.group_id == "g" and options.member.session_timeout_ms == 45_000
+    assert options.member.assignors == ("range", "roundrobin")
+    assert options.enable_auto_commit and options.auto_commit_interval_ms == 5_000
+    assert options.auto_offset_reset == "latest"
+    assert options_from(_args("--group", "g", "--from-beginning")).group.auto_offset_reset == "earliest"  # type: ignore[union-attr]
+
+    given = GroupOptions.from_properties(
+        None,
+        {
+            "group.id": "from-properties",
+            "group.instance.id": "console-1",
+            "partition.assignment.strategy": "org.apache.kafka.clients.consumer.RoundRobinAssignor",
+            "enable.auto.commit": "false",
+            "auto.offset.reset": "none",
+            "max.poll.interval.ms": "60000",
+            "fetch.min.bytes": "1",
+        },
+        from_beginning=True,
+    )
+    assert given.member.group_id == "from-properties"
+    assert given.member.group_instance_id == "console-1"
+    assert given.member.assignors == ("roundrobin",)
+    assert given.member.rebalance_timeout_ms == 60_000
+    assert not given.enable_auto_commit and given.auto_offset_reset == "none"
+    assert given.ignored == ("fetch.min.bytes",)
+
+
+def test_consumer_config_file_and_property_precedence(tmp_path: Path) -> None:
+    config = tmp_path / "consumer.properties"
+    config.write_text("group.id=file-group\nsession.timeout.ms=10000\nenable.auto.commit=false\n")
+    options = options_from(
+        _args("--consumer.config", str(config), "--consumer-property", "session.timeout.ms=12000")
+    ).group
+    assert options is not None
+    assert options.member.group_id == "file-group"
+    assert options.member.session_timeout_ms == 12_000
+    assert not options.enable_auto_commit
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--group", "a", "--consumer-property", "group.id=b"], "given twice"),
+        (["--group", "a", "--partition", "0"], "cannot be combined"),
+        (["--group", "a", "--offset", "earliest"], "cannot be combined"),
+        (["--group", "a", "--consumer-property", "auto.offset.reset=smallest"], "auto.offset.reset"),
+        (["--group", "a", "--consumer-property", "session.timeout.ms=soon"], "session.timeout.ms"),
+        (["--group", "a", "--consumer-property", "enable.auto.commit=yes"], "enable.auto.commit"),
+        (["--group", "a", "--consumer-property", "partition.assignment.strategy=sticky"], "sticky"),
+        (["--group", "a", "--consumer-property", "heartbeat.interval.ms=50000"], "heartbeat.interval.ms"),
+        (["--consumer.config", "/nonexistent/consumer.properties"], "cannot read"),
+    ],
+)
+def test_invalid_group_options_are_refused(argv: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        options_from(_args(*argv))
+
+
+def test_usage_errors_exit_2_with_the_reason(
+    capsys: pytest.CaptureFixture[str], broker: BrokerProcess
+) -> None:
+    code, out, err = _consume(capsys, broker, "--topic", "t", "--group", "g", "--partition", "1")
+    assert code == 2 and out == []
+    assert "ERROR --group cannot be combined with --partition" in err
+
+
+# -- committing and resuming -----------------------------------------------------------------------
+
+
+def test_a_group_resumes_after_the_last_record_printed(
+    capsys: pytest.CaptureFixture[str], broker: BrokerProcess
+) -> None:
+    topic, group = "resume", "resume-group"
+    create_topic(broker.bootstrap, topic, 3)
+    values = [f"v{i}".encode() for i in range(30)]
+    ends = produce(broker.bootstrap, topic, values, 3)
+
+    common = ["--topic", topic, "--group", group, *FAST_GROUP, "--property", "print.partition=true",
+              "--property", "print.offset=true"]  # fmt: skip
+    code, first, err = _consume(capsys, broker, *common, "--from-beginning", "--max-messages", "7")
+    assert code == 0 and len(first) == 7, err
+    assert err.endswith("Processed a total of 7 messages\n")
+    # the offsets committed are the positions after the records printed, partition by partition
+    printed: dict[int, int] = {}
+    for line in first:
+        match = PRINTED.fullmatch(line)
+        assert match is not None, line
+        printed[int(match[1])] = int(match[2]) + 1
+    assert {p: o for p, o in committed_offsets(broker.bootstrap, group, topic).items() if o > 0} == printed
+
+    # no --from-beginning: the committed offsets decide, and everything not printed yet comes now
+    code, rest, err = _consume(capsys, broker, *common, "--timeout-ms", "1500")
+    assert code == 0, err
+    everything = Counter(PRINTED.fullmatch(line)[3] for line in first + rest)  # type: ignore[index]
+    assert everything == Counter(v.decode() for v in values)
+    assert committed_offsets(broker.bootstrap, group, topic) == ends
+
+    # a consumer of the group that finds nothing new prints nothing, and commits nothing new
+    code, again, _ = _consume(capsys, broker, *common, "--from-beginning", "--timeout-ms", "800")
+    assert code == 0 and again == []
+
+
+def test_without_auto_commit_nothing_is_committed(
+    capsys: pytest.CaptureFixture[str], broker: BrokerProcess
+) -> None:
+    topic, group = "no-commit", "no-commit-group"
+    create_topic(broker.bootstrap, topic, 2)
+    produce(broker.bootstrap, topic, [b"a", b"b", b"c", b"d"], 2)
+    argv = ["--topic", topic, "--group", group, *FAST_GROUP, "--from-beginning", "--timeout-ms", "1000",
+            "--consumer-property", "enable.auto.commit=false"]  # fmt: skip
+    for _ in range(2):  # nothing committed: both runs start at the beginning
+        code, out, err = _consume(capsys, broker, *argv)
+        assert code == 0 and sorted(out) == ["a", "b", "c", "d"], err
+    assert committed_offsets(broker.bootstrap, group, topic) == {}
+
+
+def test_offset_reset_none_refuses_a_partition_without_a_committed_offset(
+    capsys: pytest.CaptureFixture[str], broker: BrokerProcess
+) -> None:
+    topic = "reset-none"
+    create_topic(broker.bootstrap, topic, 1)
+    code, out, err = _consume(
+        capsys, broker, "--topic", topic, "--group", "reset-none-group", *FAST_GROUP,
+        "--consumer-property", "auto.offset.reset=none", "--timeout-ms", "3000",
+    )  # fmt: skip
+    assert code == 1 and out == []
+    assert "Undefined offset with no reset policy for partitions: reset-none-0" in err
+
+
+# -- console consumers sharing a topic -----------------------------------------------------------
+
+
+class ConsoleMember:
+    """``kipling consume --group`` as a process; a thread collects what it prints."""
+
+    def __init__(self, broker: BrokerProcess, topic: str, group: str, *extra: str) -> None:
+        self.process = subprocess.Popen(
+            [*kipling_command(), "consume", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+             "--group", group, *FAST_GROUP, "--from-beginning", "--property", "print.partition=true",
+             "--property", "print.offset=true", *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        self.records: list[tuple[int, int, str]] = []
+        self.stderr = b""
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            match = PRINTED.fullmatch(raw.decode().rstrip("\n"))
+            assert match is not None, raw
+            with self._lock:
+                self.records.append((int(match[1]), int(match[2]), match[3]))
+
+    def printed(self) -> list[tuple[int, int, str]]:
+        with self._lock:
+            return list(self.records)
+
+    def partitions_since(self, count: int) -> set[int]:
+        return {p for p, _, _ in self.printed()[count:]}
+
+    def interrupt(self) -> int:
+        """Ctrl-C: commit, leave, print the count; the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        try:
+            _, self.stderr = self.process.communicate(timeout=TIMEOUT_S)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+        self._reader.join(5)
+        return self.process.returncode
+
+
+def _values(prefix: str, count: int) -> list[bytes]:
+    return [f"{prefix}{i}".encode() for i in range(count)]
+
+
+def _printed_values(*members: ConsoleMember) -> Counter[str]:
+    return Counter(value for member in members for _, _, value in member.printed())
+
+
+def test_two_console_consumers_share_a_topic_each_record_printed_once(broker: BrokerProcess) -> None:
+    topic, group, partitions = "shared", "shared-group", 6
+    create_topic(broker.bootstrap, topic, partitions)
+    produce(broker.bootstrap, topic, _values("a", 60), partitions)
+    first = ConsoleMember(broker, topic, group)
+    second: ConsoleMember | None = None
+    try:
+        wait_for(lambda: len(first.printed()) == 60, TIMEOUT_S, "the first consumer to print everything")
+        assert {p for p, _, _ in first.printed()} == set(range(partitions))
+
+        second = ConsoleMember(broker, topic, group)
+        wait_for(lambda: _members(broker, group) == 2, TIMEOUT_S, "the second consumer to join")
+        marks = (len(first.printed()), len(second.printed()))
+        produce(broker.bootstrap, topic, _values("b", 60), partitions)
+        members = (first, second)
+        wait_for(lambda: sum(_printed_values(*members).values()) == 120, TIMEOUT_S, "the b records")
+        shares = (first.partitions_since(marks[0]), second.partitions_since(marks[1]))
+        assert len(shares[0]) == 3 and len(shares[1]) == 3 and not shares[0] & shares[1]
+
+        assert second.interrupt() == 130  # commits what it printed, leaves: the first takes over
+        assert second.stderr.endswith(f"Processed a total of {len(second.printed())} messages\n".encode())
+        mark = len(first.printed())
+        produce(broker.bootstrap, topic, _values("c", 60), partitions)
+        wait_for(lambda: sum(_printed_values(*members).values()) == 180, TIMEOUT_S, "the c records")
+        assert first.partitions_since(mark) == set(range(partitions))
+    finally:
+        for member in (first, second):
+            if member is not None:
+                member.interrupt()
+    printed = _printed_values(first, *(m for m in (second,) if m is not None))
+    expected = Counter(v.decode() for prefix in "abc" for v in _values(prefix, 60))
+    assert printed == expected  # each record exactly once across the two consumers
+    assert sum(committed_offsets(broker.bootstrap, group, topic).values()) == 180
+
+
+def _members(broker: BrokerProcess, group: str) -> int:
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
+    try:
+        described = admin.describe_groups([group])[group]
+    finally:
+        admin.close()
+    if described["group_state"] != "Stable":
+        return -1
+    return len(described["members"])
+
+
+def test_a_console_consumer_and_kafka_python_share_a_group_each_leading_in_turn(
+    broker: BrokerProcess,
+) -> None:
+    topic, group, partitions = "mixed", "mixed-group", 6
+    create_topic(broker.bootstrap, topic, partitions)
+    produce(broker.bootstrap, topic, _values("a", 30), partitions)
+    console = ConsoleMember(broker, topic, group)  # the group's first member: its leader
+    python = KafkaPythonMember("python", broker.bootstrap, topic, group, auto_commit=True).start()
+    later: ConsoleMember | None = None
+    try:
+        wait_for(lambda: _members(broker, group) == 2 and len(python.assigned) == 3, TIMEOUT_S,
+                 "kafka-python to take the share kipling's leader gave it", [python])  # fmt: skip
+        produce(broker.bootstrap, topic, _values("b", 30), partitions)
+        wait_for(
+            lambda: sum(_printed_values(console).values()) + len(python.values()) == 60,
+            TIMEOUT_S, "the a and b records", [python],
+        )  # fmt: skip
+
+        assert console.interrupt() == 130  # kafka-python is alone, and the leader from now on
+        wait_for(lambda: len(python.assigned) == partitions, TIMEOUT_S, "kafka-python to own all", [python])
+        later = ConsoleMember(broker, topic, group)  # joins a group that kafka-python leads
+        wait_for(lambda: _members(broker, group) == 2 and len(python.assigned) == 3, TIMEOUT_S,
+                 "kipling to take the share kafka-python's leader gave it", [python])  # fmt: skip
+        mark = len(later.printed())
+        produce(broker.bootstrap, topic, _values("c", 30), partitions)
+        wait_for(
+            lambda: sum(_printed_values(console, later).values()) + len(python.values()) == 90,
+            TIMEOUT_S, "the c records", [python],
+        )  # fmt: skip
+        assert later.partitions_since(mark) == set(range(partitions)) - set(python.assigned)
+    finally:
+        for member in (console, later):
+            if member is not None:
+                member.interrupt()
+        stop_all([python])
+    seen = _printed_values(console, *(m for m in (later,) if m is not None))
+    seen.update(v.decode() for v in python.values())
+    assert seen == Counter(v.decode() for prefix in "abc" for v in _values(prefix, 30))
