@@ -71,6 +71,8 @@ class FollowerSettings:
     flush_check_interval_ms: int = 1000
     """How often idle logs are checked for a due ``flush.ms``."""
     log_retention_check_interval_ms: int = 300000
+    producer_id_expiration_ms: int = 86_400_000
+    """``producer.id.expiration.ms``: idle producers leave the state (and the snapshots) after this."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

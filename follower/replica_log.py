@@ -5,25 +5,55 @@ the follower's rules on top: the high watermark comes from the leader (clamped t
 holds), the log start offset only ever moves up to the leader's, and a fetch response may end with
 a partial batch that must not reach the log. Keeping this out of the fetcher lets the fetcher stay
 a state machine over offsets.
+
+It also keeps the partition's idempotent-producer state current from the headers of the batches it
+appends, as Kafka's follower does (``updateProducers`` in ``appendAsFollower``), and snapshots it
+at every segment roll and before a handover. Without that, the first time this replica becomes
+leader the broker would replay the batch headers of the whole log to rebuild the state; with it,
+the new leader loads a snapshot and replays at most the batches since the last roll (none after a
+clean handover).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import structlog
 
 from follower.fetch_state import LeaderEpoch, Offset
-from protocol.records import iter_batches
+from protocol.records import RecordBatchHeader, iter_batches
+from storage.clock import Clock, SystemClock
+from storage.handover import LogHandover, close_for_handover
 from storage.log import PartitionLog
+from storage.producer_recovery import rebuild_producer_state
+from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 
 _log = structlog.get_logger(__name__)
 
 
 class ReplicaLog:
-    """The follower's handle on one partition's log. The follower process owns the log exclusively."""
+    """The follower's handle on one partition's log. The follower process owns the log exclusively.
 
-    def __init__(self, log: PartitionLog) -> None:
+    Invariant: ``producer_state.map_end_offset`` equals the log end offset after every operation
+    (except after a storage failure, which fails the partition anyway).
+    """
+
+    def __init__(
+        self,
+        log: PartitionLog,
+        *,
+        clock: Clock | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> None:
+        """Wrap ``log`` and rebuild its producer state from the newest snapshot (replaying the tail).
+
+        ``clock`` gives the time producers expire against (the wall clock by default).
+        """
         self.log = log
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._logger = _log.bind(topic=log.topic, partition=log.partition)
+        self.producer_state = ProducerStateManager(log.directory, producer_id_expiration_ms)
+        self._rebuild_producer_state()
 
     # -- offsets and epochs ------------------------------------------------------------------------
 
@@ -64,15 +94,32 @@ class ReplicaLog:
         A trailing partial batch (the leader cut the response at its byte limit) is dropped, as
         Kafka's follower does. Raises what PartitionLog.append_as_follower raises: protocol's
         CorruptRecordError for a bad CRC, UnexpectedAppendOffsetError when the batches start below
-        the log end offset.
+        the log end offset. The producer state is updated only once the batches are in the log.
         """
-        whole = _whole_batches(records)
-        if whole:
+        whole, headers = _whole_batches(records)
+        if headers:
+            active_before = self.log.active_segment
             self.log.append_as_follower(whole)
+            # PartitionLog decides on a roll once per append, before writing any of its batches, so
+            # every batch of this append is in the new segment and the state still ends at its base.
+            if self.log.active_segment is not active_before:
+                self._snapshot_at_roll()
+            self._apply(headers)
         return self.log_end_offset
 
+    def _apply(self, headers: Sequence[RecordBatchHeader]) -> None:
+        """Update the producer state from the headers as written (the leader stamped them)."""
+        state = self.producer_state
+        for header in headers:
+            state.update(header, header.base_offset, header.last_offset)
+        state.update_map_end_offset(self.log.log_end_offset)
+
     def truncate_to(self, offset: int) -> Offset:
-        """Cut the log at ``offset`` (a whole batch holding it goes); returns the new log end offset."""
+        """Cut the log at ``offset`` (a whole batch holding it goes); returns the new log end offset.
+
+        The producer state is reloaded from the newest snapshot at or below the new end (those
+        above it describe batches that are gone) and the batches after that snapshot replayed.
+        """
         if offset < self.log.high_watermark:
             self._logger.warning(
                 "truncating below the high watermark",
@@ -82,6 +129,7 @@ class ReplicaLog:
             )
         if self.log.truncate_to(offset):
             self._logger.info("truncated", offset=offset, log_end_offset=self.log.log_end_offset)
+            self._rebuild_producer_state()
         return self.log_end_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -92,6 +140,7 @@ class ReplicaLog:
             log_end_offset=self.log.log_end_offset,
         )
         self.log.truncate_fully_and_start_at(offset)
+        self.producer_state.truncate_fully_and_start_at(offset)
 
     def update_high_watermark(self, leader_high_watermark: int) -> bool:
         """Follow the leader's HW, clamped to [log start, LEO] (so it can go down); True if it moved."""
@@ -101,12 +150,61 @@ class ReplicaLog:
     def maybe_increment_log_start_offset(self, leader_log_start_offset: int) -> bool:
         """Raise the log start offset to the leader's if that is higher; True if it moved.
 
-        Never above the high watermark (storage refuses): update the HW first.
+        Never above the high watermark (storage refuses): update the HW first. Snapshots below the
+        new log start go: recovery would discard them anyway, and this keeps the directory tidy.
         """
         if leader_log_start_offset <= self.log.log_start_offset:
             return False
         self.log.maybe_increment_log_start_offset(leader_log_start_offset)
+        self.producer_state.delete_snapshots_before(self.log.log_start_offset)
         return True
+
+    # -- maintenance -------------------------------------------------------------------------------
+
+    def delete_old_segments(self) -> int:
+        """Apply retention; returns how many segments went.
+
+        Retention may roll (a log always keeps one segment), which gets its snapshot like any roll,
+        and may move the log start offset, which takes the snapshots below it along.
+        """
+        active_before = self.log.active_segment
+        start_before = self.log.log_start_offset
+        deleted = self.log.delete_old_segments()
+        if self.log.active_segment is not active_before:
+            self._snapshot_at_roll()
+        if self.log.log_start_offset != start_before:
+            self.producer_state.delete_snapshots_before(self.log.log_start_offset)
+        return deleted
+
+    def remove_expired_producers(self) -> list[int]:
+        """Forget producers idle for producer.id.expiration.ms: keeps the state and snapshots small."""
+        return self.producer_state.remove_expired_producers(self._clock.time_ms())
+
+    def close_for_handover(self) -> LogHandover:
+        """Snapshot the producer state at the log end, then flush and close the log for its next owner.
+
+        With the snapshot at the log end offset, the broker that takes the lead replays no batch.
+        A failed snapshot only costs that replay, so it never blocks the handover.
+        """
+        if self.producer_state.map_end_offset == self.log.log_end_offset:
+            self._take_snapshot(self.log.log_end_offset, "handover")
+        return close_for_handover(self.log)
+
+    # -- producer state ----------------------------------------------------------------------------
+
+    def _rebuild_producer_state(self) -> int:
+        """Newest snapshot at or below the log end, then the headers after it; returns batches replayed."""
+        return rebuild_producer_state(self.log, self.producer_state, self._clock.time_ms())
+
+    def _snapshot_at_roll(self) -> None:
+        """Kafka snapshots at each new segment's base offset, before any batch of that segment."""
+        self._take_snapshot(self.log.active_segment.base_offset, "roll")
+
+    def _take_snapshot(self, offset: int, reason: str) -> None:
+        try:
+            self.producer_state.take_snapshot(offset)
+        except OSError as exc:  # the data is in the log: a missing snapshot only lengthens a replay
+            self._logger.warning("producer snapshot failed", offset=offset, reason=reason, error=str(exc))
 
 
 def initial_fetch_offset(log: ReplicaLog, truncation_on_fetch: bool) -> Offset:
@@ -120,10 +218,12 @@ def initial_fetch_offset(log: ReplicaLog, truncation_on_fetch: bool) -> Offset:
     return log.high_watermark
 
 
-def _whole_batches(records: bytes | bytearray | memoryview) -> memoryview:
-    """The prefix of ``records`` that consists of complete batches."""
+def _whole_batches(records: bytes | bytearray | memoryview) -> tuple[memoryview, list[RecordBatchHeader]]:
+    """The prefix of ``records`` that consists of complete batches, and their headers."""
     view = memoryview(records)
     end = 0
+    headers = []
     for position, header in iter_batches(view):
         end = position + header.size
-    return view[:end]
+        headers.append(header)
+    return view[:end], headers

@@ -4,9 +4,10 @@
 into calls here). It owns every log handed to it until it hands it back: it opens the log from the
 handover, gives it to the fetcher of the partition's leader (one :class:`SourceBrokerFetcher` per
 source broker, created on demand and stopped when it has no partition left), and on removal stops
-fetching, flushes and closes the log and returns the handover. Besides, it tells the broker the
-offsets it must checkpoint (the broker writes the log dir's checkpoint files, one writer per
-file), fsyncs idle logs whose ``flush.ms`` is due and applies retention, as a LogManager would.
+fetching, snapshots the producer state, flushes and closes the log and returns the handover.
+Besides, it tells the broker the offsets it must checkpoint (the broker writes the log dir's
+checkpoint files, one writer per file), fsyncs idle logs whose ``flush.ms`` is due, applies
+retention and forgets idle producers, as a LogManager would.
 
 Everything runs on one event loop: a request handler and a fetcher round never interleave inside
 a synchronous log operation, and a fetcher drops any response for a partition removed while the
@@ -36,13 +37,15 @@ from follower.replica_log import ReplicaLog
 from follower.source_fetcher import Connect, SourceBroker, SourceBrokerFetcher, fetcher_name
 from storage.clock import Clock, SystemClock
 from storage.config import LogConfig
-from storage.handover import LogHandover, close_for_handover, open_handed_over_log
+from storage.handover import LogHandover, open_handed_over_log
 
 _log = structlog.get_logger(__name__)
 
 SendEvent = Callable[[str, dict[str, Any]], Awaitable[None]]
 ConnectFactory = Callable[[SourceBroker, FollowerSettings, str], Connect]
 _NEVER_FLUSH_MS = LogConfig().flush_ms
+PRODUCER_EXPIRATION_CHECK_INTERVAL_MS = 600_000
+"""How often idle producers are forgotten (Kafka's producer.id.expiration.check.interval.ms)."""
 
 
 @dataclass(slots=True)
@@ -145,7 +148,7 @@ class FollowerService:
             if handover.topic_partition != tp:
                 raise ValueError(f"handover for {handover.topic_partition} in the entry of {tp}")
             config = LogConfig.from_properties(assignment.log_config or settings.log_config)
-            log = ReplicaLog(open_handed_over_log(handover, config, self._storage_clock))
+            log = self._open_replica_log(handover, config, settings.producer_id_expiration_ms)
             current = FollowedPartition(log, source, assignment.leader_epoch, assignment.partition_epoch)
             self._partitions[tp] = current
             self._logs[tp] = log
@@ -165,6 +168,21 @@ class FollowerService:
             log_end_offset=current.log.log_end_offset,
         )
 
+    def _open_replica_log(
+        self, handover: LogHandover, config: LogConfig, producer_id_expiration_ms: int
+    ) -> ReplicaLog:
+        """Open the handed-over log and rebuild its producer state; the log is closed if that fails."""
+        partition_log = open_handed_over_log(handover, config, self._storage_clock)
+        try:
+            return ReplicaLog(
+                partition_log,
+                clock=self._storage_clock,
+                producer_id_expiration_ms=producer_id_expiration_ms,
+            )
+        except BaseException:
+            partition_log.close()
+            raise
+
     async def remove_partitions(self, tps: Iterable[TopicPartition]) -> list[LogHandover]:
         """Stop following ``tps``, flush and close their logs; their handovers (unknown ones skipped)."""
         handovers = []
@@ -174,7 +192,7 @@ class FollowerService:
                 continue
             self._fetchers[followed.source].remove_partitions([tp])
             del self._logs[tp]
-            handover = close_for_handover(followed.log.log)
+            handover = followed.log.close_for_handover()
             handovers.append(handover)
             _log.info(
                 "partition handed back",
@@ -300,6 +318,9 @@ class FollowerService:
             asyncio.create_task(
                 _every(settings.log_retention_check_interval_ms, self._run_retention, "retention")
             ),
+            asyncio.create_task(
+                _every(PRODUCER_EXPIRATION_CHECK_INTERVAL_MS, self._expire_producers, "producer-expiration")
+            ),
         ]
 
     async def _flush_due(self) -> None:
@@ -311,7 +332,12 @@ class FollowerService:
 
     async def _run_retention(self) -> None:
         for followed in list(self._partitions.values()):
-            followed.log.log.delete_old_segments()
+            followed.log.delete_old_segments()
+
+    async def _expire_producers(self) -> None:
+        """Forget idle producers, as the leader does, so the snapshots this process writes stay small."""
+        for followed in list(self._partitions.values()):
+            followed.log.remove_expired_producers()
 
     # -- shutdown ------------------------------------------------------------------------------------
 
@@ -330,7 +356,7 @@ class FollowerService:
         handovers = []
         for tp, followed in list(self._partitions.items()):
             try:
-                handovers.append(close_for_handover(followed.log.log))
+                handovers.append(followed.log.close_for_handover())
             except Exception:
                 _log.exception("could not close a log cleanly", topic=tp[0], partition=tp[1])
         final = [_offsets_of(handover) for handover in handovers]

@@ -32,6 +32,7 @@ def follower_settings(config: BrokerConfig, broker_epoch: int = -1) -> FollowerS
             DEFAULT_OFFSETS_REPORT_INTERVAL_MS, config.replica_high_watermark_checkpoint_interval_ms
         ),
         log_retention_check_interval_ms=config.log_retention_check_interval_ms,
+        producer_id_expiration_ms=config.producer_id_expiration_ms,
     )
 
 

@@ -138,9 +138,11 @@ def test_settings_come_from_the_broker_config(tmp_path: pathlib.Path) -> None:
             "replica.fetch.backoff.ms": "40",
             "log.segment.bytes": "65536",
             "replica.high.watermark.checkpoint.interval.ms": "1000",
+            "producer.id.expiration.ms": "60000",
         }
     )
     settings = follower_settings(config, broker_epoch=12)
+    assert settings.producer_id_expiration_ms == 60_000
     assert (settings.replica_fetch_wait_max_ms, settings.replica_fetch_backoff_ms) == (250, 40)
     assert settings.replica_fetch_max_bytes == config.replica_fetch_max_bytes
     assert settings.replica_socket_timeout_ms == config.replica_socket_timeout_ms
