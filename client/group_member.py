@@ -181,6 +181,8 @@ class GroupMember:
         self._on_rejoin_needed = on_rejoin_needed
         self._coordinator: KafkaConnection | None = None
         self._coordinator_id = -1
+        self._lookup = asyncio.Lock()
+        """Heartbeats and the caller may both find the coordinator unknown: one lookup, one connection."""
         self._heartbeats: asyncio.Task[None] | None = None
         self._fatal: GroupError | None = None
         self._joining = False
@@ -217,6 +219,11 @@ class GroupMember:
                     self._logger.warning("join failed, retrying", error=str(exc))
                     self._coordinator_lost()
                     await self._backoff()
+        except asyncio.CancelledError:
+            # a JoinGroup or SyncGroup may still be parked at the coordinator, which answers one
+            # connection's requests in order: a LeaveGroup sent behind it would wait it out
+            self._coordinator_lost()
+            raise
         finally:
             self._joining = False
             self.rejoin_reason = None
@@ -345,7 +352,12 @@ class GroupMember:
     # -- heartbeats --------------------------------------------------------------------------------
 
     async def _heartbeat_loop(self, generation_id: int) -> None:
-        """Heartbeat until the generation ends (then tell the caller) or the task is cancelled."""
+        """Heartbeat until the member is out of the group or :meth:`join` takes over.
+
+        REBALANCE_IN_PROGRESS tells the caller to rejoin, but the heartbeats go on until it does:
+        they keep the member's session alive while it gives up its partitions and commits, which may
+        take up to the rebalance timeout (``max.poll.interval.ms``), longer than a session.
+        """
         interval_s = self.config.heartbeat_interval_ms / 1000
         last_ok = time.monotonic()
         while True:
@@ -358,6 +370,10 @@ class GroupMember:
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             if code is ErrorCode.NONE:
                 last_ok = time.monotonic()
+                continue
+            if code is ErrorCode.REBALANCE_IN_PROGRESS:
+                last_ok = time.monotonic()
+                self._end_generation("heartbeat: REBALANCE_IN_PROGRESS")
                 continue
             if code not in REJOIN_ERRORS and (code in COORDINATOR_MOVED or code.retriable):
                 if (time.monotonic() - last_ok) * 1000 < self.config.session_timeout_ms:
@@ -520,9 +536,13 @@ class GroupMember:
 
     async def _coordinator_connection(self) -> KafkaConnection:
         """The connection to the group's coordinator, looked up (FindCoordinator) when unknown."""
-        if self._coordinator is not None and not self._coordinator.closed:
-            return self._coordinator
-        self._coordinator = None
+        async with self._lookup:
+            if self._coordinator is not None and not self._coordinator.closed:
+                return self._coordinator
+            self._coordinator = None
+            return await self._look_up_coordinator()
+
+    async def _look_up_coordinator(self) -> KafkaConnection:
         while True:
             connection = await self.cluster.any_connection()
             try:
