@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import signal
-import subprocess
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,8 +27,8 @@ from broker.cli import build_parser, main
 from broker.commands.consume import options_from
 from broker.commands.consume_group import GroupOptions
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.dev_cluster_process import kipling_command
 from tests.integration.group_members import (
+    ConsoleMember,
     KafkaPythonMember,
     committed_offsets,
     create_topic,
@@ -222,52 +219,6 @@ def test_offset_reset_none_refuses_a_partition_without_a_committed_offset(
 # -- console consumers sharing a topic -----------------------------------------------------------
 
 
-class ConsoleMember:
-    """``kipling consume --group`` as a process; a thread collects what it prints."""
-
-    def __init__(self, broker: BrokerProcess, topic: str, group: str, *extra: str) -> None:
-        self.process = subprocess.Popen(
-            [*kipling_command(), "consume", "--bootstrap-server", broker.bootstrap, "--topic", topic,
-             "--group", group, *FAST_GROUP, "--from-beginning", "--property", "print.partition=true",
-             "--property", "print.offset=true", *extra],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )  # fmt: skip
-        self.records: list[tuple[int, int, str]] = []
-        self.stderr = b""
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for raw in self.process.stdout:
-            match = PRINTED.fullmatch(raw.decode().rstrip("\n"))
-            assert match is not None, raw
-            with self._lock:
-                self.records.append((int(match[1]), int(match[2]), match[3]))
-
-    def printed(self) -> list[tuple[int, int, str]]:
-        with self._lock:
-            return list(self.records)
-
-    def partitions_since(self, count: int) -> set[int]:
-        return {p for p, _, _ in self.printed()[count:]}
-
-    def interrupt(self) -> int:
-        """Ctrl-C: commit, leave, print the count; the exit status."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-        try:
-            _, self.stderr = self.process.communicate(timeout=TIMEOUT_S)
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-                self.process.wait()
-        self._reader.join(5)
-        return self.process.returncode
-
-
 def _values(prefix: str, count: int) -> list[bytes]:
     return [f"{prefix}{i}".encode() for i in range(count)]
 
@@ -280,13 +231,13 @@ def test_two_console_consumers_share_a_topic_each_record_printed_once(broker: Br
     topic, group, partitions = "shared", "shared-group", 6
     create_topic(broker.bootstrap, topic, partitions)
     produce(broker.bootstrap, topic, _values("a", 60), partitions)
-    first = ConsoleMember(broker, topic, group)
+    first = ConsoleMember(broker.bootstrap, topic, group, *FAST_GROUP)
     second: ConsoleMember | None = None
     try:
         wait_for(lambda: len(first.printed()) == 60, TIMEOUT_S, "the first consumer to print everything")
         assert {p for p, _, _ in first.printed()} == set(range(partitions))
 
-        second = ConsoleMember(broker, topic, group)
+        second = ConsoleMember(broker.bootstrap, topic, group, *FAST_GROUP)
         wait_for(lambda: _members(broker, group) == 2, TIMEOUT_S, "the second consumer to join")
         marks = (len(first.printed()), len(second.printed()))
         produce(broker.bootstrap, topic, _values("b", 60), partitions)
@@ -330,7 +281,8 @@ def test_a_console_consumer_and_kafka_python_share_a_group_each_leading_in_turn(
     topic, group, partitions = "mixed", "mixed-group", 6
     create_topic(broker.bootstrap, topic, partitions)
     produce(broker.bootstrap, topic, _values("a", 30), partitions)
-    console = ConsoleMember(broker, topic, group)  # the group's first member: its leader
+    # the group's first member, so its leader
+    console = ConsoleMember(broker.bootstrap, topic, group, *FAST_GROUP)
     python = KafkaPythonMember("python", broker.bootstrap, topic, group, auto_commit=True).start()
     later: ConsoleMember | None = None
     try:
@@ -344,7 +296,8 @@ def test_a_console_consumer_and_kafka_python_share_a_group_each_leading_in_turn(
 
         assert console.interrupt() == 130  # kafka-python is alone, and the leader from now on
         wait_for(lambda: len(python.assigned) == partitions, TIMEOUT_S, "kafka-python to own all", [python])
-        later = ConsoleMember(broker, topic, group)  # joins a group that kafka-python leads
+        # joins a group that kafka-python leads
+        later = ConsoleMember(broker.bootstrap, topic, group, *FAST_GROUP)
         wait_for(lambda: _members(broker, group) == 2 and len(python.assigned) == 3, TIMEOUT_S,
                  "kipling to take the share kafka-python's leader gave it", [python])  # fmt: skip
         mark = len(later.printed())

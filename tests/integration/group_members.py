@@ -27,6 +27,10 @@ Any exception in a member's thread is kept in :attr:`GroupMember.error` and rais
 from __future__ import annotations
 
 import asyncio
+import re
+import signal
+import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -295,6 +299,69 @@ MEMBERS: dict[str, type[GroupMember]] = {
 }
 
 
+CONSOLE_LINE = re.compile(r"Partition:(\d+)\tOffset:(\d+)\t(.*)")
+
+
+class ConsoleMember:
+    """``kipling consume --group`` as a process (from the beginning, printing partition and offset);
+    a thread collects what it prints as ``(partition, offset, value)``. Its stderr goes to a file, so
+    a chatty consumer never blocks on a full pipe."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, *extra: str) -> None:
+        from tests.integration.dev_cluster_process import kipling_command
+
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by interrupt()
+        self.process = subprocess.Popen(
+            [*kipling_command(), "consume", "--bootstrap-server", bootstrap, "--topic", topic,
+             "--group", group, "--from-beginning", "--property", "print.partition=true",
+             "--property", "print.offset=true", *extra],
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+        )  # fmt: skip
+        self.records: list[tuple[int, int, str]] = []
+        self.stderr = b""
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            match = CONSOLE_LINE.fullmatch(raw.decode().rstrip("\n"))
+            assert match is not None, raw
+            with self._lock:
+                self.records.append((int(match[1]), int(match[2]), match[3]))
+
+    def printed(self) -> list[tuple[int, int, str]]:
+        with self._lock:
+            return list(self.records)
+
+    def values(self) -> list[bytes]:
+        return [value.encode() for _, _, value in self.printed()]
+
+    def partitions_since(self, count: int) -> set[int]:
+        """The partitions of the records printed after the first ``count``."""
+        return {p for p, _, _ in self.printed()[count:]}
+
+    def interrupt(self, timeout_s: float = 30) -> int:
+        """Ctrl-C (the consumer commits, leaves and prints its count); the exit status. Idempotent."""
+        if self._stderr.closed:
+            return self.process.returncode
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout_s)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            self._reader.join(5)
+            self._stderr.seek(0)
+            self.stderr = self._stderr.read()
+            self._stderr.close()
+        return self.process.returncode
+
+
 def stop_all(members: Sequence[GroupMember]) -> None:
     """Stop every member (in a finally block: errors of one do not keep the others running)."""
     errors: list[BaseException] = []
@@ -482,6 +549,7 @@ __all__ = [
     "MEMBERS",
     "AiokafkaMember",
     "ConfluentMember",
+    "ConsoleMember",
     "GroupMember",
     "KafkaPythonMember",
     "PacedProducer",

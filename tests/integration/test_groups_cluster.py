@@ -16,7 +16,8 @@ the leader of the group's partition. The data topics have 6 partitions and repli
   again and a new member resumes from them.
 - The coordinator's broker is killed (SIGKILL) while a member consumes and commits: another broker
   becomes the coordinator, the member carries on without losing or repeating a message, the new
-  coordinator serves every commit, and a new member resumes from them.
+  coordinator serves every commit, and a new member resumes from them. The same with a
+  ``kipling consume --group`` console consumer in place of the member.
 
 The groups whose coordinator is restarted or killed are chosen so that it is not broker 1: the
 single controller must survive for leadership to move.
@@ -39,6 +40,7 @@ from tests.integration.cluster import FAST_FAILOVER, Cluster
 from tests.integration.group_members import (
     AiokafkaMember,
     ConfluentMember,
+    ConsoleMember,
     GroupMember,
     KafkaPythonMember,
     PacedProducer,
@@ -387,6 +389,56 @@ def test_a_new_coordinator_serves_the_commits_after_the_old_one_is_killed(cluste
         assert_exactly_once(resumed.values(), set(later))
     finally:
         stop_all([member, resumed])
+        producer.stop(check=False)
+        if victim.process is None:
+            victim.start()
+    wait_for_full_isr(cluster)
+
+
+def test_a_console_consumer_group_carries_on_through_a_coordinator_kill(cluster: Cluster) -> None:
+    """``kipling consume --group``: its heartbeats and commits find the new coordinator, its fetches
+    follow the partitions' new leaders, and it prints each record once; a kafka-python member of the
+    same group resumes after what it committed."""
+    topic = "console-coordinator-kill"
+    create_topic(cluster.bootstrap, topic, PARTITIONS, 3)
+    group, coordinator = group_not_on_controller(cluster, "console-killed")
+    victim = cluster.brokers[coordinator]
+    producer = PacedProducer(cluster.bootstrap, topic, PARTITIONS, "console")
+    console = ConsoleMember(
+        cluster.bootstrap, topic, group,
+        "--consumer-property", "heartbeat.interval.ms=500", "--consumer-property", "session.timeout.ms=10000",
+        "--consumer-property", "auto.commit.interval.ms=200",
+    )  # fmt: skip
+    resumed = KafkaPythonMember("after-console", cluster.bootstrap, topic, group)
+    try:
+        producer.start()
+        producer.wait_for_more(150, "before the coordinator is killed")
+        wait_for(lambda: producer.acked_values() <= set(console.values()), TIMEOUT_S, "the console to print")
+        assert offsets_partition_leader(cluster, group) == coordinator
+        victim.stop(signal.SIGKILL)
+        wait_for_coordinator(cluster, group, avoid=coordinator)
+        producer.wait_for_more(150, "after the coordinator was killed")
+        acked = producer.stop()
+        ends = producer.end_offsets()
+        wait_for(lambda: set(acked) <= set(console.values()), TIMEOUT_S, "the console to print everything")
+        wait_for(
+            lambda: committed_offsets(cluster.bootstrap, group, topic) == ends,
+            TIMEOUT_S,
+            "the console's commits to reach the new coordinator",
+            interval_s=0.25,
+        )
+        assert console.interrupt() == 130, console.stderr
+        assert_exactly_once(console.values(), set(acked))
+
+        later = [f"after-console-{i}".encode() for i in range(60)]
+        produce(cluster.bootstrap, topic, later, PARTITIONS)
+        resumed.start()
+        wait_consumed([resumed], set(later), "kafka-python to resume after the console's commits")
+        resumed.stop()
+        assert_exactly_once(resumed.values(), set(later))
+    finally:
+        console.interrupt()
+        stop_all([resumed])
         producer.stop(check=False)
         if victim.process is None:
             victim.start()
