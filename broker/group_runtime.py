@@ -152,6 +152,7 @@ class GroupCoordinatorRuntime:
         self._creation: asyncio.Task[None] | None = None
         self._creation_retry_at = 0.0
         self._creation_error: str | None = None
+        self._count_mismatch_logged = False
 
     # -- leadership ----------------------------------------------------------------------------------
 
@@ -159,6 +160,7 @@ class GroupCoordinatorRuntime:
         """A ReplicaManager leadership listener: load or unload a partition of the offsets topic."""
         if partition.topic != OFFSETS_TOPIC:
             return
+        self._match_partition_count()
         index = partition.index
         previous = self._loads.pop(index, None)
         if previous is not None:
@@ -195,6 +197,8 @@ class GroupCoordinatorRuntime:
         if topic is None:
             self._start_creation()
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if not self._match_partition_count():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         state = topic.partitions.get(self.coordinator.partition_for(group_id))
         if state is None or state.leader_id == NO_LEADER:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
@@ -202,6 +206,31 @@ class GroupCoordinatorRuntime:
             if endpoint.node_id == state.leader_id:
                 return ErrorCode.NONE, endpoint
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+
+    def _match_partition_count(self) -> bool:
+        """Spread groups over the partitions ``__consumer_offsets`` has (see
+        GroupCoordinator.adopt_partition_count); False while the two cannot be matched."""
+        topic = self._topics.get(OFFSETS_TOPIC)
+        if topic is None or not topic.partitions:
+            return True
+        count = len(topic.partitions)
+        if count == self.coordinator.num_partitions:
+            return True
+        configured = self.coordinator.num_partitions
+        try:
+            self.coordinator.adopt_partition_count(count)
+        except ValueError as exc:
+            if not self._count_mismatch_logged:
+                _log.error("__consumer_offsets changed partition count under loaded groups", error=str(exc))
+                self._count_mismatch_logged = True
+            return False
+        _log.warning(
+            "__consumer_offsets exists with another partition count than offsets.topic.num.partitions: "
+            "groups are spread over the partitions it has",
+            partitions=count,
+            configured=configured,
+        )
+        return True
 
     def _start_creation(self) -> None:
         loop = asyncio.get_running_loop()

@@ -65,6 +65,24 @@ class GroupCatalog:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 
+    def resize(self, num_partitions: int) -> bool:
+        """Map groups onto ``num_partitions`` from now on; True if that changed anything.
+
+        Only before any partition is loaded: a group's partition is where its records are, so the
+        count cannot change under groups already read back (ValueError then).
+        """
+        if num_partitions == self.num_partitions:
+            return False
+        if num_partitions < 1:
+            raise ValueError(f"__consumer_offsets must have at least 1 partition, got {num_partitions}")
+        if self._owned or self._loading or self._groups:
+            raise ValueError(
+                f"cannot map groups onto {num_partitions} partitions: partitions of "
+                f"{self.num_partitions} are loaded already"
+            )
+        self.num_partitions = num_partitions
+        return True
+
     def owns(self, partition: int) -> bool:
         return partition in self._owned
 

@@ -199,6 +199,21 @@ class GroupCoordinator:
         return self._catalog.partition_for(group_id)
 
     @property
+    def num_partitions(self) -> int:
+        """How many partitions of __consumer_offsets groups are spread over."""
+        return self._catalog.num_partitions
+
+    def adopt_partition_count(self, num_partitions: int) -> bool:
+        """Spread groups over the partitions ``__consumer_offsets`` really has.
+
+        ``offsets.topic.num.partitions`` only sizes the topic when it is created; once it exists,
+        Kafka maps groups onto its actual partition count, so that changing the setting later does
+        not hide every group committed before. Possible only before any partition is loaded
+        (ValueError after); True if the count changed.
+        """
+        return self._catalog.resize(num_partitions)
+
+    @property
     def owned_partitions(self) -> frozenset[int]:
         return self._catalog.owned_partitions
 

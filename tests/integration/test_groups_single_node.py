@@ -225,3 +225,46 @@ def test_committed_offsets_survive_a_restart_of_the_broker(
     _assert_exactly(again, second)
     records = again.snapshot()
     assert {p: min(r.offset for r in records if r.partition == p) for p in range(PARTITIONS)} == ends
+
+
+def test_offsets_stay_found_when_offsets_topic_num_partitions_changes(
+    broker_factory: Callable[[Sequence[str]], BrokerProcess],
+) -> None:
+    """The broker restarts with another offsets.topic.num.partitions: __consumer_offsets keeps the
+    partitions it was created with, the coordinator spreads groups over those (as Kafka does), and
+    every offset committed before the change is served after it."""
+    from broker.groups import partition_for
+
+    server = broker_factory(OVERRIDES)  # offsets.topic.num.partitions=5
+    groups = [
+        f"resized-{i}"
+        for i in range(40)
+        if partition_for(f"resized-{i}", 5) != partition_for(f"resized-{i}", 2)
+    ]
+    topic = "resized"
+    create_topic(server.bootstrap, topic, 1)
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=15_000)
+    try:
+        from kafka.errors import CoordinatorNotAvailableError
+        from kafka.structs import OffsetAndMetadata, TopicPartition
+
+        def commit(group: str, offset: int) -> bool:
+            try:  # the first lookup creates __consumer_offsets and is answered "not available"
+                admin.alter_group_offsets(group, {TopicPartition(topic, 0): OffsetAndMetadata(offset, "", -1)})  # noqa: E501
+            except CoordinatorNotAvailableError:
+                return False
+            return True
+
+        for n, group in enumerate(groups[:3]):
+            wait_for(lambda: commit(group, n + 10), TIMEOUT_S, f"a commit of {group}", interval_s=0.2)  # noqa: B023
+    finally:
+        admin.close()
+    server.overrides = [*OVERRIDES[:-1], "offsets.topic.num.partitions=2"]
+    server.restart()
+    for n, group in enumerate(groups[:3]):
+        wait_for(
+            lambda group=group, n=n: committed_offsets(server.bootstrap, group, topic) == {0: n + 10},  # type: ignore[misc]
+            TIMEOUT_S,
+            f"the offsets of {group} after the restart",
+            interval_s=0.2,
+        )

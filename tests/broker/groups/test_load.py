@@ -201,3 +201,26 @@ def test_loading_a_partition_twice_keeps_the_live_state() -> None:
     h.commit("manual", {("t", 0): 1})
     h.coordinator.load_partition(0, [])
     assert h.coordinator.fetch_offsets("manual", [("t", 0)]).partitions[("t", 0)].offset == 1
+
+
+def test_groups_follow_the_partition_count_the_offsets_topic_has() -> None:
+    """offsets.topic.num.partitions changed after __consumer_offsets was created: the coordinator
+    adopts the topic's real count before loading, so each group is looked for where it was written."""
+    h = Harness(config(offsets_topic_num_partitions=5))
+    group = next(f"g{i}" for i in range(100) if partition_for(f"g{i}", 5) != partition_for(f"g{i}", 3))
+    h.commit(group, {("t", 0): 7})
+    written = partition_for(group, 5)
+
+    restarted = Harness(config(offsets_topic_num_partitions=3), load=False)
+    assert restarted.coordinator.num_partitions == 3
+    assert restarted.coordinator.adopt_partition_count(5) is True
+    assert restarted.coordinator.adopt_partition_count(5) is False
+    assert restarted.coordinator.partition_for(group) == written
+    restarted.coordinator.load_partition(written, h.log.records(written))
+    assert restarted.coordinator.group(group) is not None
+    assert restarted.coordinator.group(group).offsets.all() == h.coordinator.group(group).offsets.all()  # type: ignore[union-attr]
+
+    with pytest.raises(ValueError, match="loaded already"):  # never under groups already read back
+        restarted.coordinator.adopt_partition_count(3)
+    with pytest.raises(ValueError, match="at least 1"):
+        Harness(load=False).coordinator.adopt_partition_count(0)
