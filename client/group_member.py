@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from client.assignors import ASSIGNORS, MemberSubscription, PartitionAssignor
+from client.assignors import ASSIGNORS, leader_assignments
 from client.connection import KafkaConnection
 from client.errors import ClientError, KafkaResponseError, error_code
 from client.fetch_session import TopicPartition
@@ -51,10 +51,8 @@ from protocol.consumer_protocol import (
     Assignment,
     ConsumerProtocolError,
     Subscription,
-    TopicPartitions,
     decode_assignment,
     decode_subscription,
-    encode_assignment,
     encode_subscription,
 )
 from protocol.error_codes import ErrorCode
@@ -76,7 +74,7 @@ GROUP_KEY_TYPE = 0
 NO_GENERATION = -1
 UNKNOWN_MEMBER_ID = ""
 SUBSCRIPTION_VERSION = 1
-"""v1 carries the partitions the member owns (informative for other members' assignors)."""
+"""v1 adds the partitions the member owns: none for an eager member that joins, as Kafka sends it."""
 
 COORDINATOR_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 """Errors after which the coordinator is looked up again."""
@@ -154,13 +152,17 @@ class Generation:
     protocol_name: str | None = None
     leader_id: str = ""
     assignment: dict[str, list[int]] = field(default_factory=dict)
+    assigned_counts: dict[str, int] = field(default_factory=dict)
+    """As leader: the partition counts the assignment was computed from (a change means rejoin)."""
 
     @property
     def is_leader(self) -> bool:
         return bool(self.member_id) and self.member_id == self.leader_id
 
-    def partitions(self) -> list[TopicPartition]:
-        return [TopicPartition(topic, p) for topic, ps in sorted(self.assignment.items()) for p in sorted(ps)]
+    @property
+    def valid(self) -> bool:
+        """Whether commits may be sent for it: an id and a generation the coordinator gave."""
+        return bool(self.member_id) and self.generation_id >= 0
 
 
 class GroupMember:
@@ -180,7 +182,6 @@ class GroupMember:
         """Why the current generation ended (None while it holds)."""
         self._on_rejoin_needed = on_rejoin_needed
         self._coordinator: KafkaConnection | None = None
-        self._coordinator_id = -1
         self._lookup = asyncio.Lock()
         """Heartbeats and the caller may both find the coordinator unknown: one lookup, one connection."""
         self._heartbeats: asyncio.Task[None] | None = None
@@ -199,13 +200,8 @@ class GroupMember:
         await self._stop_heartbeats()
         reason, self.rejoin_reason = self.rejoin_reason, None
         self._joining = True
-        subscription = Subscription(
-            topics=tuple(sorted(set(topics))),
-            owned_partitions=tuple(
-                TopicPartitions(topic, tuple(sorted(ps)))
-                for topic, ps in sorted(self.generation.assignment.items())
-            ),
-        )
+        # eager rebalancing: the caller gave up every partition before joining, so it owns none
+        subscription = Subscription(topics=tuple(sorted(set(topics))))
         self.generation.assignment = {}
         try:
             while True:
@@ -226,11 +222,12 @@ class GroupMember:
             raise
         finally:
             self._joining = False
-            self.rejoin_reason = None
+        self.rejoin_reason = None
         self._heartbeats = asyncio.create_task(
             self._heartbeat_loop(self.generation.generation_id),
             name=f"kipling-heartbeat-{self.config.group_id}",
         )
+        self._heartbeats.add_done_callback(self._heartbeats_ended)
         self._logger.info(
             "joined group",
             generation=self.generation.generation_id,
@@ -287,40 +284,43 @@ class GroupMember:
 
     async def _assign(self, protocol_name: str | None, members: Sequence[Any]) -> dict[str, bytes]:
         """The leader's job: every member's assignment, encoded, by member id."""
-        assignor = self._assignor(protocol_name)
-        subscriptions: dict[str, MemberSubscription] = {}
-        for member in members:
-            try:
-                decoded = decode_subscription(member.metadata)
-            except ConsumerProtocolError as exc:
-                raise GroupError(
-                    ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-                    f"member {member.member_id} sent an undecodable subscription: {exc}",
-                ) from None
-            subscriptions[member.member_id] = MemberSubscription(
-                member.member_id, frozenset(decoded.topics), member.group_instance_id
-            )
-        topics = sorted({t for s in subscriptions.values() for t in s.topics})
-        counts = await self.cluster.partition_counts(topics)
-        assigned = assignor.assign(subscriptions, counts)
-        self._logger.info(
-            "assigned partitions as leader",
-            assignor=assignor.name,
-            members=len(subscriptions),
-            partitions=sum(counts.values()),
-        )
-        return {
-            member_id: encode_assignment(Assignment.from_mapping(partitions))
-            for member_id, partitions in assigned.items()
-        }
-
-    def _assignor(self, protocol_name: str | None) -> PartitionAssignor:
-        if protocol_name not in self.config.assignors:
+        if protocol_name is None or protocol_name not in self.config.assignors:
             raise GroupError(
                 ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                 f"the group chose assignor {protocol_name!r}, which this member did not offer",
             )
-        return ASSIGNORS[protocol_name]
+        subscribed = [(m.member_id, m.group_instance_id, m.metadata) for m in members]
+        try:
+            topics = sorted({t for _, _, meta in subscribed for t in decode_subscription(meta).topics})
+            counts = await self.cluster.partition_counts(topics)
+            assignments = leader_assignments(protocol_name, subscribed, counts)
+        except ConsumerProtocolError as exc:
+            raise GroupError(
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"a member sent an undecodable subscription: {exc}"
+            ) from None
+        self.generation.assigned_counts = counts
+        self._logger.info(
+            "assigned partitions as leader",
+            assignor=protocol_name,
+            members=len(subscribed),
+            partitions=sum(counts.values()),
+        )
+        return assignments
+
+    async def partition_counts_changed(self) -> bool:
+        """As leader, whether a subscribed topic's partition count moved since the assignment.
+
+        Kafka's leader watches the metadata for this, so that partitions added to a topic get
+        consumed without waiting for a member to come or go; the caller rejoins when it is true.
+        """
+        assigned = self.generation.assigned_counts
+        if not self.generation.is_leader or not assigned or self.rejoin_reason is not None:
+            return False
+        counts = await self.cluster.partition_counts(sorted(assigned))
+        if counts == assigned:
+            return False
+        self._end_generation(f"partition counts changed: {assigned} -> {counts}")
+        return True
 
     async def _send_sync(self, coordinator: KafkaConnection, assignments: Mapping[str, bytes]) -> bool:
         version = coordinator.version_for(ApiKey.SYNC_GROUP)
@@ -341,8 +341,9 @@ class GroupMember:
             if code is not ErrorCode.REBALANCE_IN_PROGRESS:
                 await self._backoff()
             return False
-        try:
-            self.generation.assignment = decode_assignment(response.assignment).as_dict()
+        try:  # the coordinator sends no bytes to a member the leader's SyncGroup left out
+            assignment = decode_assignment(response.assignment) if response.assignment else Assignment()
+            self.generation.assignment = assignment.as_dict()
         except ConsumerProtocolError as exc:
             raise GroupError(
                 ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"undecodable assignment from the leader: {exc}"
@@ -362,11 +363,13 @@ class GroupMember:
         last_ok = time.monotonic()
         while True:
             await asyncio.sleep(interval_s)
+            coordinator = None
             try:
-                code = await self._heartbeat(generation_id)
+                coordinator = await self._coordinator_connection(time.monotonic() + interval_s)
+                code = await self._heartbeat(coordinator, generation_id)
             except ClientError as exc:
                 self._logger.info("heartbeat failed", error=str(exc))
-                self._coordinator_lost()
+                self._coordinator_lost(coordinator)
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             if code is ErrorCode.NONE:
                 last_ok = time.monotonic()
@@ -376,6 +379,8 @@ class GroupMember:
                 self._end_generation("heartbeat: REBALANCE_IN_PROGRESS")
                 continue
             if code not in REJOIN_ERRORS and (code in COORDINATOR_MOVED or code.retriable):
+                if code in COORDINATOR_MOVED:
+                    self._coordinator_lost(coordinator)  # the next heartbeat looks it up again
                 if (time.monotonic() - last_ok) * 1000 < self.config.session_timeout_ms:
                     continue
                 self._end_generation(f"no heartbeat for a session timeout ({code.name})")
@@ -389,8 +394,7 @@ class GroupMember:
             if code in REJOIN_ERRORS:
                 return
 
-    async def _heartbeat(self, generation_id: int) -> ErrorCode:
-        coordinator = await self._coordinator_connection()
+    async def _heartbeat(self, coordinator: KafkaConnection, generation_id: int) -> ErrorCode:
         version = coordinator.version_for(ApiKey.HEARTBEAT)
         body = {
             "group_id": self.config.group_id,
@@ -401,11 +405,23 @@ class GroupMember:
         response = await coordinator.request(ApiKey.HEARTBEAT, version, body, self._request_timeout_s)
         return error_code(response.error_code)
 
+    def _heartbeats_ended(self, task: asyncio.Task[None]) -> None:
+        """A heartbeat task that died of an unexpected error must not leave the member silently
+        heartbeat-less until the coordinator expels it: the caller hears of it and the next join
+        raises it."""
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        self._logger.error("heartbeats failed", error=repr(exc))
+        self._fatal = GroupError(ErrorCode.UNKNOWN_SERVER_ERROR, f"heartbeats failed: {exc!r}")
+        self._end_generation(f"heartbeats failed: {exc!r}")
+
     async def _stop_heartbeats(self) -> None:
         task, self._heartbeats = self._heartbeats, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            # an error that ended the task was recorded by _heartbeats_ended
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
     # -- offsets -----------------------------------------------------------------------------------
@@ -419,6 +435,11 @@ class GroupMember:
         """
         if not offsets:
             return
+        if not self.generation.valid:  # Kafka fails such a commit without sending it, too: an
+            # Empty group would take it, and roll back what the partitions' new owners committed
+            raise CommitFailedError(
+                ErrorCode.ILLEGAL_GENERATION, "this member is not in a generation of the group"
+            )
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for tp, offset in offsets.items():
             by_topic.setdefault(tp.topic, []).append(
@@ -488,19 +509,21 @@ class GroupMember:
         """Run ``attempt`` at the coordinator, retrying retriable failures within the request timeout."""
         deadline = time.monotonic() + self._request_timeout_s
         while True:
+            coordinator = None
             try:
-                return await attempt(await self._coordinator_connection())
+                coordinator = await self._coordinator_connection(deadline)
+                return await attempt(coordinator)
             except KafkaResponseError as exc:
                 if not exc.retriable or isinstance(exc, CommitFailedError) or time.monotonic() > deadline:
                     raise
                 if exc.code in COORDINATOR_MOVED:
-                    self._coordinator_lost()
+                    self._coordinator_lost(coordinator)
                 self._logger.info("retrying", what=what, error=str(exc))
             except ClientError as exc:
                 if time.monotonic() > deadline:
                     raise
                 self._logger.info("retrying", what=what, error=str(exc))
-                self._coordinator_lost()
+                self._coordinator_lost(coordinator)
             await self._backoff()
 
     # -- leaving -----------------------------------------------------------------------------------
@@ -510,15 +533,16 @@ class GroupMember:
         await self._stop_heartbeats()
         try:
             if self.generation.member_id and self.config.group_instance_id is None:
-                await self._leave(reason)
-        except ClientError as exc:
-            self._logger.warning("leaving the group failed", error=str(exc))
+                async with asyncio.timeout(self._request_timeout_s):
+                    await self._leave(reason)
+        except (ClientError, TimeoutError) as exc:  # the session timeout removes the member then
+            self._logger.warning("leaving the group failed", error=str(exc) or "timed out")
         finally:
             self.generation = Generation()
             self._coordinator_lost()
 
     async def _leave(self, reason: str) -> None:
-        coordinator = await self._coordinator_connection()
+        coordinator = await self._coordinator_connection(time.monotonic() + self._request_timeout_s)
         version = coordinator.version_for(ApiKey.LEAVE_GROUP)
         member_id = self.generation.member_id
         body: dict[str, Any] = {"group_id": self.config.group_id, "member_id": member_id}
@@ -534,15 +558,16 @@ class GroupMember:
 
     # -- the coordinator ---------------------------------------------------------------------------
 
-    async def _coordinator_connection(self) -> KafkaConnection:
+    async def _coordinator_connection(self, deadline: float | None = None) -> KafkaConnection:
         """The connection to the group's coordinator, looked up (FindCoordinator) when unknown."""
         async with self._lookup:
             if self._coordinator is not None and not self._coordinator.closed:
                 return self._coordinator
             self._coordinator = None
-            return await self._look_up_coordinator()
+            return await self._look_up_coordinator(deadline)
 
-    async def _look_up_coordinator(self) -> KafkaConnection:
+    async def _look_up_coordinator(self, deadline: float | None) -> KafkaConnection:
+        """FindCoordinator until it names one (retriable errors are retried until ``deadline``)."""
         while True:
             connection = await self.cluster.any_connection()
             try:
@@ -550,6 +575,8 @@ class GroupMember:
             except KafkaResponseError as exc:
                 if not exc.retriable:
                     raise GroupError(exc.code, exc.message, context=exc.context) from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
                 self._logger.info("coordinator not available yet", error=str(exc))
                 await self._backoff()
                 continue
@@ -557,7 +584,6 @@ class GroupMember:
                 self.cluster.forget(connection)
                 raise
             self._coordinator = await self.cluster.open_connection(host, port)
-            self._coordinator_id = node_id
             self._logger.info("found coordinator", node_id=node_id, host=host, port=port)
             return self._coordinator
 
@@ -576,11 +602,14 @@ class GroupMember:
             raise KafkaResponseError(code, message, context=f"find coordinator of {group}")
         return found.node_id, found.host, found.port
 
-    def _coordinator_lost(self) -> None:
+    def _coordinator_lost(self, connection: KafkaConnection | None = None) -> None:
+        """Drop the coordinator connection (the one a failure came from, if given and still current:
+        the other task may have replaced it with a good one meanwhile)."""
+        if connection is not None and connection is not self._coordinator:
+            return
         if self._coordinator is not None:
             self._coordinator.close("the coordinator moved or failed")
         self._coordinator = None
-        self._coordinator_id = -1
 
     # -- error handling ----------------------------------------------------------------------------
 

@@ -546,3 +546,54 @@ async def test_interop_with_kafka_python(broker: BrokerProcess, group_member_fir
                 assert other.generation == member.group.generation.generation_id
         finally:
             await asyncio.to_thread(other.stop)
+
+
+async def test_a_member_outside_a_generation_never_sends_a_commit(broker: BrokerProcess) -> None:
+    """Before its first join and after it closed, a commit fails locally: an Empty group would take
+    it (generation -1) and roll back what the partitions' owners committed."""
+    group = unique("gm-outside")
+    async with group_env(broker) as env:
+        topic = await env.create_topic(unique("gm-outside"))
+        tp = TopicPartition(topic, 0)
+        a = env.member(group)
+        with pytest.raises(CommitFailedError):
+            await a.group.commit({tp: 3})
+        await a.join([topic])
+        await within(a.group.commit({tp: 4}), "a's commit")
+        await a.group.close()
+        with pytest.raises(CommitFailedError):
+            await a.group.commit({tp: 99})
+        assert await within(env.member(group).group.committed([tp]), "committed") == {tp: 4}
+
+
+async def test_the_leader_rejoins_when_its_topic_gets_more_partitions(broker: BrokerProcess) -> None:
+    group = unique("gm-grow")
+    async with group_env(broker) as env:
+        topic = await env.create_topic(unique("gm-grow"), 2)
+        a, b = await two_members_joined(env, group, topic)
+        leader, other = (a, b) if a.group.generation.is_leader else (b, a)
+        assert not await within(leader.group.partition_counts_changed(), "check")
+        assert not await within(other.group.partition_counts_changed(), "check")  # only the leader looks
+        before = leader.rejoins_needed
+        await asyncio.to_thread(_add_partitions, broker, topic, 4)
+        assert await within(leader.group.partition_counts_changed(), "check")
+        assert leader.rejoins_needed == before + 1
+        joining = env.spawn(other.keep_joined([topic]))
+        await leader.join([topic])
+        generation = leader.group.generation.generation_id
+        await eventually(
+            lambda: other.group.generation.generation_id == generation and bool(other.partitions(topic)),
+            "the other member to hold its share of the new generation",
+        )
+        assert leader.partitions(topic) | other.partitions(topic) == {0, 1, 2, 3}
+        joining.cancel()
+
+
+def _add_partitions(broker: BrokerProcess, topic: str, total: int) -> None:
+    from kafka.admin import NewPartitions
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=15_000)
+    try:
+        admin.create_partitions({topic: NewPartitions(total)})
+    finally:
+        admin.close()
