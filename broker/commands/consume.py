@@ -44,7 +44,12 @@ from typing import BinaryIO, TextIO
 import structlog
 
 from broker.commands.arguments import parse_properties, positive_int
-from broker.commands.consume_group import ConsoleGroupLink, GroupConsumeError, GroupOptions
+from broker.commands.consume_group import (
+    ConsoleGroupLink,
+    GroupConsumeError,
+    GroupOptions,
+    offset_reset_policy,
+)
 from broker.commands.progress import ProgressBar, is_tty
 from broker.commands.topics import (
     ClusterConnections,
@@ -213,7 +218,9 @@ class ConsumeOptions:
     partition: int | None = None
     start: StartOffset = StartOffset()
     reset_timestamp: int = LATEST_TIMESTAMP
-    """Where an out-of-range position goes: EARLIEST_TIMESTAMP with --from-beginning, else latest."""
+    """Where an out-of-range position goes (``auto.offset.reset``; earliest with --from-beginning)."""
+    reset_none: bool = False
+    """``auto.offset.reset=none``: an out-of-range position is an error, not a reset."""
     max_messages: int | None = None
     timeout_ms: int | None = None
     isolation_level: int = READ_UNCOMMITTED
@@ -221,6 +228,8 @@ class ConsumeOptions:
     message_format: MessageFormat = field(default_factory=MessageFormat)
     group: GroupOptions | None = None
     """With ``--group``: the group assigns the partitions and what was printed is committed."""
+    unused_properties: tuple[str, ...] = ()
+    """Consumer properties given that this tool has no use for (warned about)."""
 
 
 @dataclass(slots=True)
@@ -374,9 +383,9 @@ class TopicConsumer:
             if fetcher is not None and self._fetchers.get(fetcher.node_id) is fetcher:
                 if isinstance(item, ClientError):
                     await self._fetcher_failed(fetcher, item)
-                elif isinstance(item, FetchResult) and self._print(fetcher, item):
+                elif isinstance(item, FetchResult) and await self._print(fetcher, item):
                     last_record = time.monotonic()
-            if self.group is not None:
+            if self.group is not None and not self._done():
                 await self.group.tick(self)
             if self.homeless:
                 await self.place()
@@ -389,8 +398,13 @@ class TopicConsumer:
         limit = self.options.max_messages
         return limit is not None and self.stats.messages >= limit
 
-    def _print(self, fetcher: LeaderFetcher, result: FetchResult) -> bool:
-        """Print a fetch round's records; handle its partition errors. True if a record was printed."""
+    async def _print(self, fetcher: LeaderFetcher, result: FetchResult) -> bool:
+        """Print a fetch round's records; handle its partition errors. True if a record was printed.
+
+        The write happens in a thread: a reader of stdout that stops reading (``| less``) must not
+        stop the event loop, where a group member's heartbeats run. Positions move once the records
+        are written, so a commit never covers records that were not.
+        """
         self.stats.fetches += 1
         if not result.valid:
             self.leaders.warn("fetch session error", broker=fetcher.node_id, error=result.error.name)
@@ -400,6 +414,7 @@ class TopicConsumer:
         printed = False
         healthy = True
         chunks: list[bytes] = []
+        moved: dict[TopicPartition, int] = {}
         for tp, partition in result.partitions.items():
             if self.positions.get(tp) != partition.fetch_offset:
                 continue  # not ours any more, or fetched before a seek: never print a gap or twice
@@ -416,21 +431,30 @@ class TopicConsumer:
                 self.stats.messages += 1
                 self.stats.bytes += len(record.value or b"") + len(record.key or b"")
                 printed = True
-            self.positions[tp] = position
+            moved[tp] = position
         if chunks:
-            self.out.write(b"".join(chunks))
-            self.out.flush()
+            await asyncio.to_thread(self._write, b"".join(chunks))
+        self.positions.update(moved)
         if self.progress is not None and printed:
             self.progress.update(records=self.stats.messages, nbytes=self.stats.bytes)
         if healthy:
             self.leaders.succeeded()
         return printed
 
+    def _write(self, data: bytes) -> None:
+        self.out.write(data)
+        self.out.flush()
+
     def _partition_error(self, fetcher: LeaderFetcher, tp: TopicPartition, code: ErrorCode) -> None:
         position = fetcher.consumer.assignment.get(tp)
         if position is None:
             return  # moved already
         if code is ErrorCode.OFFSET_OUT_OF_RANGE:
+            if self.options.reset_none:
+                raise ConsumeError(
+                    f"Offsets out of range with no configured reset policy for partitions: "
+                    f"{tp.topic}-{tp.partition} (position {position})"
+                )
             _log.warning("position out of range, resetting", partition=tp.partition, position=position)
             fetcher.consumer.unassign(tp)
             self.homeless[tp] = None
@@ -531,9 +555,10 @@ class TopicConsumer:
     # -- group assignment --------------------------------------------------------------------------
 
     async def revoke_all(self) -> dict[TopicPartition, int]:
-        """Give up every partition (an eager rebalance): stop fetching, drop unprinted results.
+        """Stop fetching every partition (an eager rebalance) and drop unprinted results.
 
-        Returns the position of each partition given up: everything before it was printed.
+        Returns the position of each partition: everything before it was printed. The positions stay
+        (a commit at exit still covers them) until :meth:`assign` replaces them.
         """
         positions = dict(self.positions)
         fetchers = list(self._fetchers.values())
@@ -545,24 +570,28 @@ class TopicConsumer:
             source, _ = self._results.get_nowait()
             if source is not None:
                 self._slots.release()
-        self.positions.clear()
         self.homeless.clear()
         return positions
 
     async def assign(self, positions: Mapping[TopicPartition, int | None]) -> None:
-        """Own ``positions``' partitions from there on (None: reset as ``auto.offset.reset`` says)."""
+        """Own exactly ``positions``' partitions from there on (None: as ``auto.offset.reset`` says)."""
+        self.positions.clear()
+        self.homeless.clear()
         for tp, position in positions.items():
             self.homeless[tp] = position
         if self.homeless:
             await self.place()
 
     async def stop(self) -> None:
-        if self.group is not None:
-            await self.group.stop(self)
-        fetchers = list(self._fetchers.values())
-        self._fetchers.clear()
-        for fetcher in fetchers:
-            await fetcher.stop()
+        """Commit and leave the group (if any), then stop every fetcher (also when that fails)."""
+        try:
+            if self.group is not None:
+                await self.group.stop(self)
+        finally:
+            fetchers = list(self._fetchers.values())
+            self._fetchers.clear()
+            for fetcher in fetchers:
+                await fetcher.stop()
 
 
 async def consume(
@@ -604,7 +633,7 @@ and commits the position after the last record printed every auto.commit.interva
 rebalance and when it stops. Consumer settings go in with --consumer-property under Kafka's names
 (group.instance.id, session.timeout.ms, heartbeat.interval.ms, max.poll.interval.ms,
 partition.assignment.strategy=range|roundrobin, enable.auto.commit, auto.commit.interval.ms,
-auto.offset.reset=earliest|latest|none) or in a --consumer.config file.
+auto.offset.reset=earliest|latest|none, metadata.max.age.ms) or in a --consumer.config file.
 
 Stops after --max-messages records, or when --timeout-ms passes without a new record (status 0), or
 on Ctrl-C (status 130), and prints "Processed a total of N messages" on stderr. With --max-messages,
@@ -687,30 +716,35 @@ def options_from(args: argparse.Namespace) -> ConsumeOptions:
     """The options of a parsed command line; ValueError for an invalid combination or property."""
     if args.offset is not None and args.offset.offset is not None and args.partition is None:
         raise ValueError("The partition is required when offset is specified.")
-    group = group_options(args)
-    if args.from_beginning:
-        start = StartOffset(timestamp=EARLIEST_TIMESTAMP)
-    else:
-        start = args.offset if args.offset is not None else StartOffset(timestamp=LATEST_TIMESTAMP)
+    properties = consumer_properties(args)
+    reset = offset_reset_policy(properties, from_beginning=args.from_beginning)
+    group = group_options(args, properties)
+    if reset == "none" and group is None:
+        raise ValueError("auto.offset.reset=none needs --group: only a group has offsets to start from")
+    reset_timestamp = EARLIEST_TIMESTAMP if reset == "earliest" else LATEST_TIMESTAMP
+    start = args.offset if args.offset is not None else StartOffset(timestamp=reset_timestamp)
     max_wait_ms = (
         DEFAULT_MAX_WAIT_MS if args.timeout_ms is None else min(DEFAULT_MAX_WAIT_MS, args.timeout_ms)
     )
+    unused = group.ignored if group is not None else tuple(sorted(set(properties) - {"auto.offset.reset"}))
     return ConsumeOptions(
         topic=args.topic,
         partition=args.partition,
         start=start,
-        reset_timestamp=EARLIEST_TIMESTAMP if args.from_beginning else LATEST_TIMESTAMP,
+        reset_timestamp=reset_timestamp,
+        reset_none=reset == "none",
         max_messages=args.max_messages,
         timeout_ms=args.timeout_ms,
         isolation_level=ISOLATION_LEVELS[args.isolation_level],
         max_wait_ms=max_wait_ms,
         message_format=MessageFormat.from_properties(parse_properties(args.property)),
         group=group,
+        unused_properties=unused,
     )
 
 
-def group_options(args: argparse.Namespace) -> GroupOptions | None:
-    """The group settings of ``--group``/``--consumer-property``/``--consumer.config``, if a group is used."""
+def consumer_properties(args: argparse.Namespace) -> dict[str, str]:
+    """``--consumer.config`` then ``--consumer-property`` (which wins), under Kafka's names."""
     properties: dict[str, str] = {}
     if args.consumer_config is not None:
         try:
@@ -718,6 +752,11 @@ def group_options(args: argparse.Namespace) -> GroupOptions | None:
         except (OSError, PropertiesError) as exc:
             raise ValueError(f"cannot read {args.consumer_config}: {exc}") from None
     properties.update(parse_properties(args.consumer_property))
+    return properties
+
+
+def group_options(args: argparse.Namespace, properties: Mapping[str, str]) -> GroupOptions | None:
+    """The group settings of ``--group`` and the consumer properties, if a group is used."""
     if args.group is None and "group.id" not in properties:
         return None
     if args.partition is not None or args.offset is not None:
@@ -737,9 +776,8 @@ async def consume_command(
     except ValueError as exc:
         err.write(f"ERROR {exc}\n")
         return 2
-    if options.group is not None:
-        for name in options.group.ignored:
-            err.write(f"WARN The configuration '{name}' was supplied but isn't a known config.\n")
+    for name in options.unused_properties:
+        err.write(f"WARN The consumer property '{name}' is not used by kipling consume.\n")
     progress = None
     if options.max_messages is not None:
         progress = ProgressBar(err, total=options.max_messages, enabled=is_tty(err) and not stdout_is_tty)

@@ -16,11 +16,14 @@ assignment is taken), and when the consumer stops. ``enable.auto.commit=false`` 
 off, as in Kafka.
 
 The consumer settings are taken with ``--consumer-property`` under Kafka's names; the ones this
-consumer has no use for are reported as Kafka reports them ("was supplied but isn't a known config").
+consumer has no use for are named in a warning. The group's leader checks the topic's partition
+count every ``metadata.max.age.ms`` and rebalances the group when partitions were added, as Kafka's
+leader does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +33,7 @@ import structlog
 
 from broker.commands.topics import ClusterConnections
 from client.connection import KafkaConnection
-from client.errors import ClientError
+from client.errors import ClientError, KafkaResponseError
 from client.fetch_session import TopicPartition
 from client.group_member import (
     DEFAULT_ASSIGNORS,
@@ -47,6 +50,8 @@ from protocol.error_codes import ErrorCode
 
 DEFAULT_AUTO_COMMIT_INTERVAL_MS = 5_000
 """Kafka's ``auto.commit.interval.ms`` default."""
+DEFAULT_METADATA_MAX_AGE_MS = 300_000
+"""Kafka's ``metadata.max.age.ms`` default."""
 OFFSET_RESET_POLICIES = ("earliest", "latest", "none")
 ASSIGNOR_CLASS_NAMES = {
     "org.apache.kafka.clients.consumer.RangeAssignor": "range",
@@ -69,6 +74,8 @@ class GroupOptions:
     enable_auto_commit: bool = True
     auto_commit_interval_ms: int = DEFAULT_AUTO_COMMIT_INTERVAL_MS
     auto_offset_reset: str = "latest"
+    metadata_max_age_ms: int = DEFAULT_METADATA_MAX_AGE_MS
+    """How often the group's leader checks the topic's partition count (a change means rebalance)."""
     ignored: tuple[str, ...] = field(default=())
     """Properties given that this consumer does not use (to warn about)."""
 
@@ -84,13 +91,17 @@ class GroupOptions:
         "auto.offset.reset",
         "retry.backoff.ms",
         "request.timeout.ms",
+        "metadata.max.age.ms",
     )
 
     @classmethod
     def from_properties(
         cls, group_id: str | None, properties: Mapping[str, str], *, from_beginning: bool
     ) -> GroupOptions:
-        """The options of ``--group`` and ``--consumer-property``; ValueError for an invalid value."""
+        """The options of ``--group`` and ``--consumer-property``; ValueError for an invalid value.
+
+        ``from_beginning`` is ``--from-beginning``: ``auto.offset.reset=earliest`` unless set otherwise.
+        """
         given_group = properties.get("group.id")
         if group_id is not None and given_group is not None and given_group != group_id:
             raise ValueError(
@@ -100,11 +111,7 @@ class GroupOptions:
         group = group_id if group_id is not None else given_group
         if not group:
             raise ValueError("a consumer group needs a group id (--group)")
-        reset = properties.get("auto.offset.reset", "earliest" if from_beginning else "latest").strip()
-        if reset not in OFFSET_RESET_POLICIES:
-            raise ValueError(
-                f"invalid auto.offset.reset {reset!r} (expected one of {', '.join(OFFSET_RESET_POLICIES)})"
-            )
+        reset = offset_reset_policy(properties, from_beginning=from_beginning)
         member = GroupMemberConfig(
             group_id=group,
             session_timeout_ms=_int(properties, "session.timeout.ms", DEFAULT_SESSION_TIMEOUT_MS),
@@ -122,8 +129,28 @@ class GroupOptions:
                 properties, "auto.commit.interval.ms", DEFAULT_AUTO_COMMIT_INTERVAL_MS
             ),
             auto_offset_reset=reset,
+            metadata_max_age_ms=_int(properties, "metadata.max.age.ms", DEFAULT_METADATA_MAX_AGE_MS),
             ignored=tuple(sorted(set(properties) - set(cls.KNOWN))),
         )
+
+
+def offset_reset_policy(properties: Mapping[str, str], *, from_beginning: bool) -> str:
+    """``auto.offset.reset``: where a partition without a (valid) position starts.
+
+    ``--from-beginning`` means ``earliest``; saying both with different values is refused, as
+    Kafka's console consumer refuses it. ValueError for an unknown policy.
+    """
+    given = properties.get("auto.offset.reset")
+    if given is None:
+        return "earliest" if from_beginning else "latest"
+    reset = given.strip()
+    if reset not in OFFSET_RESET_POLICIES:
+        raise ValueError(
+            f"invalid auto.offset.reset {reset!r} (expected one of {', '.join(OFFSET_RESET_POLICIES)})"
+        )
+    if from_beginning and reset != "earliest":
+        raise ValueError(f"--from-beginning and auto.offset.reset={reset} contradict each other")
+    return reset
 
 
 def _int(properties: Mapping[str, str], name: str, default: int) -> int:
@@ -190,16 +217,27 @@ class PartitionOwner(Protocol):
     """The consumer whose partitions the group decides (broker.commands.consume.TopicConsumer)."""
 
     positions: dict[TopicPartition, int]
+    """The position after the last record printed, per partition owned."""
 
-    async def revoke_all(self) -> dict[TopicPartition, int]: ...
+    async def revoke_all(self) -> dict[TopicPartition, int]:
+        """Stop fetching every partition; the positions (which stay until :meth:`assign`)."""
+        ...
 
-    async def assign(self, positions: Mapping[TopicPartition, int | None]) -> None: ...
+    async def assign(self, positions: Mapping[TopicPartition, int | None]) -> None:
+        """Own exactly these partitions from these positions (None: auto.offset.reset)."""
+        ...
 
     def wake(self) -> None: ...
 
 
 class ConsoleGroupLink:
-    """Drives a :class:`PartitionOwner` from a group membership: assignment, rebalances, commits."""
+    """Drives a :class:`PartitionOwner` from a group membership: assignment, rebalances, commits.
+
+    Positions are committed only under the generation that assigned their partitions: after a
+    rebalance the partitions may be someone else's, and an Empty group would take any commit.
+    Interval commits run in a task of their own (as Kafka's auto-commit is asynchronous), so a slow
+    coordinator never holds up printing; the commits before a rebalance and at the end are awaited.
+    """
 
     def __init__(self, cluster: ClusterConnections, topic: str, options: GroupOptions) -> None:
         self.topic = topic
@@ -207,9 +245,11 @@ class ConsoleGroupLink:
         self.member = GroupMember(ToolClusterAccess(cluster), options.member, on_rejoin_needed=self._wake)
         self._owner: PartitionOwner | None = None
         self._committed: dict[TopicPartition, int] = {}
-        self._next_commit = time.monotonic() + options.auto_commit_interval_ms / 1000
-        self.rebalances = 0
-        """Completed rejoins after the first join (for tests and logs)."""
+        self._assigned_generation: int | None = None
+        self._commit_task: asyncio.Task[None] | None = None
+        now = time.monotonic()
+        self._next_commit = now + options.auto_commit_interval_ms / 1000
+        self._next_metadata_check = now + options.metadata_max_age_ms / 1000
 
     # -- what TopicConsumer calls ------------------------------------------------------------------
 
@@ -219,24 +259,35 @@ class ConsoleGroupLink:
         await self._join(owner)
 
     def due_in(self) -> float | None:
-        """Seconds until the next auto-commit is due (None when commits are off)."""
-        if not self.options.enable_auto_commit:
-            return None
-        return max(0.0, self._next_commit - time.monotonic())
+        """Seconds until the next interval commit or leader's metadata check (None: nothing timed)."""
+        deadlines = [self._next_metadata_check] if self.member.generation.is_leader else []
+        if self.options.enable_auto_commit:
+            deadlines.append(self._next_commit)
+        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
     async def tick(self, owner: PartitionOwner) -> None:
-        """After each loop turn: rejoin if the generation ended, commit if the interval passed."""
+        """After a loop turn: rejoin if the generation ended; start a commit or a metadata check if due."""
         if self.member.rejoin_reason is not None:
             await self._rebalance(owner)
             return
-        if self.options.enable_auto_commit and time.monotonic() >= self._next_commit:
-            await self._commit(owner.positions)
-            self._next_commit = time.monotonic() + self.options.auto_commit_interval_ms / 1000
+        now = time.monotonic()
+        if self.options.enable_auto_commit and now >= self._next_commit:
+            self._next_commit = now + self.options.auto_commit_interval_ms / 1000
+            if self._commit_task is None or self._commit_task.done():
+                self._commit_task = asyncio.create_task(self._commit(dict(owner.positions)))
+        if self.member.generation.is_leader and now >= self._next_metadata_check:
+            self._next_metadata_check = now + self.options.metadata_max_age_ms / 1000
+            try:
+                if await self.member.partition_counts_changed():
+                    await self._rebalance(owner)
+            except ClientError as exc:
+                _log.warning("checking the topic's partitions failed", error=str(exc))
 
     async def stop(self, owner: PartitionOwner) -> None:
         """Commit what was printed and leave the group (a static member stays, as in Kafka)."""
         try:
-            if self.options.enable_auto_commit and self.member.rejoin_reason is None:
+            await self._settle_commit()
+            if self.options.enable_auto_commit:
                 await self._commit(owner.positions)
         finally:
             await self.member.close()
@@ -248,16 +299,21 @@ class ConsoleGroupLink:
             self._owner.wake()
 
     async def _rebalance(self, owner: PartitionOwner) -> None:
+        """Eager: stop fetching, commit what was printed (while the generation lasts), join again."""
         positions = await owner.revoke_all()
+        await self._settle_commit()
         if self.options.enable_auto_commit:
             await self._commit(positions)
         await self._join(owner)
-        self.rebalances += 1
 
     async def _join(self, owner: PartitionOwner) -> None:
-        assignment = await self.member.join([self.topic])
-        tps = [TopicPartition(self.topic, p) for p in sorted(assignment.get(self.topic, []))]
-        committed = await self.member.committed(tps)
+        """Join until the group assigns this member partitions and their committed offsets are known."""
+        while True:
+            assignment = await self.member.join([self.topic])
+            tps = [TopicPartition(self.topic, p) for p in sorted(assignment.get(self.topic, []))]
+            committed = await self._committed_offsets(tps)
+            if committed is not None:
+                break
         missing = sorted(tp.partition for tp, offset in committed.items() if offset is None)
         if missing and self.options.auto_offset_reset == "none":
             raise GroupConsumeError(
@@ -265,16 +321,42 @@ class ConsoleGroupLink:
                 f"{', '.join(f'{self.topic}-{p}' for p in missing)}"
             )
         self._committed = {tp: offset for tp, offset in committed.items() if offset is not None}
+        self._assigned_generation = self.member.generation.generation_id
         _log.info(
             "partitions assigned",
             group=self.options.member.group_id,
-            generation=self.member.generation.generation_id,
+            generation=self._assigned_generation,
             partitions=[tp.partition for tp in tps],
         )
         await owner.assign(committed)
 
+    async def _committed_offsets(
+        self, tps: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, int | None] | None:
+        """The group's offsets of ``tps``, retried while the generation lasts (None: rejoin first)."""
+        while self.member.rejoin_reason is None:
+            try:
+                return await self.member.committed(tps)
+            except KafkaResponseError as exc:
+                if not exc.retriable:
+                    raise
+                _log.warning("fetching the committed offsets failed, retrying", error=str(exc))
+            except ClientError as exc:
+                _log.warning("fetching the committed offsets failed, retrying", error=str(exc))
+            await asyncio.sleep(self.options.member.retry_backoff_ms / 1000)
+        return None
+
+    async def _settle_commit(self) -> None:
+        """Let an interval commit in flight finish (its failure was logged), so commits stay ordered."""
+        task, self._commit_task = self._commit_task, None
+        if task is not None:
+            await asyncio.wait([task])
+
     async def _commit(self, positions: Mapping[TopicPartition, int]) -> None:
         """Commit the positions that moved since the last commit; a failure is a warning, as in Kafka."""
+        generation = self.member.generation
+        if not generation.valid or generation.generation_id != self._assigned_generation:
+            return  # the partitions were assigned by another generation: they may be someone else's
         changed = {tp: offset for tp, offset in positions.items() if self._committed.get(tp) != offset}
         if not changed:
             return
@@ -295,4 +377,5 @@ __all__ = [
     "GroupOptions",
     "PartitionOwner",
     "ToolClusterAccess",
+    "offset_reset_policy",
 ]

@@ -26,6 +26,7 @@ import structlog
 from broker.cli import build_parser, main
 from broker.commands.consume import options_from
 from broker.commands.consume_group import GroupOptions
+from client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.group_members import (
     ConsoleMember,
@@ -104,7 +105,7 @@ def test_group_options_take_kafkas_names_and_defaults() -> None:
             "max.poll.interval.ms": "60000",
             "fetch.min.bytes": "1",
         },
-        from_beginning=True,
+        from_beginning=False,
     )
     assert given.member.group_id == "from-properties"
     assert given.member.group_instance_id == "console-1"
@@ -112,6 +113,21 @@ def test_group_options_take_kafkas_names_and_defaults() -> None:
     assert given.member.rebalance_timeout_ms == 60_000
     assert not given.enable_auto_commit and given.auto_offset_reset == "none"
     assert given.ignored == ("fetch.min.bytes",)
+
+
+def test_auto_offset_reset_decides_where_partitions_without_an_offset_start() -> None:
+    earliest = options_from(_args("--group", "g", "--consumer-property", "auto.offset.reset=earliest"))
+    assert earliest.start.timestamp == EARLIEST_TIMESTAMP and earliest.reset_timestamp == EARLIEST_TIMESTAMP
+    latest = options_from(_args("--group", "g"))
+    assert latest.start.timestamp == LATEST_TIMESTAMP and latest.reset_timestamp == LATEST_TIMESTAMP
+    none = options_from(_args("--group", "g", "--consumer-property", "auto.offset.reset=none"))
+    assert none.reset_none and none.group is not None and none.group.auto_offset_reset == "none"
+    # without a group too: Kafka's console consumer takes the property either way
+    alone = options_from(
+        _args("--consumer-property", "auto.offset.reset=earliest", "--consumer-property", "x=1")
+    )
+    assert alone.group is None and alone.start.timestamp == EARLIEST_TIMESTAMP
+    assert alone.unused_properties == ("x",)
 
 
 def test_consumer_config_file_and_property_precedence(tmp_path: Path) -> None:
@@ -138,6 +154,8 @@ def test_consumer_config_file_and_property_precedence(tmp_path: Path) -> None:
         (["--group", "a", "--consumer-property", "partition.assignment.strategy=sticky"], "sticky"),
         (["--group", "a", "--consumer-property", "heartbeat.interval.ms=50000"], "heartbeat.interval.ms"),
         (["--consumer.config", "/nonexistent/consumer.properties"], "cannot read"),
+        (["--from-beginning", "--consumer-property", "auto.offset.reset=latest"], "contradict"),
+        (["--consumer-property", "auto.offset.reset=none"], "needs --group"),
     ],
 )
 def test_invalid_group_options_are_refused(argv: list[str], message: str) -> None:
@@ -315,3 +333,30 @@ def test_a_console_consumer_and_kafka_python_share_a_group_each_leading_in_turn(
     seen = _printed_values(console, *(m for m in (later,) if m is not None))
     seen.update(v.decode() for v in python.values())
     assert seen == Counter(v.decode() for prefix in "abc" for v in _values(prefix, 30))
+
+
+def test_the_console_leader_takes_partitions_added_to_its_topic(broker: BrokerProcess) -> None:
+    """The group's leader rechecks the topic every metadata.max.age.ms: partitions added to it are
+    assigned (after a rebalance) and consumed without waiting for a member to come or go."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewPartitions
+
+    topic, group = "growing", "growing-group"
+    create_topic(broker.bootstrap, topic, 2)
+    produce(broker.bootstrap, topic, _values("a", 4), 2)
+    console = ConsoleMember(
+        broker.bootstrap, topic, group, *FAST_GROUP, "--consumer-property", "metadata.max.age.ms=300"
+    )
+    try:
+        wait_for(lambda: len(console.printed()) == 4, TIMEOUT_S, "the first records")
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=15_000)
+        try:
+            admin.create_partitions({topic: NewPartitions(4)})
+        finally:
+            admin.close()
+        produce(broker.bootstrap, topic, _values("b", 8), 4)  # two on each partition, 2 and 3 too
+        wait_for(lambda: len(console.printed()) == 12, TIMEOUT_S, "the records of the new partitions")
+    finally:
+        assert console.interrupt() == 130, console.stderr
+    assert {p for p, _, _ in console.printed()} == {0, 1, 2, 3}
+    assert _printed_values(console) == Counter(v.decode() for v in _values("a", 4) + _values("b", 8))
