@@ -41,6 +41,7 @@ from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_manager import ReplicaManager
 from storage.clock import Clock
 from storage.log_manager import LogManager
+from storage.producer_state import PRODUCER_EXPIRATION_CHECK_INTERVAL_MS
 
 __all__ = [
     "DataPlane",
@@ -53,8 +54,6 @@ __all__ = [
 
 FLUSH_CHECK_INTERVAL_MS = 1_000
 """How often logs with a time-based flush policy (flush.ms) are checked for an overdue fsync."""
-PRODUCER_EXPIRATION_CHECK_MS = 600_000
-"""How often idle producers are expired (Kafka's producer.id.expiration.check.interval.ms)."""
 
 
 @dataclass
@@ -113,7 +112,9 @@ def housekeeping_tasks(
             "isr-expiration", max(config.replica_lag_time_max_ms // 2, 1), replicas.maybe_shrink_isr
         ),
         PeriodicTask("retention", config.log_retention_check_interval_ms, replicas.run_retention),
-        PeriodicTask("producer-expiration", PRODUCER_EXPIRATION_CHECK_MS, replicas.remove_expired_producers),
+        PeriodicTask(
+            "producer-expiration", PRODUCER_EXPIRATION_CHECK_INTERVAL_MS, replicas.remove_expired_producers
+        ),
         PeriodicTask("flush-dirty-logs", FLUSH_CHECK_INTERVAL_MS, log_manager.flush_dirty_logs),
         PeriodicTask(
             "high-watermark-checkpoint",

@@ -38,14 +38,13 @@ from follower.source_fetcher import Connect, SourceBroker, SourceBrokerFetcher, 
 from storage.clock import Clock, SystemClock
 from storage.config import LogConfig
 from storage.handover import LogHandover, open_handed_over_log
+from storage.producer_state import PRODUCER_EXPIRATION_CHECK_INTERVAL_MS
 
 _log = structlog.get_logger(__name__)
 
 SendEvent = Callable[[str, dict[str, Any]], Awaitable[None]]
 ConnectFactory = Callable[[SourceBroker, FollowerSettings, str], Connect]
 _NEVER_FLUSH_MS = LogConfig().flush_ms
-PRODUCER_EXPIRATION_CHECK_INTERVAL_MS = 600_000
-"""How often idle producers are forgotten (Kafka's producer.id.expiration.check.interval.ms)."""
 
 
 @dataclass(slots=True)

@@ -62,6 +62,9 @@ NUM_BATCHES_TO_RETAIN = 5
 INT32_MAX = 2**31 - 1
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 """producer.id.expiration.ms: a producer idle this long is forgotten."""
+PRODUCER_EXPIRATION_CHECK_INTERVAL_MS = 600_000
+"""How often leaders and followers expire idle producers (Kafka's
+producer.id.expiration.check.interval.ms)."""
 NO_COORDINATOR_EPOCH = -1
 NO_OFFSET = -1
 NO_TIMESTAMP = -1
