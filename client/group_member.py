@@ -152,8 +152,11 @@ class Generation:
     protocol_name: str | None = None
     leader_id: str = ""
     assignment: dict[str, list[int]] = field(default_factory=dict)
+    assigned_topics: tuple[str, ...] = ()
+    """As leader: every topic the members subscribed to, existing or not."""
     assigned_counts: dict[str, int] = field(default_factory=dict)
-    """As leader: the partition counts the assignment was computed from (a change means rejoin)."""
+    """As leader: the partition counts the assignment was computed from, for the topics that existed
+    (a change, or a subscribed topic appearing, means rejoin)."""
 
     @property
     def is_leader(self) -> bool:
@@ -298,6 +301,7 @@ class GroupMember:
             raise GroupError(
                 ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"a member sent an undecodable subscription: {exc}"
             ) from None
+        self.generation.assigned_topics = tuple(topics)
         self.generation.assigned_counts = counts
         self._logger.info(
             "assigned partitions as leader",
@@ -313,10 +317,11 @@ class GroupMember:
         Kafka's leader watches the metadata for this, so that partitions added to a topic get
         consumed without waiting for a member to come or go; the caller rejoins when it is true.
         """
-        assigned = self.generation.assigned_counts
-        if not self.generation.is_leader or not assigned or self.rejoin_reason is not None:
+        topics = self.generation.assigned_topics
+        if not self.generation.is_leader or not topics or self.rejoin_reason is not None:
             return False
-        counts = await self.cluster.partition_counts(sorted(assigned))
+        assigned = self.generation.assigned_counts
+        counts = await self.cluster.partition_counts(topics)
         if counts == assigned:
             return False
         self._end_generation(f"partition counts changed: {assigned} -> {counts}")
