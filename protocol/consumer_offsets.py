@@ -23,14 +23,14 @@ upgrade). Like Kafka's reader, decoding ignores bytes after a body.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Mapping
 from io import BytesIO
 from typing import Any, NamedTuple
 
 from protocol.data import MessageData
-from protocol.errors import DecodeError, EncodeError
+from protocol.errors import DecodeError
 from protocol.schema import Field, MessageSpec
+from protocol.versioned import encode_versioned, read_version
 
 OFFSET_COMMIT_KEY_VERSION = 1
 """The key version Kafka writes for offset commits (0 is the same body, written by 0.8.2-0.10)."""
@@ -45,7 +45,6 @@ NO_TIMESTAMP = -1
 NO_LEADER_EPOCH = -1
 """Kafka's ``RecordBatch.NO_PARTITION_LEADER_EPOCH``."""
 
-_INT16 = struct.Struct(">h")
 
 OFFSET_COMMIT_KEY_SPEC = MessageSpec(
     1,
@@ -137,24 +136,8 @@ class VersionedValue(NamedTuple):
     data: MessageData
 
 
-def _prefixed(spec: MessageSpec, version: int, data: Mapping[str, Any]) -> bytes:
-    if version not in spec.versions:
-        raise EncodeError(f"{spec.name} has no version {version} (valid {spec.valid_versions})")
-    io = BytesIO()
-    io.write(_INT16.pack(version))
-    spec.codec(version).write(data, io)
-    return io.getvalue()
-
-
-def _read_version(io: BytesIO, what: str) -> int:
-    prefix = io.read(2)
-    if len(prefix) != 2:
-        raise DecodeError(f"{what} shorter than its int16 version")
-    return int(_INT16.unpack(prefix)[0])
-
-
 def encode_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    return _prefixed(
+    return encode_versioned(
         OFFSET_COMMIT_KEY_SPEC,
         OFFSET_COMMIT_KEY_VERSION,
         {"group": group, "topic": topic, "partition": partition},
@@ -162,13 +145,13 @@ def encode_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
 
 
 def encode_group_metadata_key(group: str) -> bytes:
-    return _prefixed(GROUP_METADATA_KEY_SPEC, GROUP_METADATA_KEY_VERSION, {"group": group})
+    return encode_versioned(GROUP_METADATA_KEY_SPEC, GROUP_METADATA_KEY_VERSION, {"group": group})
 
 
 def decode_key(key: bytes | bytearray | memoryview) -> OffsetsKey:
     """Which record a key names: the version prefix decides, as in Kafka's ``readMessageKey``."""
     io = BytesIO(key)
-    version = _read_version(io, "key")
+    version = read_version(io, "key")
     if version in OFFSET_COMMIT_KEY_SPEC.versions:
         data = OFFSET_COMMIT_KEY_SPEC.codec(version).read(io)
         return OffsetCommitKey(data.group, data.topic, data.partition)
@@ -188,18 +171,18 @@ def encode_offset_commit_value(data: Mapping[str, Any], version: int | None = No
     """The value of a committed offset; ``version`` defaults to :func:`offset_commit_value_version`."""
     if version is None:
         version = offset_commit_value_version(data.get("expire_timestamp", NO_TIMESTAMP))
-    return _prefixed(OFFSET_COMMIT_VALUE_SPEC, version, data)
+    return encode_versioned(OFFSET_COMMIT_VALUE_SPEC, version, data)
 
 
 def encode_group_metadata_value(
     data: Mapping[str, Any], version: int = GROUP_METADATA_VALUE_VERSION
 ) -> bytes:
-    return _prefixed(GROUP_METADATA_VALUE_SPEC, version, data)
+    return encode_versioned(GROUP_METADATA_VALUE_SPEC, version, data)
 
 
 def _decode_value(spec: MessageSpec, value: bytes | bytearray | memoryview) -> VersionedValue:
     io = BytesIO(value)
-    version = _read_version(io, spec.name)
+    version = read_version(io, spec.name)
     if version not in spec.versions:
         raise DecodeError(f"unknown {spec.name} version {version} (valid {spec.valid_versions})")
     return VersionedValue(version, spec.codec(version).read(io))

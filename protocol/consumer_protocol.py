@@ -24,22 +24,20 @@ ignored. A negative version, or bytes that end early, raise :class:`ConsumerProt
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from io import BytesIO
 from typing import Any, NamedTuple
 
 from protocol.data import MessageData
-from protocol.errors import DecodeError, EncodeError
+from protocol.errors import DecodeError
 from protocol.schema import Field, MessageSpec
+from protocol.versioned import encode_versioned, read_version
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 """The JoinGroup protocol type of Kafka consumers: the coordinator only compares it between members."""
 NO_GENERATION = -1
 """The generation id of a subscription that carries none (versions 0-1, or a fresh member)."""
-
-_INT16 = struct.Struct(">h")
 
 
 def _topic_partitions(name: str, versions: str) -> Field:
@@ -142,15 +140,6 @@ def _wire_partitions(entries: Iterable[TopicPartitions]) -> list[dict[str, Any]]
     return [{"topic": topic, "partitions": list(partitions)} for topic, partitions in entries]
 
 
-def _prefixed(spec: MessageSpec, version: int, data: Mapping[str, Any]) -> bytes:
-    if version not in spec.versions:
-        raise EncodeError(f"{spec.name} has no version {version} (valid {spec.valid_versions})")
-    io = BytesIO()
-    io.write(_INT16.pack(version))
-    spec.codec(version).write(data, io)
-    return io.getvalue()
-
-
 def encode_subscription(sub: Subscription, version: int = HIGHEST_SUBSCRIPTION_VERSION) -> bytes:
     """JoinGroup protocol metadata. Kafka's Java consumer writes the highest version, hence the default."""
     data = {
@@ -160,7 +149,7 @@ def encode_subscription(sub: Subscription, version: int = HIGHEST_SUBSCRIPTION_V
         "generation_id": sub.generation_id,
         "rack_id": sub.rack_id,
     }
-    return _prefixed(SUBSCRIPTION_SPEC, version, data)
+    return encode_versioned(SUBSCRIPTION_SPEC, version, data)
 
 
 def encode_assignment(assignment: Assignment, version: int = 0) -> bytes:
@@ -169,7 +158,7 @@ def encode_assignment(assignment: Assignment, version: int = 0) -> bytes:
         "assigned_partitions": _wire_partitions(assignment.partitions),
         "user_data": assignment.user_data,
     }
-    return _prefixed(ASSIGNMENT_SPEC, version, data)
+    return encode_versioned(ASSIGNMENT_SPEC, version, data)
 
 
 # -- decoding ----------------------------------------------------------------------------------------
@@ -178,10 +167,10 @@ def encode_assignment(assignment: Assignment, version: int = 0) -> bytes:
 def _decode(spec: MessageSpec, highest: int, data: bytes | bytearray | memoryview) -> MessageData:
     """The body, read with the layout of its version, or of ``highest`` for a newer one (Kafka's rule)."""
     io = BytesIO(data)
-    prefix = io.read(2)
-    if len(prefix) != 2:
-        raise ConsumerProtocolError(f"{spec.name} shorter than its int16 version")
-    version = int(_INT16.unpack(prefix)[0])
+    try:
+        version = read_version(io, spec.name)
+    except DecodeError as exc:
+        raise ConsumerProtocolError(str(exc)) from None
     if version < 0:
         raise ConsumerProtocolError(f"unsupported {spec.name} version {version}")
     try:
