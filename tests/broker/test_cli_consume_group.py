@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from broker.cli import build_parser, main
 from broker.commands.consume import options_from
@@ -55,17 +54,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     ).start()
     yield process
     process.stop()
-
-
-@pytest.fixture(autouse=True)
-def _restore_structlog() -> Iterator[None]:
-    """The tools configure structlog for a CLI process; leave the test session's configuration alone."""
-    configured, saved = structlog.is_configured(), structlog.get_config()
-    yield
-    if configured:
-        structlog.configure(**saved)
-    else:
-        structlog.reset_defaults()
 
 
 def _args(*argv: str) -> argparse.Namespace:

@@ -7,7 +7,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-import structlog
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
@@ -34,16 +33,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     ).start()
     yield process
     process.stop()
-
-
-@pytest.fixture(autouse=True)
-def _restore_structlog() -> Iterator[None]:
-    configured, saved = structlog.is_configured(), structlog.get_config()
-    yield
-    if configured:
-        structlog.configure(**saved)
-    else:
-        structlog.reset_defaults()
 
 
 def groups(capsys: pytest.CaptureFixture[str], broker: BrokerProcess, *args: str) -> tuple[int, str, str]:

@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 from kafka.partitioner.default import DefaultPartitioner
 from kafka.partitioner.default import murmur2 as kafka_murmur2
 
@@ -62,17 +61,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     process = BrokerProcess(tmp_path_factory.mktemp("cli-broker")).start()
     yield process
     process.stop()
-
-
-@pytest.fixture(autouse=True)
-def _restore_structlog() -> Iterator[None]:
-    """The tools configure structlog for a CLI process; leave the test session's configuration alone."""
-    configured, saved = structlog.is_configured(), structlog.get_config()
-    yield
-    if configured:
-        structlog.configure(**saved)
-    else:
-        structlog.reset_defaults()
 
 
 class Cli:

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from broker.cli import main
 from broker.commands.topics import (
@@ -35,17 +34,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     process = BrokerProcess(tmp_path_factory.mktemp("topics-broker")).start()
     yield process
     process.stop()
-
-
-@pytest.fixture(autouse=True)
-def _restore_structlog() -> Iterator[None]:
-    """The tools configure structlog for a CLI process; leave the test session's configuration alone."""
-    configured, saved = structlog.is_configured(), structlog.get_config()
-    yield
-    if configured:
-        structlog.configure(**saved)
-    else:
-        structlog.reset_defaults()
 
 
 def topics(capsys: pytest.CaptureFixture[str], broker: BrokerProcess, *args: str) -> tuple[int, str, str]:

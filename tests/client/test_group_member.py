@@ -38,7 +38,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from typing import Any, TypeVar
 
 import pytest
-import structlog
 from kafka import KafkaAdminClient
 
 from broker.commands.consume_group import ToolClusterAccess
@@ -48,6 +47,7 @@ from client.errors import KafkaResponseError
 from client.fetch_session import TopicPartition
 from client.group_member import CommitFailedError, GroupError, GroupMember, GroupMemberConfig
 from protocol.error_codes import ErrorCode
+from tests.client import waiting
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.group_members import KafkaPythonMember, committed_offsets
 
@@ -75,16 +75,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     process.stop()
 
 
-@pytest.fixture(autouse=True)
-def _restore_structlog() -> Iterator[None]:
-    configured, saved = structlog.is_configured(), structlog.get_config()
-    yield
-    if configured:
-        structlog.configure(**saved)
-    else:
-        structlog.reset_defaults()
-
-
 # ------------------------------------------------------------------------------------------- helpers
 
 
@@ -93,18 +83,11 @@ def unique(prefix: str) -> str:
 
 
 async def within(awaitable: Awaitable[T], what: str, timeout_s: float = WAIT_S) -> T:
-    try:
-        return await asyncio.wait_for(awaitable, timeout_s)
-    except TimeoutError:
-        raise AssertionError(f"timed out after {timeout_s}s waiting for {what}") from None
+    return await waiting.within(awaitable, what, timeout_s)
 
 
 async def eventually(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        await asyncio.sleep(0.05)
+    await waiting.eventually(predicate, what, timeout_s, 0.05)
 
 
 class Member:
