@@ -250,7 +250,9 @@ def test_offsets_stay_found_when_offsets_topic_num_partitions_changes(
 
         def commit(group: str, offset: int) -> bool:
             try:  # the first lookup creates __consumer_offsets and is answered "not available"
-                admin.alter_group_offsets(group, {TopicPartition(topic, 0): OffsetAndMetadata(offset, "", -1)})  # noqa: E501
+                admin.alter_group_offsets(
+                    group, {TopicPartition(topic, 0): OffsetAndMetadata(offset, "", -1)}
+                )
             except CoordinatorNotAvailableError:
                 return False
             return True
