@@ -284,11 +284,18 @@ class ConsoleGroupLink:
                 _log.warning("checking the topic's partitions failed", error=str(exc))
 
     async def stop(self, owner: PartitionOwner) -> None:
-        """Commit what was printed and leave the group (a static member stays, as in Kafka)."""
+        """Commit what was printed and leave the group (a static member stays, as in Kafka).
+
+        The commit gets one request timeout in all, the leave another, so that stopping with the
+        coordinator unreachable takes bounded time (Kafka's close waits 30 s by default).
+        """
         try:
-            await self._settle_commit()
-            if self.options.enable_auto_commit:
-                await self._commit(owner.positions)
+            async with asyncio.timeout(self.options.member.request_timeout_ms / 1000):
+                await self._settle_commit()
+                if self.options.enable_auto_commit:
+                    await self._commit(owner.positions)
+        except TimeoutError:
+            _log.warning("the final commit did not complete in time", group=self.options.member.group_id)
         finally:
             await self.member.close()
 

@@ -15,16 +15,22 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import re
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from broker.cli import build_parser, main
 from broker.commands.consume import options_from
-from broker.commands.consume_group import GroupOptions
+from broker.commands.consume_group import ConsoleGroupLink, GroupOptions
+from broker.commands.topics import ClusterConnections, bootstrap_servers
+from client.fetch_session import TopicPartition
+from client.group_member import Generation
 from client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.group_members import (
@@ -348,3 +354,27 @@ def test_the_console_leader_takes_partitions_added_to_its_topic(broker: BrokerPr
         assert console.interrupt() == 130, console.stderr
     assert {p for p, _, _ in console.printed()} == {0, 1, 2, 3}
     assert _printed_values(console) == Counter(v.decode() for v in _values("a", 4) + _values("b", 8))
+
+
+async def test_stopping_with_an_unreachable_coordinator_takes_bounded_time() -> None:
+    """The final commit gets one request timeout, then the member closes anyway (Ctrl-C never hangs)."""
+    options = GroupOptions.from_properties("g", {"request.timeout.ms": "200"}, from_beginning=False)
+    link = ConsoleGroupLink(ClusterConnections(bootstrap_servers("127.0.0.1:1"), client_id="t"), "t", options)
+    link.member.generation = Generation(generation_id=3, member_id="m-1")
+    link._assigned_generation = 3
+    committing: list[dict[TopicPartition, int]] = []
+    closed: list[bool] = []
+
+    async def commit_forever(offsets: dict[TopicPartition, int], metadata: str = "") -> None:
+        committing.append(dict(offsets))
+        await asyncio.Event().wait()  # a coordinator that never answers
+
+    async def close(reason: str = "") -> None:
+        closed.append(True)
+
+    link.member.commit = commit_forever  # type: ignore[method-assign]
+    link.member.close = close  # type: ignore[method-assign]
+    started = time.monotonic()
+    await link.stop(SimpleNamespace(positions={TopicPartition("t", 0): 5}))  # type: ignore[arg-type]
+    assert time.monotonic() - started < 2
+    assert committing == [{TopicPartition("t", 0): 5}] and closed == [True]
