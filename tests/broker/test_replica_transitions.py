@@ -693,6 +693,18 @@ async def test_leader_without_an_inter_broker_endpoint_is_logged_and_skipped(nod
     assert not node.log_manager.is_external("orders", 1)
 
 
+def fail_adopting(node: Node, monkeypatch: pytest.MonkeyPatch, failing: tuple[str, int]) -> None:
+    """Taking ``failing``'s log back raises a storage error (a log dir gone); other logs are adopted."""
+    adopt_log = node.log_manager.adopt_log
+
+    def failing_adopt(handover: LogHandover, config: LogConfig | None = None) -> PartitionLog:
+        if handover.topic_partition == failing:
+            raise KiplingStorageError("log dir gone")
+        return adopt_log(handover, config)
+
+    monkeypatch.setattr(node.log_manager, "adopt_log", failing_adopt)
+
+
 async def test_a_failed_transition_is_logged_and_the_other_partitions_still_transition(
     node: Node, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -720,14 +732,7 @@ async def test_a_failed_transition_is_logged_and_the_other_partitions_still_tran
     ]
 
     # A storage error while taking a log back fails that partition only, too.
-    adopt_log = node.log_manager.adopt_log
-
-    def failing_adopt(handover: LogHandover, config: LogConfig | None = None) -> PartitionLog:
-        if handover.topic_partition == ("orders", 0):
-            raise KiplingStorageError("log dir gone")
-        return adopt_log(handover, config)
-
-    monkeypatch.setattr(node.log_manager, "adopt_log", failing_adopt)
+    fail_adopting(node, monkeypatch, ("orders", 0))
     with capture_logs() as logs:
         await node.apply(
             change(ORDERS, 0, NODE, leader_epoch=1, partition_epoch=1),
@@ -860,14 +865,7 @@ async def test_a_deleted_topic_whose_log_cannot_be_taken_back_does_not_stop_the_
         topic("events", EVENTS, partition(EVENTS, 0, 2)),
     )
     await node.initial()
-    adopt_log = node.log_manager.adopt_log
-
-    def failing_adopt(handover: LogHandover, config: LogConfig | None = None) -> PartitionLog:
-        if handover.topic_partition == ("orders", 0):
-            raise KiplingStorageError("log dir gone")
-        return adopt_log(handover, config)
-
-    monkeypatch.setattr(node.log_manager, "adopt_log", failing_adopt)
+    fail_adopting(node, monkeypatch, ("orders", 0))
 
     with capture_logs() as logs:
         await node.apply(
