@@ -24,6 +24,7 @@ import structlog
 
 from client.admin import AdminClient, ClusterMetadata
 from client.connection import KafkaConnection
+from client.connection_pool import ConnectionPool
 from client.errors import ClientError, KafkaResponseError
 from client.fetch_session import TopicPartition
 from client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_UNCOMMITTED, list_offsets
@@ -60,31 +61,24 @@ class ClusterClient:
         self.retries = retries
         self.retry_interval_s = retry_interval_ms / 1000
         self.isolation_level = isolation_level
-        self._connections: dict[BrokerAddress, KafkaConnection] = {}
+        self._pool = ConnectionPool(
+            client_id=settings.client_id,
+            connect_timeout_s=CONNECT_TIMEOUT_S,
+            request_timeout_s=settings.request_timeout_ms / 1000,
+        )
         self._brokers: dict[int, BrokerAddress] = {}
 
     # -- connections -------------------------------------------------------------------------------
 
     async def connection(self, address: BrokerAddress) -> KafkaConnection:
         """An open connection to ``address`` (a new one if the cached one closed)."""
-        current = self._connections.get(address)
-        if current is not None and not current.closed:
-            return current
-        connection = await KafkaConnection.open(
-            address.host,
-            address.port,
-            client_id=self.settings.client_id,
-            connect_timeout_s=CONNECT_TIMEOUT_S,
-            request_timeout_s=self.settings.request_timeout_ms / 1000,
-        )
-        self._connections[address] = connection
-        return connection
+        return await self._pool.shared(address.host, address.port)
 
     async def any_connection(self) -> KafkaConnection:
         """A connection to the first reachable bootstrap broker (or any broker already connected)."""
-        for connection in self._connections.values():
-            if not connection.closed:
-                return connection
+        connection = self._pool.any_open()
+        if connection is not None:
+            return connection
         errors = []
         for address in self.settings.bootstrap:
             try:
@@ -95,17 +89,10 @@ class ClusterClient:
 
     def forget(self, address: BrokerAddress) -> None:
         """Drop a connection that failed, so the next call opens a new one."""
-        connection = self._connections.pop(address, None)
-        if connection is not None:
-            connection.close()
+        self._pool.forget_address(address.host, address.port)
 
     async def close(self) -> None:
-        connections = list(self._connections.values())
-        self._connections.clear()
-        for connection in connections:
-            connection.close()
-        for connection in connections:
-            await connection.wait_closed()
+        await self._pool.close()
 
     # -- metadata ----------------------------------------------------------------------------------
 

@@ -193,13 +193,7 @@ class ToolClusterAccess:
         return await self.cluster.any_connection()
 
     async def open_connection(self, host: str, port: int) -> KafkaConnection:
-        return await KafkaConnection.open(
-            host,
-            port,
-            client_id=self.cluster.client_id,
-            connect_timeout_s=self.cluster.connect_timeout_s,
-            request_timeout_s=self.cluster.request_timeout_s,
-        )
+        return await self.cluster.pool.dedicated(host, port)
 
     async def partition_counts(self, topics: Sequence[str]) -> dict[str, int]:
         metadata = await self.cluster.metadata(list(topics))

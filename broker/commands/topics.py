@@ -30,6 +30,7 @@ import structlog
 
 from client.admin import AdminClient, ClusterMetadata, NewTopic, TopicDescription
 from client.connection import KafkaConnection
+from client.connection_pool import ConnectionPool
 from client.errors import (
     ClientError,
     ConnectError,
@@ -161,27 +162,14 @@ class ClusterConnections:
         request_timeout_s: float = REQUEST_TIMEOUT_S,
     ) -> None:
         self.bootstrap = list(bootstrap)
-        self.client_id = client_id
-        self.connect_timeout_s = connect_timeout_s
-        self.request_timeout_s = request_timeout_s
         self.brokers: dict[int, BrokerAddress] = {}
-        self._connections: dict[BrokerAddress, KafkaConnection] = {}
-        self._dedicated: list[KafkaConnection] = []
+        self.pool = ConnectionPool(
+            client_id=client_id, connect_timeout_s=connect_timeout_s, request_timeout_s=request_timeout_s
+        )
 
     async def connection_to(self, address: BrokerAddress) -> KafkaConnection:
         """An open connection to ``address`` (a new one when the cached one closed)."""
-        current = self._connections.get(address)
-        if current is not None and not current.closed:
-            return current
-        connection = await KafkaConnection.open(
-            address.host,
-            address.port,
-            client_id=self.client_id,
-            connect_timeout_s=self.connect_timeout_s,
-            request_timeout_s=self.request_timeout_s,
-        )
-        self._connections[address] = connection
-        return connection
+        return await self.pool.shared(address.host, address.port)
 
     async def broker(self, node_id: int) -> KafkaConnection:
         """An open connection to broker ``node_id`` (known from the last metadata)."""
@@ -194,15 +182,7 @@ class ClusterConnections:
         ListOffsets request sent behind a parked fetch would wait out the fetch's ``max_wait_ms``.
         """
         address = self._address(node_id)
-        connection = await KafkaConnection.open(
-            address.host,
-            address.port,
-            client_id=self.client_id,
-            connect_timeout_s=self.connect_timeout_s,
-            request_timeout_s=self.request_timeout_s,
-        )
-        self._dedicated.append(connection)
-        return connection
+        return await self.pool.dedicated(address.host, address.port)
 
     def _address(self, node_id: int) -> BrokerAddress:
         address = self.brokers.get(node_id)
@@ -212,9 +192,9 @@ class ClusterConnections:
 
     async def any_connection(self) -> KafkaConnection:
         """An open connection to some broker of the cluster; raises ConnectError-like ClientError."""
-        for connection in self._connections.values():
-            if not connection.closed:
-                return connection
+        connection = self.pool.any_open()
+        if connection is not None:
+            return connection
         errors = []
         for address in self._candidates():
             try:
@@ -241,21 +221,10 @@ class ClusterConnections:
 
     def forget(self, connection: KafkaConnection) -> None:
         """Close and drop ``connection`` (it failed), so the next call opens a new one."""
-        for address, current in list(self._connections.items()):
-            if current is connection:
-                del self._connections[address]
-        if connection in self._dedicated:
-            self._dedicated.remove(connection)
-        connection.close()
+        self.pool.forget(connection)
 
     async def close(self) -> None:
-        connections = [*self._connections.values(), *self._dedicated]
-        self._connections.clear()
-        self._dedicated.clear()
-        for connection in connections:
-            connection.close()
-        for connection in connections:
-            await connection.wait_closed()
+        await self.pool.close()
 
     def _candidates(self) -> list[BrokerAddress]:
         return list(dict.fromkeys([*self.bootstrap, *self.brokers.values()]))
