@@ -8,6 +8,10 @@
   ``GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID``. The member
   columns come from the members' assignments (the consumer protocol's Assignment bytes); a member
   without partitions gets a row of ``-``; partitions with a committed offset but no member follow.
+  ``--members`` prints one row per member instead (``GROUP CONSUMER-ID [GROUP-INSTANCE-ID] HOST
+  CLIENT-ID #PARTITIONS``, with ``--verbose`` also ``ASSIGNMENT`` as ``topic(0,1), other(2)``), and
+  ``--state`` one row for the group (``GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS``),
+  as kafka-consumer-groups.sh (3.6) prints them.
 * ``--reset-offsets --group G (--topic T[:P,P]... | --all-topics) <scenario> (--dry-run | --execute)``:
   the new offsets (clamped to the partition's [earliest, latest]) are printed as
   ``GROUP TOPIC PARTITION NEW-OFFSET``; ``--execute`` commits them with OffsetCommit (generation -1,
@@ -85,6 +89,7 @@ class Member:
     client_id: str
     host: str
     assignment: dict[str, list[int]]
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +98,17 @@ class GroupDescription:
     state: str
     error: ErrorCode
     members: tuple[Member, ...]
+    protocol: str = ""
+    """The group's chosen protocol: the assignor's name for a consumer group (e.g. ``range``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Coordinator:
+    """The broker that coordinates a group, as FindCoordinator names it."""
+
+    node_id: int
+    host: str
+    port: int
 
 
 class GroupAdmin:
@@ -114,8 +130,8 @@ class GroupAdmin:
             names.update(g.group_id for g in response.groups if g.protocol_type in CONSUMER_PROTOCOL_TYPES)
         return sorted(names)
 
-    async def coordinator(self, group: str) -> KafkaConnection:
-        """A connection to ``group``'s coordinator (retrying while it is not available yet)."""
+    async def find_coordinator(self, group: str) -> Coordinator:
+        """``group``'s coordinator (retrying while it is not available yet)."""
         code = ErrorCode.NONE
         for _ in range(COORDINATOR_ATTEMPTS):
             connection = await self.cluster.any_connection()
@@ -125,11 +141,18 @@ class GroupAdmin:
             )
             code = error_code(response.error_code)
             if code is ErrorCode.NONE:
-                return await self.cluster.connection_to(BrokerAddress(response.host, response.port))
+                return Coordinator(response.node_id, response.host, response.port)
             if not code.retriable:
                 break
             await asyncio.sleep(COORDINATOR_RETRY_S)
         raise KafkaResponseError(code, context=f"find coordinator of group {group}")
+
+    async def coordinator(self, group: str) -> KafkaConnection:
+        """A connection to ``group``'s coordinator (retrying while it is not available yet)."""
+        return await self.connect(await self.find_coordinator(group))
+
+    async def connect(self, coordinator: Coordinator) -> KafkaConnection:
+        return await self.cluster.connection_to(BrokerAddress(coordinator.host, coordinator.port))
 
     async def describe(self, coordinator: KafkaConnection, group: str) -> GroupDescription:
         version = coordinator.version_for(ApiKey.DESCRIBE_GROUPS, wanted_max=5)
@@ -138,10 +161,18 @@ class GroupAdmin:
         )
         described = response.groups[0]
         members = tuple(
-            Member(m.member_id, m.client_id, m.client_host, decode_assignment(m.member_assignment))
+            Member(
+                m.member_id,
+                m.client_id,
+                m.client_host,
+                decode_assignment(m.member_assignment),
+                getattr(m, "group_instance_id", None),
+            )
             for m in described.members
         )
-        return GroupDescription(group, described.group_state, error_code(described.error_code), members)
+        return GroupDescription(
+            group, described.group_state, error_code(described.error_code), members, described.protocol_data
+        )
 
     async def committed(self, coordinator: KafkaConnection, group: str) -> dict[TopicPartition, int]:
         """Every committed offset of ``group``."""
@@ -311,23 +342,90 @@ def format_offset_rows(rows: Sequence[OffsetRow]) -> str:
     return "\n".join(out) + "\n"
 
 
-async def describe_group(admin: GroupAdmin, group: str, out: TextIO, err: TextIO) -> int:
-    coordinator = await admin.coordinator(group)
+def format_member_rows(description: GroupDescription, *, verbose: bool = False) -> str:
+    """kafka-consumer-groups.sh --members: a row per member; the GROUP-INSTANCE-ID column only when
+    some member has one, the ASSIGNMENT column with ``verbose``. Trailing blanks are left out."""
+    members = description.members
+    group = description.group_id
+    with_instance = any(m.group_instance_id for m in members)
+    group_w = max([15, len(group)])
+    consumer_w = max([15, *(len(m.member_id) for m in members)])
+    instance_w = max([17, *(len(m.group_instance_id or "") for m in members)])
+    host_w = max([15, *(len(m.host) for m in members)])
+    client_w = max([15, *(len(m.client_id) for m in members)])
+
+    def line(
+        group_id: str, consumer: str, instance: str, host: str, client: str, count: str, more: str
+    ) -> str:
+        cells = f"{group_id:<{group_w}} {consumer:<{consumer_w}} "
+        if with_instance:
+            cells += f"{instance:<{instance_w}} "
+        cells += f"{host:<{host_w}} {client:<{client_w}} {count:<15} "
+        return (cells + more if verbose else cells).rstrip()
+
+    out = [
+        "",
+        line("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"),
+    ]
+    for m in members:
+        count = sum(len(parts) for parts in m.assignment.values())
+        out.append(
+            line(group, m.member_id, m.group_instance_id or "", m.host, m.client_id, str(count), _assigned(m))
+        )
+    return "\n".join(out) + "\n"
+
+
+def _assigned(member: Member) -> str:
+    """``topic(0,1), other(2)``: Kafka's ASSIGNMENT column (``-`` for none)."""
+    topics = [
+        f"{t}({','.join(str(p) for p in sorted(parts))})" for t, parts in member.assignment.items() if parts
+    ]
+    return ", ".join(sorted(topics)) if topics else MISSING
+
+
+def format_state(description: GroupDescription, coordinator: Coordinator) -> str:
+    """kafka-consumer-groups.sh --state: the group, its coordinator ``host:port (id)``, the assignor,
+    the state and the number of members (the first column as wide as the coordinator's, as Kafka's)."""
+    where = f"{coordinator.host}:{coordinator.port} ({coordinator.node_id})"
+    width = max(25, len(where))
+
+    def line(*cells: object) -> str:
+        group, node, strategy, state, members = (str(c) for c in cells)
+        return f"{group:<{width}} {node:<25} {strategy:<20} {state:<15} {members}"
+
+    head = line("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+    row = line(description.group_id, where, description.protocol, description.state, len(description.members))
+    return f"\n{head}\n{row}\n"
+
+
+async def describe_group(
+    admin: GroupAdmin, group: str, out: TextIO, err: TextIO, *, view: str = "offsets", verbose: bool = False
+) -> int:
+    """``--describe`` (``view`` offsets, members or state, as ``--offsets``/``--members``/``--state``)."""
+    found = await admin.find_coordinator(group)
+    coordinator = await admin.connect(found)
     description = await admin.describe(coordinator, group)
     if description.error is ErrorCode.GROUP_ID_NOT_FOUND or description.state == "Dead":
         raise GroupCommandError(f"Consumer group '{group}' does not exist.")
     if description.error is not ErrorCode.NONE:
         raise KafkaResponseError(description.error, context=f"describe group {group}")
+    if description.state == "Empty":
+        err.write(f"\nConsumer group '{group}' has no active members.\n")
+    elif description.state in REBALANCING_STATES:
+        err.write(f"\nWarning: Consumer group '{group}' is rebalancing.\n")
+    if view == "state":
+        out.write(format_state(description, found))
+        return 0
+    if view == "members":
+        if description.members:
+            out.write(format_member_rows(description, verbose=verbose))
+        return 0
     committed = await admin.committed(coordinator, group)
     wanted = set(committed)
     for member in description.members:
         wanted.update(TopicPartition(t, p) for t, parts in member.assignment.items() for p in parts)
     log_ends = await admin.offsets(wanted, LATEST_TIMESTAMP)
     rows = offset_rows(description, committed, log_ends)
-    if description.state == "Empty":
-        err.write(f"\nConsumer group '{group}' has no active members.\n")
-    elif description.state in REBALANCING_STATES:
-        err.write(f"\nWarning: Consumer group '{group}' is rebalancing.\n")
     if rows:
         out.write(format_offset_rows(rows))
     return 0
@@ -476,14 +574,18 @@ async def delete_group(admin: GroupAdmin, group: str, out: TextIO) -> int:
 GROUPS_DESCRIPTION = """\
 List, describe, reset and delete consumer groups, as kafka-consumer-groups.sh does: --list prints
 the groups of every broker, --describe prints each partition's committed offset, log end offset and
-lag with the member that has it, --reset-offsets moves an inactive group's committed offsets, and
---delete removes a group that has no members.
+lag with the member that has it (--describe --members: each member's id, host, client id and
+partition count, and with --verbose its partitions; --describe --state: the group's coordinator,
+assignment strategy, state and member count), --reset-offsets moves an inactive group's committed
+offsets, and --delete removes a group that has no members.
 """
 
 GROUPS_EPILOG = """\
 Examples:
   kipling groups --bootstrap-server 127.0.0.1:9092 --list
   kipling groups --bootstrap-server 127.0.0.1:9092 --describe --group g
+  kipling groups --bootstrap-server 127.0.0.1:9092 --describe --group g --members --verbose
+  kipling groups --bootstrap-server 127.0.0.1:9092 --describe --group g --state
   kipling groups --bootstrap-server 127.0.0.1:9092 --reset-offsets --group g --topic t:0,1 \\
       --to-earliest --execute
   kipling groups --bootstrap-server 127.0.0.1:9092 --delete --group g
@@ -505,6 +607,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     action.add_argument("--reset-offsets", action="store_true", help="reset an inactive group's offsets")
     action.add_argument("--delete", action="store_true", help="delete a group without members")
     p.add_argument("--group", metavar="G", help="the consumer group")
+    view = p.add_mutually_exclusive_group()
+    view.add_argument(
+        "--offsets", action="store_true", help="--describe: offsets and lag per partition (the default)"
+    )
+    view.add_argument("--members", action="store_true", help="--describe: the group's members")
+    view.add_argument(
+        "--state", action="store_true", help="--describe: coordinator, assignment strategy, state, #members"
+    )
+    p.add_argument("--verbose", action="store_true", help="--describe --members: each member's partitions")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument(
         "--topic",
@@ -533,6 +644,10 @@ def _check(args: argparse.Namespace) -> None:
         parser.error("--group is required with --describe, --reset-offsets and --delete")
     if args.reset_offsets and not (args.topic or args.all_topics):
         parser.error("--reset-offsets needs --topic or --all-topics")
+    if not args.describe:
+        for option in ("offsets", "members", "state", "verbose"):
+            if getattr(args, option):
+                parser.error(f"--{option} can only be used with --describe")
 
 
 async def groups_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -545,7 +660,8 @@ async def groups_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> 
                 out.write(name + "\n")
             return 0
         if args.describe:
-            return await describe_group(admin, args.group, out, err)
+            view = "members" if args.members else "state" if args.state else "offsets"
+            return await describe_group(admin, args.group, out, err, view=view, verbose=args.verbose)
         if args.reset_offsets:
             return await reset_offsets(admin, args, out, err)
         return await delete_group(admin, args.group, out)
@@ -567,14 +683,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 __all__ = [
+    "Coordinator",
     "GroupAdmin",
     "GroupCommandError",
     "OffsetRow",
     "ResetScenario",
     "decode_assignment",
     "encode_assignment",
+    "format_member_rows",
     "format_offset_rows",
     "format_reset_rows",
+    "format_state",
     "groups_command",
     "new_offsets",
     "offset_rows",

@@ -3,6 +3,7 @@ and kafka-python's admin client as the oracle for committed offsets."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 
@@ -12,13 +13,19 @@ from kafka.structs import OffsetAndMetadata
 
 from broker.cli import main
 from broker.commands.groups import (
+    Coordinator,
+    GroupDescription,
+    Member,
     ResetScenario,
     decode_assignment,
     encode_assignment,
+    format_member_rows,
+    format_state,
     new_offsets,
     parse_topic_partitions,
 )
 from client.fetch_session import TopicPartition as TP
+from protocol.error_codes import ErrorCode
 from tests.integration.broker_process import BrokerProcess
 
 TOPIC = "grp-orders"
@@ -151,6 +158,57 @@ def test_describe_reset_list_delete(capsys: pytest.CaptureFixture[str], broker: 
     assert (code, out) == (1, "") and f"Consumer group '{GROUP}' does not exist." in err
 
 
+def test_describe_members_and_state(capsys: pytest.CaptureFixture[str], broker: BrokerProcess) -> None:
+    """--members (--verbose) and --state of a group with one kafka-python member, then without."""
+    topic, group = "grp-members", "grp-members-app"
+    assert main(["topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", topic,
+                 "--partitions", "3"]) == 0  # fmt: skip
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=broker.bootstrap, group_id=group, client_id="members-client",
+        enable_auto_commit=False,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=200)
+        assert consumer.assignment() == {TopicPartition(topic, p) for p in range(3)}
+        capsys.readouterr()
+
+        code, out, err = groups(capsys, broker, "--describe", "--group", group, "--members")
+        assert code == 0, err
+        assert out.startswith("\n") and err == ""
+        head, row = table(out)
+        assert head == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        assert row[0] == group and row[1].startswith("members-client-")
+        assert row[2].endswith("127.0.0.1") and row[3:] == ["members-client", "3"]
+
+        code, out, err = groups(capsys, broker, "--describe", "--group", group, "--members", "--verbose")
+        assert code == 0, err
+        head, verbose_row = table(out)
+        assert head == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+        assert verbose_row == [*row, f"{topic}(0,1,2)"]
+
+        code, out, err = groups(capsys, broker, "--describe", "--group", group, "--state")
+        assert code == 0, err
+        head, row = table(out)
+        assert head == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+        assert row[:2] == [group, broker.bootstrap] and re.fullmatch(r"\(\d+\)", row[2])
+        assert row[3:] == ["range", "Stable", "1"]  # kafka-python's first assignor
+    finally:
+        consumer.close(autocommit=False)
+
+    # without members: --members prints no table, --state an Empty group with 0 members
+    code, out, err = groups(capsys, broker, "--describe", "--group", group, "--members")
+    assert (code, out) == (0, "") and err == f"\nConsumer group '{group}' has no active members.\n"
+    code, out, err = groups(capsys, broker, "--describe", "--group", group, "--state")
+    assert code == 0 and f"Consumer group '{group}' has no active members." in err
+    assert table(out)[1][:2] == [group, broker.bootstrap] and table(out)[1][-2:] == ["Empty", "0"]
+    # and for a group that does not exist, the error --describe gives
+    for view in ("--members", "--state"):
+        code, out, err = groups(capsys, broker, "--describe", "--group", "nobody", view)
+        assert (code, out) == (1, "") and err == "\nError: Consumer group 'nobody' does not exist.\n"
+
+
 def test_unknown_group(capsys: pytest.CaptureFixture[str], broker: BrokerProcess) -> None:
     code, out, err = groups(capsys, broker, "--describe", "--group", "nobody")
     assert (code, out) == (1, "")
@@ -165,6 +223,11 @@ def test_usage_errors(capsys: pytest.CaptureFixture[str], broker: BrokerProcess)
     assert exc.value.code == 2
     with pytest.raises(SystemExit):
         main(["groups", "--bootstrap-server", broker.bootstrap, "--reset-offsets", "--group", "g"])
+    for wrong in (["--list", "--members"], ["--list", "--verbose"], ["--describe", "--group", "g",
+                  "--members", "--state"]):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            main(["groups", "--bootstrap-server", broker.bootstrap, *wrong])
+        assert exc.value.code == 2
     capsys.readouterr()
 
 
@@ -175,6 +238,32 @@ def test_assignment_round_trip() -> None:
     data = encode_assignment({"a": [0, 2], "b": [1]}, version=1)
     assert decode_assignment(data) == {"a": [0, 2], "b": [1]}
     assert decode_assignment(b"") == {} and decode_assignment(b"\x00\x00\x00") == {}
+
+
+def test_member_and_state_tables_as_kafka_prints_them() -> None:
+    members = (
+        Member("c-1-0f", "c-1", "/10.0.0.1", {"b": [1], "a": [2, 0]}, "static-1"),
+        Member("c-2-aa", "c-2", "/10.0.0.2", {}),
+    )
+    group = GroupDescription("g", "Stable", ErrorCode.NONE, members, "roundrobin")
+    # a GROUP-INSTANCE-ID column when some member has one (17 wide at least), trailing blanks dropped
+    assert format_member_rows(group, verbose=True).splitlines() == [
+        "",
+        "GROUP           CONSUMER-ID     GROUP-INSTANCE-ID HOST            CLIENT-ID       #PARTITIONS     "
+        "ASSIGNMENT",
+        "g               c-1-0f          static-1          /10.0.0.1       c-1             3               "
+        "a(0,2), b(1)",
+        "g               c-2-aa                            /10.0.0.2       c-2             0               -",
+    ]
+    dynamic = GroupDescription("g", "Stable", ErrorCode.NONE, (members[1],), "range")
+    assert format_member_rows(dynamic).splitlines()[1:] == [
+        "GROUP           CONSUMER-ID     HOST            CLIENT-ID       #PARTITIONS",
+        "g               c-2-aa          /10.0.0.2       c-2             0",
+    ]
+    assert format_state(group, Coordinator(3, "broker-3.example", 9092)) == (
+        "\nGROUP                     COORDINATOR (ID)          ASSIGNMENT-STRATEGY  STATE           #MEMBERS"
+        "\ng                         broker-3.example:9092 (3) roundrobin           Stable          2\n"
+    )
 
 
 def test_new_offsets_clamped() -> None:
