@@ -7,6 +7,7 @@ Subcommands register themselves from :mod:`broker.commands`; each module exposes
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 from collections.abc import Sequence
 
@@ -15,11 +16,22 @@ from broker.commands import broker, consume, decode_frame, dev_cluster, dump_log
 COMMANDS = (broker, dev_cluster, decode_frame, dump_log, topics, produce, consume, groups)
 
 
+def version() -> str:
+    """kipling's version, from the installed package's metadata."""
+    try:
+        return importlib.metadata.version("kipling")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kipling",
         description="kipling: a Kafka-compatible, replicated log broker, and the tools to inspect its "
         "wire traffic and on-disk logs.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {version()}", help="print the version and exit"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:

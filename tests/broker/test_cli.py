@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
+import importlib.metadata
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from broker.cli import main
+from broker.cli import build_parser, main
 from protocol.api import encode_request
 from protocol.records import Record, build_batch
+from tests.integration.dev_cluster_process import kipling_command
 from tests.protocol.frames import captured_frames
 
 
@@ -19,6 +23,28 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "decode-frame" in out and "dump-log" in out
+
+
+def test_version_from_the_package_metadata(capsys: pytest.CaptureFixture[str]) -> None:
+    expected = f"kipling {importlib.metadata.version('kipling')}\n"
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == expected
+    # and as the installed script, a process of its own
+    done = subprocess.run([*kipling_command(), "--version"], capture_output=True, timeout=60)
+    assert (done.returncode, done.stdout.decode()) == (0, expected)
+
+
+def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    commands = sub.choices
+    assert {"topics", "produce", "consume", "groups"} <= set(commands)
+    for name in commands:
+        with pytest.raises(SystemExit) as exc:
+            main([name, "--help"])
+        assert exc.value.code == 0, name
+        assert capsys.readouterr().out.startswith(f"usage: kipling {name}"), name
 
 
 def test_decode_frame_roundtrip_on_every_reference_frame(capsys: pytest.CaptureFixture[str]) -> None:
