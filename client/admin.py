@@ -1,4 +1,4 @@
-"""A small admin client: create and delete topics, read cluster and topic metadata.
+"""A small admin client: create and delete topics, add partitions, read cluster and topic metadata.
 
 Single broker for now: every request goes to the connection it is given (the bootstrap broker, which
 kipling's single-broker setup makes the controller too). Results are plain dataclasses, and per-topic
@@ -148,14 +148,39 @@ class AdminClient:
         result = (await self.delete_topics([name]))[name]
         raise_for_error(result.error, result.message, context=f"delete topic {name}")
 
+    async def create_partitions(
+        self, counts: Mapping[str, int], *, validate_only: bool = False
+    ) -> dict[str, TopicResult]:
+        """Raise each topic's partition count to ``counts[topic]`` (CreatePartitions); one result per
+        topic (INVALID_PARTITIONS when the count is not an increase, UNKNOWN_TOPIC_OR_PARTITION...)."""
+        version = self._connection.version_for(ApiKey.CREATE_PARTITIONS)
+        body = {
+            "topics": [{"name": name, "count": count, "assignments": None} for name, count in counts.items()],
+            "timeout_ms": self._timeout_ms,
+            "validate_only": validate_only,
+        }
+        response = await self._connection.request(
+            ApiKey.CREATE_PARTITIONS, version, body, self._request_timeout_s()
+        )
+        return {
+            r.name: TopicResult(r.name, error_code(r.error_code), r.error_message) for r in response.results
+        }
+
     # -- metadata ----------------------------------------------------------------------------------
 
-    async def metadata(self, topics: Sequence[str] | None = None) -> ClusterMetadata:
-        """Brokers, controller and the given topics (all topics when None); never auto-creates."""
+    async def metadata(
+        self, topics: Sequence[str] | None = None, *, allow_auto_topic_creation: bool = False
+    ) -> ClusterMetadata:
+        """Brokers, controller and the given topics (all topics when None).
+
+        Never auto-creates unless ``allow_auto_topic_creation`` (as Kafka's producer and consumer ask
+        for the topics they use): then a broker with auto.create.topics.enable creates a missing topic.
+        (Versions before 4 have no such flag; a broker auto-creates for them whenever it may.)
+        """
         version = self._connection.version_for(ApiKey.METADATA, wanted_min=METADATA_MIN_VERSION)
         body = {
             "topics": None if topics is None else [{"name": n, "topic_id": ZERO_UUID} for n in topics],
-            "allow_auto_topic_creation": False,
+            "allow_auto_topic_creation": allow_auto_topic_creation,
             "include_cluster_authorized_operations": False,
             "include_topic_authorized_operations": False,
         }

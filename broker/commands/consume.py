@@ -332,7 +332,7 @@ class TopicConsumer:
 
         With a group, the group's assignment decides the partitions (and their positions) instead.
         """
-        topic = await self.leaders.load()
+        topic = await self.leaders.load(auto_create=True)  # as a Kafka consumer's subscription does
         if self.group is not None:
             await self.group.start(self)
             return sorted(self.positions)

@@ -433,14 +433,16 @@ async def produce(
 ) -> ProduceStats:
     """Send every line of ``source`` as a record to ``options.topic``; returns what was sent.
 
-    Raises :class:`ProduceError` when a batch cannot be delivered, KafkaResponseError when the topic or
-    partition does not exist, and :class:`LineFormatError` for a line that cannot be parsed (after
-    sending the lines before it, as Kafka's console producer flushes on its way out). Pass ``stats``
-    to know what was acknowledged before a failure. ``choose`` picks sticky partitions (tests).
+    A missing topic is auto-created where the broker allows it, as Kafka's producer asks for it.
+    Raises :class:`ProduceError` when a batch cannot be delivered, KafkaResponseError when the topic
+    (that the broker does not auto-create) or partition does not exist, and :class:`LineFormatError`
+    for a line that cannot be parsed (after sending the lines before it, as Kafka's console producer
+    flushes on its way out). Pass ``stats`` to know what was acknowledged before a failure.
+    ``choose`` picks sticky partitions (tests).
     """
     stats = stats if stats is not None else ProduceStats()
     leaders = PartitionLeaders(cluster, options.topic)
-    topic = await leaders.load()
+    topic = await leaders.load(auto_create=True)  # as Kafka's producer: a missing topic may be created
     partitions = len(topic.partitions)
     if options.partition is not None and not 0 <= options.partition < partitions:
         raise KafkaResponseError(
@@ -525,7 +527,9 @@ PRODUCE_DESCRIPTION = """\
 Read lines from stdin (or --file) and send each line as a record to a topic, batched per partition,
 to each partition's leader, following leader changes (as kafka-console-producer.sh does). The
 partition is --partition, else Kafka's murmur2 hash of the key (the partition every Kafka client
-picks for that key), else a sticky partition for records without a key.
+picks for that key), else a sticky partition for records without a key. A topic that does not exist
+is created by a broker with auto.create.topics.enable=true (num.partitions partitions), as with
+Kafka's console producer; otherwise the tool stops with an error that says so.
 
 Prints "Produced a total of N messages" (records acknowledged) on stderr, with a progress bar when
 stderr is a terminal and the input is a file. Exits with status 1 when a record cannot be sent or a

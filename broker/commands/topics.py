@@ -1,12 +1,14 @@
-"""`kipling topics`: list, describe, create and delete topics, as Kafka's kafka-topics.sh does.
+"""`kipling topics`: list, describe, create, alter and delete topics, as Kafka's kafka-topics.sh does.
 
 The output follows kafka-topics.sh (3.6) so that people and scripts used to it read it unchanged:
 ``--list`` prints one name per line, ``--describe`` a tab-separated topic line (TopicId in Kafka's
 base64 form, ``Configs:`` with every entry whose source is not the built-in default) and one line per
-partition with Leader, Replicas and Isr, ``--create`` prints ``Created topic T.``. A failure prints
+partition with Leader, Replicas and Isr, ``--create`` prints ``Created topic T.``, ``--alter
+--partitions N`` raises the partition count (CreatePartitions) and prints nothing. A failure prints
 ``Error while executing topic command : <ERROR_NAME>: <message>`` on stderr and exits with status 1,
 as Kafka's tool does (with the protocol error's name added, since there is no Java exception class to
-name). As in kafka-topics.sh, ``--topic`` is a regular expression for --describe, --list and --delete.
+name). As in kafka-topics.sh, ``--topic`` is a regular expression for --describe, --list, --alter and
+--delete.
 
 This module is also where the three client tools (topics, produce, consume) share what they all need:
 parsing ``--bootstrap-server``, :class:`ClusterConnections` (the bootstrap connection, metadata, and one
@@ -21,6 +23,7 @@ import base64
 import logging
 import re
 import sys
+import time
 import uuid
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,6 +55,8 @@ RETRY_BACKOFF_S = 0.1
 """Kafka's ``retry.backoff.ms`` default: the first pause before asking for metadata again."""
 RETRY_BACKOFF_MAX_S = 1.0
 """Kafka's ``retry.backoff.max.ms`` default: the longest pause between retries."""
+AUTO_CREATE_WAIT_S = 60.0
+"""Kafka's ``max.block.ms`` default: how long a tool waits for an auto-created topic's leaders."""
 TOPIC_RESOURCE_TYPE = 2
 """Kafka's ConfigResource.Type.TOPIC."""
 DEFAULT_CONFIG_SOURCE = 5
@@ -203,13 +208,18 @@ class ClusterConnections:
                 errors.append(f"{address}: {exc}")
         raise ClientError(f"no broker reachable ({'; '.join(errors)})")
 
-    async def metadata(self, topics: Sequence[str] | None) -> ClusterMetadata:
-        """Metadata of ``topics`` (all when None) from the first broker that answers."""
+    async def metadata(
+        self, topics: Sequence[str] | None, *, allow_auto_topic_creation: bool = False
+    ) -> ClusterMetadata:
+        """Metadata of ``topics`` (all when None) from the first broker that answers; a broker that
+        allows it auto-creates a missing topic when ``allow_auto_topic_creation``."""
         last: ClientError | None = None
         for _ in range(len(self._candidates()) + 1):
             connection = await self.any_connection()
             try:
-                metadata = await AdminClient(connection).metadata(topics)
+                metadata = await AdminClient(connection).metadata(
+                    topics, allow_auto_topic_creation=allow_auto_topic_creation
+                )
             except ClientError as exc:
                 last = exc
                 self.forget(connection)
@@ -259,9 +269,53 @@ class PartitionLeaders:
         """Refreshes since the last :meth:`succeeded` (each one followed a failure)."""
         self._lock = asyncio.Lock()
 
-    async def load(self) -> TopicDescription:
-        """Read the topic's metadata; raises KafkaResponseError when the topic is not there."""
-        metadata = await self.cluster.metadata([self.topic])
+    async def load(
+        self, *, auto_create: bool = False, wait_s: float = AUTO_CREATE_WAIT_S
+    ) -> TopicDescription:
+        """Read the topic's metadata; raises KafkaResponseError when the topic is not there.
+
+        With ``auto_create`` the request allows auto-creation, as the metadata requests of Kafka's
+        producer and of a consumer's subscription do (so kafka-console-producer.sh, the console
+        consumer and kcat create a missing topic on a broker with auto.create.topics.enable=true).
+        A topic that is being created is answered with a retriable error (LEADER_NOT_AVAILABLE) or
+        without leaders for a while: it is asked for again, with backoff, for at most ``wait_s``.
+        A broker that does not auto-create answers UNKNOWN_TOPIC_OR_PARTITION, raised at once with a
+        message saying so.
+        """
+        if not auto_create:
+            return self._loaded(await self.cluster.metadata([self.topic]))
+        deadline = time.monotonic() + wait_s
+        delay = self.backoff_s
+        creating = False
+        while True:
+            metadata = await self.cluster.metadata([self.topic], allow_auto_topic_creation=True)
+            topic = metadata.topics.get(self.topic)
+            code = topic.error if topic is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                servers = ",".join(str(a) for a in self.cluster.bootstrap)
+                raise KafkaResponseError(
+                    code,
+                    f"Topic {self.topic} does not exist and the broker does not create topics on demand "
+                    f"(auto.create.topics.enable=false); create it first: kipling topics --bootstrap-server "
+                    f"{servers} --create --topic {self.topic}",
+                )
+            remaining = deadline - time.monotonic()
+            if code is ErrorCode.NONE:
+                # Kafka answers an auto-created topic with LEADER_NOT_AVAILABLE first: wait for its leaders
+                led = bool(topic and topic.partitions) and all(p.leader >= 0 for p in topic.partitions)
+                if led or not creating or remaining <= 0:
+                    return self._loaded(metadata)
+            elif not code.retriable:
+                return self._loaded(metadata)
+            elif remaining <= 0:
+                raise KafkaResponseError(
+                    code, f"Topic {self.topic} not present in metadata after {round(wait_s * 1000)} ms"
+                )
+            creating = True
+            await asyncio.sleep(max(min(delay, remaining), 0))
+            delay = min(delay * 2, self.backoff_max_s)
+
+    def _loaded(self, metadata: ClusterMetadata) -> TopicDescription:
         topic = metadata.topics.get(self.topic)
         code = topic.error if topic is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if topic is None or code is not ErrorCode.NONE:
@@ -345,15 +399,16 @@ class TopicCommandError(Exception):
 
 
 TOPICS_DESCRIPTION = """\
-Create, delete, describe or list topics, as Kafka's kafka-topics.sh does, with the same output:
---list prints one name per line; --describe a line per topic (TopicId, PartitionCount,
+Create, alter, delete, describe or list topics, as Kafka's kafka-topics.sh does, with the same
+output: --list prints one name per line; --describe a line per topic (TopicId, PartitionCount,
 ReplicationFactor, Configs that are not built-in defaults) and a line per partition (Leader,
-Replicas, Isr); --create prints "Created topic T.". --topic is a regular expression matched against
-whole names for --list, --describe and --delete.
+Replicas, Isr); --create prints "Created topic T."; --alter --partitions N adds partitions up to N
+(a partition count is never decreased). --topic is a regular expression matched against whole names
+for --list, --describe, --alter and --delete.
 
 Errors print "Error while executing topic command : ERROR_NAME: message" on stderr and exit with
-status 1 (TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR, ...; --if-not-exists and --if-exists
-turn the expected ones off).
+status 1 (TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR, INVALID_PARTITIONS, ...; --if-not-exists
+and --if-exists turn the expected ones off).
 """
 
 TOPICS_EPILOG = """\
@@ -361,6 +416,7 @@ Examples:
   kipling topics --bootstrap-server 127.0.0.1:9092 --create --topic t --partitions 3 \\
       --replication-factor 3 --config retention.ms=3600000
   kipling topics --bootstrap-server 127.0.0.1:9092 --describe --topic t
+  kipling topics --bootstrap-server 127.0.0.1:9092 --alter --topic t --partitions 6
   kipling topics --bootstrap-server 127.0.0.1:9092 --list --exclude-internal
 """
 
@@ -368,7 +424,7 @@ Examples:
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "topics",
-        help="list, describe, create and delete topics (like kafka-topics.sh)",
+        help="list, describe, create, alter and delete topics (like kafka-topics.sh)",
         description=TOPICS_DESCRIPTION,
         epilog=TOPICS_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -378,10 +434,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     action.add_argument("--list", action="store_true", help="list the topics' names")
     action.add_argument("--describe", action="store_true", help="partitions, leaders, replicas, ISR, configs")
     action.add_argument("--create", action="store_true", help="create a topic (--topic)")
+    action.add_argument(
+        "--alter", action="store_true", help="add partitions to topics (--topic, --partitions)"
+    )
     action.add_argument("--delete", action="store_true", help="delete topics (--topic)")
-    p.add_argument("--topic", metavar="TOPIC", help="the topic (a regex for --list, --describe, --delete)")
     p.add_argument(
-        "--partitions", type=int, metavar="N", help="partitions of a new topic (default: num.partitions)"
+        "--topic", metavar="TOPIC", help="the topic (a regex for --list, --describe, --alter, --delete)"
+    )
+    p.add_argument(
+        "--partitions",
+        type=int,
+        metavar="N",
+        help="partitions of a new topic (default: num.partitions), or the new partition count of a topic "
+        "with --alter (only an increase)",
     )
     p.add_argument(
         "--replication-factor",
@@ -403,7 +468,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "':' (the first is the preferred leader); excludes --partitions and --replication-factor",
     )
     p.add_argument("--if-not-exists", action="store_true", help="--create: no error if the topic exists")
-    p.add_argument("--if-exists", action="store_true", help="--describe/--delete: no error if none matches")
+    p.add_argument(
+        "--if-exists", action="store_true", help="--describe/--alter/--delete: no error if none matches"
+    )
     p.add_argument("--exclude-internal", action="store_true", help="leave internal topics out")
     p.add_argument(
         "--under-replicated-partitions",
@@ -597,6 +664,30 @@ async def create_topic(
     return 0
 
 
+async def alter_topics(admin: AdminClient, pattern: str, partitions: int, *, if_exists: bool = False) -> int:
+    """Raise the partition count of every topic matching ``pattern`` to ``partitions``, as
+    kafka-topics.sh --alter does (silently on success). A count that is not an increase is refused by
+    the broker with INVALID_PARTITIONS and Kafka's message."""
+    topics = _listed(await admin.metadata(), exclude_internal=False)
+    names = matching(topics, pattern)
+    if not names:
+        if if_exists:
+            return 0
+        raise TopicCommandError(f"Topic '{pattern}' does not exist as expected")
+    results = await admin.create_partitions({name: partitions for name in names})
+    for name in names:
+        result = results.get(name)
+        if result is None:
+            raise KafkaResponseError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no result for topic {name}")
+        if result.error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            if if_exists:
+                continue
+            raise TopicCommandError(f"Topic '{name}' does not exist as expected")
+        if result.error is not ErrorCode.NONE:
+            raise KafkaResponseError(result.error, result.message)
+    return 0
+
+
 async def delete_topics(admin: AdminClient, pattern: str, *, if_exists: bool = False) -> int:
     """Delete every topic matching ``pattern``; kafka-topics.sh prints nothing on success."""
     topics = _listed(await admin.metadata(), exclude_internal=False)
@@ -659,6 +750,8 @@ async def topics_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> 
             )
         if args.create:
             return await create_topic(admin, out, new_topic(args), if_not_exists=args.if_not_exists)
+        if args.alter:
+            return await alter_topics(admin, args.topic, args.partitions, if_exists=args.if_exists)
         return await delete_topics(admin, args.topic, if_exists=args.if_exists)
     except TopicCommandError as exc:
         err.write(f"Error while executing topic command : {exc}\n")
@@ -672,10 +765,20 @@ async def topics_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> 
 
 def run(args: argparse.Namespace) -> int:
     parser: argparse.ArgumentParser = args.topics_parser
-    if (args.create or args.delete) and not args.topic:
+    if (args.create or args.alter or args.delete) and not args.topic:
         parser.error('Missing required argument "[topic]"')
+    if args.alter:
+        if args.partitions is None:
+            parser.error('Missing required argument "[partitions]"')
+        if args.config:
+            parser.error(
+                'Option "[config]" can\'t be used with option "[alter]": kipling topics does not alter '
+                "topic configs"
+            )
+    if not (args.create or args.alter) and args.partitions is not None:
+        parser.error('Option "[partitions]" can only be used with "[create]" or "[alter]"')
     if not args.create:
-        for option in ("partitions", "replication_factor", "replica_assignment"):
+        for option in ("replication_factor", "replica_assignment"):
             if getattr(args, option) is not None:
                 parser.error(f'Option "[{option.replace("_", "-")}]" can only be used with "[create]"')
     configure_tool_logging()
@@ -688,6 +791,7 @@ __all__ = [
     "DescribeFilter",
     "PartitionLeaders",
     "TopicCommandError",
+    "alter_topics",
     "bootstrap_servers",
     "configure_tool_logging",
     "create_topic",

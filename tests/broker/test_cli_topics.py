@@ -113,6 +113,52 @@ def test_unknown_topics(capsys: pytest.CaptureFixture[str], broker: BrokerProces
     assert topics(capsys, broker, "--delete", "--topic", "ghost", "--if-exists") == (0, "", "")
 
 
+def test_alter_adds_partitions_and_refuses_the_rest(
+    capsys: pytest.CaptureFixture[str], broker: BrokerProcess
+) -> None:
+    assert topics(capsys, broker, "--create", "--topic", "growing", "--partitions", "2")[0] == 0
+    # kafka-topics.sh --alter prints nothing on success
+    assert topics(capsys, broker, "--alter", "--topic", "growing", "--partitions", "5") == (0, "", "")
+    code, out, _ = topics(capsys, broker, "--describe", "--topic", "growing")
+    assert code == 0 and "PartitionCount: 5\t" in out.splitlines()[0]
+    assert [line.split("\t")[2] for line in out.splitlines()[1:]] == [f"Partition: {p}" for p in range(5)]
+
+    # not an increase: Kafka's INVALID_PARTITIONS messages, on one line, status 1
+    code, out, err = topics(capsys, broker, "--alter", "--topic", "growing", "--partitions", "5")
+    assert (code, out) == (1, "")
+    assert err == (
+        "Error while executing topic command : INVALID_PARTITIONS: Topic already has 5 partition(s).\n"
+    )
+    code, out, err = topics(capsys, broker, "--alter", "--topic", "growing", "--partitions", "3")
+    assert (code, out) == (1, "")
+    assert err == (
+        "Error while executing topic command : INVALID_PARTITIONS: The topic growing currently has 5 "
+        "partition(s); 3 would not be an increase.\n"
+    )
+    code, out, _ = topics(capsys, broker, "--describe", "--topic", "growing")
+    assert "PartitionCount: 5\t" in out.splitlines()[0]
+
+    # an unknown topic: one line naming it (nothing with --if-exists)
+    code, out, err = topics(capsys, broker, "--alter", "--topic", "ghost", "--partitions", "3")
+    assert (code, out) == (1, "")
+    assert err == "Error while executing topic command : Topic 'ghost' does not exist as expected\n"
+    assert topics(capsys, broker, "--alter", "--topic", "ghost", "--partitions", "3", "--if-exists") == (
+        0,
+        "",
+        "",
+    )
+
+    # --partitions is required, and --alter changes nothing else
+    for extra in ([], ["--partitions", "9", "--config", "retention.ms=1"], ["--partitions", "9",
+                  "--replication-factor", "1"]):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            main(["topics", "--bootstrap-server", broker.bootstrap, "--alter", "--topic", "growing", *extra])
+        assert exc.value.code == 2
+    capsys.readouterr()
+    code, out, _ = topics(capsys, broker, "--describe", "--topic", "growing")
+    assert "PartitionCount: 5\t" in out.splitlines()[0]
+
+
 def test_replica_assignment_and_patterns(capsys: pytest.CaptureFixture[str], broker: BrokerProcess) -> None:
     code, out, _ = topics(capsys, broker, "--create", "--topic", "pinned.a", "--replica-assignment", "1,1")
     assert code == 0
