@@ -42,7 +42,7 @@ from typing import NamedTuple, Protocol
 
 import structlog
 
-from broker.produce_validation import read_single_batch, verify_crc
+from broker.produce_validation import conform_to_topic_codec, read_single_batch, verify_crc
 from broker.replica_state import (
     DEFAULT_REPLICA_LAG_TIME_MAX_MS,
     BrokerEligibility,
@@ -397,6 +397,7 @@ class Partition:
         duplicate = self._check_producer_state(data, header, now_ms)
         if duplicate is not None:
             return self._duplicate_result(duplicate)
+        data, header = conform_to_topic_codec(data, header, self.log.config)
         return self._append(data, header)
 
     def _check_writable(self) -> None:

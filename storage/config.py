@@ -3,7 +3,9 @@
 The broker resolves topic overrides against its ``log.*`` defaults and hands a :class:`LogConfig` to
 each :class:`~storage.log.PartitionLog`; the log never reads server properties itself. Field names
 are Kafka's keys with dots turned into underscores (``segment.index.bytes`` is ``max_index_size``,
-as Kafka's ``LogConfig.maxIndexSize``).
+as Kafka's ``LogConfig.maxIndexSize``). The compression keys are carried for the leader's produce
+path, which recompresses a batch whose codec differs from ``compression.type`` before the append;
+the log itself stores batches as it is given them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ TIMESTAMP_TYPES = (CREATE_TIME, LOG_APPEND_TIME)
 MIN_SEGMENT_BYTES = 14
 """Kafka's lower bound for segment.bytes (LegacyRecord.RECORD_OVERHEAD_V0)."""
 MIN_INDEX_BYTES = 4
+COMPRESSION_PRODUCER = "producer"
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", COMPRESSION_PRODUCER)
+"""Kafka's ``BrokerCompressionType`` names: the codecs, plus ``producer`` (keep the producer's)."""
+GZIP_DEFAULT_LEVEL = -1
+"""Kafka's ``compression.gzip.level`` default (``Deflater.DEFAULT_COMPRESSION``); otherwise 1 to 9."""
 
 _PROPERTY_TO_FIELD = {
     "segment.bytes": "segment_bytes",
@@ -34,7 +41,12 @@ _PROPERTY_TO_FIELD = {
     "max.message.bytes": "max_message_bytes",
     "message.timestamp.type": "message_timestamp_type",
     "file.delete.delay.ms": "file_delete_delay_ms",
+    "compression.type": "compression_type",
+    "compression.gzip.level": "compression_gzip_level",
+    "compression.lz4.level": "compression_lz4_level",
+    "compression.zstd.level": "compression_zstd_level",
 }
+_STRING_FIELDS = frozenset({"message_timestamp_type", "compression_type"})
 _FIELD_TO_PROPERTY = {field: key for key, field in _PROPERTY_TO_FIELD.items()}
 
 # (lowest allowed value, highest allowed value) per integer field, as in Kafka's ConfigDef.
@@ -50,6 +62,9 @@ _INT_BOUNDS: dict[str, tuple[int, int]] = {
     "flush_ms": (0, LONG_MAX),
     "max_message_bytes": (0, INT_MAX),
     "file_delete_delay_ms": (0, LONG_MAX),
+    "compression_gzip_level": (GZIP_DEFAULT_LEVEL, 9),
+    "compression_lz4_level": (1, 17),
+    "compression_zstd_level": (-131072, 22),
 }
 
 
@@ -69,6 +84,10 @@ class LogConfig:
     max_message_bytes: int = 1048588
     message_timestamp_type: str = CREATE_TIME
     file_delete_delay_ms: int = 60000
+    compression_type: str = COMPRESSION_PRODUCER
+    compression_gzip_level: int = GZIP_DEFAULT_LEVEL
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
 
     def __post_init__(self) -> None:
         for name, (low, high) in _INT_BOUNDS.items():
@@ -78,6 +97,13 @@ class LogConfig:
                 f"message.timestamp.type must be one of {', '.join(TIMESTAMP_TYPES)}, "
                 f"got {self.message_timestamp_type!r}"
             )
+        if self.compression_type not in COMPRESSION_TYPES:
+            raise ValueError(
+                f"compression.type must be one of {', '.join(COMPRESSION_TYPES)}, "
+                f"got {self.compression_type!r}"
+            )
+        if self.compression_gzip_level == 0:
+            raise ValueError("compression.gzip.level must be -1 or in [1, 9], got 0")
 
     @property
     def log_append_time(self) -> bool:
@@ -92,7 +118,7 @@ class LogConfig:
             name = _PROPERTY_TO_FIELD.get(key)
             if name is None:
                 continue
-            parse: Callable[[str, str], Any] = _parse_str if name == "message_timestamp_type" else _parse_int
+            parse: Callable[[str, str], Any] = _parse_str if name in _STRING_FIELDS else _parse_int
             values[name] = parse(key, raw)
         return cls(**values)
 

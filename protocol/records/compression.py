@@ -80,6 +80,9 @@ _CODEC_ERRORS: tuple[type[BaseException], ...] = (
 
 _GZIP_LEVEL = 6
 """Java's ``GZIPOutputStream`` default (``Deflater.DEFAULT_COMPRESSION``)."""
+_GZIP_DEFAULT_LEVEL = -1
+"""Kafka's ``compression.gzip.level`` for zlib's default level."""
+_LZ4_HC_MAX_LEVEL = 12
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 """zlib window bits that select the gzip wrapper."""
 
@@ -105,25 +108,30 @@ _ZSTD_MIN_CHUNK = 16
 # Compression
 
 
-def compress(codec: CompressionType | int, data: Buffer) -> bytes:
-    """Compress a record stream with ``codec`` in the framing the Java client writes."""
+def compress(codec: CompressionType | int, data: Buffer, level: int | None = None) -> bytes:
+    """Compress a record stream with ``codec`` in the framing the Java client writes.
+
+    ``level`` is Kafka's ``compression.<codec>.level`` (gzip -1 or 1-9, lz4 1-17, zstd -131072 to
+    22; snappy has none): ``None`` keeps this module's defaults, which match the Java client's.
+    """
     try:
         codec = CompressionType(codec)
     except ValueError:
         raise EncodeError(f"unknown compression codec id {codec}") from None
-    return _COMPRESSORS[codec](data)
+    return _COMPRESSORS[codec](data, level)
 
 
-def _compress_none(data: Buffer) -> bytes:
+def _compress_none(data: Buffer, level: int | None = None) -> bytes:
     return bytes(data)
 
 
-def _compress_gzip(data: Buffer) -> bytes:
+def _compress_gzip(data: Buffer, level: int | None = None) -> bytes:
     # mtime=0 keeps the output a pure function of the input (reproducible batches and CRCs).
-    return gzip.compress(data, compresslevel=_GZIP_LEVEL, mtime=0)
+    compresslevel = _GZIP_LEVEL if level is None or level == _GZIP_DEFAULT_LEVEL else level
+    return gzip.compress(data, compresslevel=compresslevel, mtime=0)
 
 
-def _compress_snappy(data: Buffer) -> bytes:
+def _compress_snappy(data: Buffer, level: int | None = None) -> bytes:
     view = memoryview(data)
     if not view:
         return b""  # xerial writes its header lazily, with the first block: nothing in, nothing out
@@ -135,10 +143,13 @@ def _compress_snappy(data: Buffer) -> bytes:
     return b"".join(parts)
 
 
-def _compress_lz4(data: Buffer) -> bytes:
+def _compress_lz4(data: Buffer, level: int | None = None) -> bytes:
     # Kafka's reader rejects dependent (linked) blocks; it writes 64 KiB blocks, no content size.
+    # Kafka's level 1 is lz4's fast compressor, higher ones LZ4 HC (whose levels stop at 12).
+    compression_level = 0 if level is None or level <= 1 else min(level, _LZ4_HC_MAX_LEVEL)
     return lz4.frame.compress(
         data,
+        compression_level=compression_level,
         block_size=lz4.frame.BLOCKSIZE_MAX64KB,
         block_linked=False,
         content_checksum=False,
@@ -146,8 +157,8 @@ def _compress_lz4(data: Buffer) -> bytes:
     )
 
 
-def _compress_zstd(data: Buffer) -> bytes:
-    return zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(data)
+def _compress_zstd(data: Buffer, level: int | None = None) -> bytes:
+    return zstandard.ZstdCompressor(level=_ZSTD_LEVEL if level is None else level).compress(data)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,7 +314,7 @@ def _next_power_of_two(value: int) -> int:
     return 1 << max(value - 1, 1).bit_length()
 
 
-_COMPRESSORS: dict[CompressionType, Callable[[Buffer], bytes]] = {
+_COMPRESSORS: dict[CompressionType, Callable[[Buffer, int | None], bytes]] = {
     CompressionType.NONE: _compress_none,
     CompressionType.GZIP: _compress_gzip,
     CompressionType.SNAPPY: _compress_snappy,

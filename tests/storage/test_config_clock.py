@@ -19,6 +19,12 @@ def test_defaults_are_kafkas() -> None:
     assert config.flush_messages == config.flush_ms == 2**63 - 1
     assert config.max_message_bytes == 1048588 and config.file_delete_delay_ms == 60000
     assert config.message_timestamp_type == "CreateTime" and not config.log_append_time
+    assert config.compression_type == "producer"
+    assert (config.compression_gzip_level, config.compression_lz4_level, config.compression_zstd_level) == (
+        -1,
+        9,
+        3,
+    )
 
 
 def test_from_properties_maps_every_key() -> None:
@@ -35,6 +41,10 @@ def test_from_properties_maps_every_key() -> None:
         "max.message.bytes": "999",
         "message.timestamp.type": "LogAppendTime",
         "file.delete.delay.ms": "0",
+        "compression.type": "zstd",
+        "compression.gzip.level": "9",
+        "compression.lz4.level": "1",
+        "compression.zstd.level": "-5",
         "cleanup.policy": "delete",  # not a log setting: ignored
     }
     config = LogConfig.from_properties(props)
@@ -51,6 +61,10 @@ def test_from_properties_maps_every_key() -> None:
         max_message_bytes=999,
         message_timestamp_type="LogAppendTime",
         file_delete_delay_ms=0,
+        compression_type="zstd",
+        compression_gzip_level=9,
+        compression_lz4_level=1,
+        compression_zstd_level=-5,
     )
     assert config.log_append_time
     assert LogConfig.from_properties(config.to_properties()) == config
@@ -67,6 +81,11 @@ def test_from_properties_maps_every_key() -> None:
         ("retention.ms", "-2", "retention.ms"),
         ("file.delete.delay.ms", "-1", "file.delete.delay.ms"),
         ("message.timestamp.type", "WallClock", "message.timestamp.type must be one of"),
+        ("compression.type", "brotli", "compression.type must be one of"),
+        ("compression.gzip.level", "0", "compression.gzip.level must be -1 or in [1, 9]"),
+        ("compression.gzip.level", "10", "compression.gzip.level must be in"),
+        ("compression.lz4.level", "18", "compression.lz4.level must be in"),
+        ("compression.zstd.level", "23", "compression.zstd.level must be in"),
     ],
 )
 def test_bad_values_are_refused_with_the_key_named(key: str, value: str, message: str) -> None:
