@@ -113,11 +113,24 @@ class BrokerConfig:
     log_index_interval_bytes: int
     log_index_size_max_bytes: int
     log_message_timestamp_type: str
+    log_message_timestamp_before_max_ms: int
+    log_message_timestamp_after_max_ms: int
+    log_preallocate: bool
+    compression_type: str
+    compression_gzip_level: int
+    compression_lz4_level: int
+    compression_zstd_level: int
     log_retention_ms: int
     log_retention_bytes: int
     log_retention_check_interval_ms: int
     log_cleanup_policy: list[str]
     log_segment_delete_delay_ms: int
+    log_cleaner_delete_retention_ms: int
+    log_cleaner_min_compaction_lag_ms: int
+    log_cleaner_max_compaction_lag_ms: int
+    log_cleaner_min_cleanable_ratio: float
+    log_local_retention_ms: int
+    log_local_retention_bytes: int
     log_flush_interval_messages: int
     log_flush_interval_ms: int | None
     log_flush_offset_checkpoint_interval_ms: int

@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum, IntEnum, StrEnum
 
+from storage.config import COMPRESSION_PRODUCER, COMPRESSION_TYPES
+
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 SHORT_MIN, SHORT_MAX = -(2**15), 2**15 - 1
@@ -75,6 +77,7 @@ _TYPE_TEXT = {
     ConfigType.INT: "a 32-bit integer",
     ConfigType.SHORT: "a 16-bit integer",
     ConfigType.LONG: "a 64-bit integer",
+    ConfigType.DOUBLE: "a number",
     ConfigType.LIST: "a comma-separated list",
 }
 _INTEGER_BOUNDS = {
@@ -83,6 +86,8 @@ _INTEGER_BOUNDS = {
     ConfigType.LONG: (LONG_MIN, LONG_MAX),
 }
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
+_FLOATING = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[dDfF]?")
+"""Java's ``Double.parseDouble`` syntax for finite numbers (``0.5``, ``.5``, ``5e-1``, ``0.5d``)."""
 
 
 class Importance(Enum):
@@ -146,13 +151,13 @@ class ConfigEntry:
 
 @dataclass(frozen=True)
 class Range:
-    """An integer between ``low`` and ``high`` inclusive; ``None`` leaves that side open."""
+    """A number between ``low`` and ``high`` inclusive; ``None`` leaves that side open."""
 
     low: int | None = None
     high: int | None = None
 
     def __call__(self, value: object) -> bool:
-        assert isinstance(value, int)
+        assert isinstance(value, int | float)
         return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
 
     def describe(self) -> str:
@@ -160,6 +165,8 @@ class Range:
             return f"at least {self.low}"
         if self.low is None:
             return f"at most {self.high}"
+        if self.low == self.high:
+            return str(self.low)
         return f"between {self.low} and {self.high}"
 
 
@@ -198,7 +205,35 @@ class SubsetOf:
         return f"{need}distinct items from " + ", ".join(self.choices)
 
 
-Validator = Range | OneOf | SubsetOf
+@dataclass(frozen=True)
+class AnyRange:
+    """A number in any of ``ranges``: Kafka's gzip level is -1 or between 1 and 9."""
+
+    ranges: tuple[Range, ...]
+
+    def __call__(self, value: object) -> bool:
+        return any(allowed(value) for allowed in self.ranges)
+
+    def describe(self) -> str:
+        return " or ".join(allowed.describe() for allowed in self.ranges)
+
+
+_REPLICA = re.compile(r"[0-9]+:[0-9]+")
+
+
+@dataclass(frozen=True)
+class ReplicaList:
+    """Kafka's ``ThrottledReplicaListValidator``: ``*``, or partition:broker pairs (possibly none)."""
+
+    def __call__(self, value: object) -> bool:
+        assert isinstance(value, list)
+        return value == ["*"] or all(_REPLICA.fullmatch(item) for item in value)
+
+    def describe(self) -> str:
+        return "* or a list of replicas as partitionId:brokerId,partitionId:brokerId,..."
+
+
+Validator = Range | AnyRange | OneOf | SubsetOf | ReplicaList
 
 
 # -- parsing -------------------------------------------------------------------------------------
@@ -213,6 +248,10 @@ def parse_value(key: str, type_: ConfigType, raw: str, validator: Validator | No
         if not _DECIMAL.fullmatch(text) or not low <= int(text) <= high:
             raise ConfigError.invalid(key, raw, _allowed_text(type_, validator))
         value = int(text)
+    elif type_ is ConfigType.DOUBLE:
+        if not _FLOATING.fullmatch(text):
+            raise ConfigError.invalid(key, raw, _allowed_text(type_, validator))
+        value = float(text.rstrip("dDfF"))
     elif type_ is ConfigType.BOOLEAN:
         if text.lower() not in ("true", "false"):
             raise ConfigError.invalid(key, raw, _allowed_text(type_, validator))
@@ -357,6 +396,26 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     ConfigDef("log.message.timestamp.type", T.STRING, CREATE_TIME, M, "Whether record timestamps are "
               "the producer's (CreateTime) or the broker's append time (LogAppendTime).",
               OneOf((CREATE_TIME, LOG_APPEND_TIME)), topic_name="message.timestamp.type"),
+    ConfigDef("log.message.timestamp.before.max.ms", T.LONG, LONG_MAX, M, "Accepted, not yet acted "
+              "on: Kafka refuses a CreateTime record this much older than the broker's clock.",
+              at_least(0), topic_name="message.timestamp.before.max.ms", ignored=True),
+    ConfigDef("log.message.timestamp.after.max.ms", T.LONG, 3600000, M, "Accepted, not yet acted on: "
+              "Kafka refuses a CreateTime record this much ahead of the broker's clock.", at_least(0),
+              topic_name="message.timestamp.after.max.ms", ignored=True),
+    ConfigDef("log.preallocate", T.BOOLEAN, False, M, "Accepted, not yet acted on: Kafka preallocates "
+              "each new segment file to its full size.", topic_name="preallocate", ignored=True),
+    # -- compression
+    ConfigDef("compression.type", T.STRING, COMPRESSION_PRODUCER, H, "Codec of the stored batches: "
+              "producer keeps each batch as the producer compressed it; uncompressed, gzip, snappy, lz4 "
+              "or zstd make the leader recompress a batch that uses another codec.",
+              OneOf(COMPRESSION_TYPES), topic_name="compression.type"),
+    ConfigDef("compression.gzip.level", T.INT, -1, M, "gzip level of batches the broker recompresses "
+              "to gzip; -1 is the codec's default (6).", AnyRange((Range(-1, -1), Range(1, 9))),
+              topic_name="compression.gzip.level"),
+    ConfigDef("compression.lz4.level", T.INT, 9, M, "lz4 level of batches the broker recompresses to "
+              "lz4.", Range(1, 17), topic_name="compression.lz4.level"),
+    ConfigDef("compression.zstd.level", T.INT, 3, M, "zstd level of batches the broker recompresses "
+              "to zstd.", Range(-131072, 22), topic_name="compression.zstd.level"),
     # -- retention and deletion
     ConfigDef("log.retention.ms", T.LONG, None, H, "Delete segments whose newest record is older than "
               "this; any negative value keeps them forever. Unset: log.retention.minutes.",
@@ -377,6 +436,25 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     ConfigDef("log.segment.delete.delay.ms", T.LONG, 60000, H, "How long a segment removed from a log "
               "stays on disk (as .deleted) before its files are deleted.", at_least(0),
               topic_name="file.delete.delay.ms"),
+    # -- log cleaner (compaction) and tiered storage: accepted, not yet acted on
+    ConfigDef("log.cleaner.delete.retention.ms", T.LONG, 86400000, M, "Accepted, not yet acted on (no "
+              "compaction): how long tombstones stay in a compacted log.", at_least(0),
+              topic_name="delete.retention.ms", ignored=True),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", T.LONG, 0, M, "Accepted, not yet acted on (no "
+              "compaction): the youngest a record may be and still be compacted.", at_least(0),
+              topic_name="min.compaction.lag.ms", ignored=True),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", T.LONG, LONG_MAX, M, "Accepted, not yet acted on (no "
+              "compaction): the oldest a record may get before it is compacted.", at_least(1),
+              topic_name="max.compaction.lag.ms", ignored=True),
+    ConfigDef("log.cleaner.min.cleanable.ratio", T.DOUBLE, 0.5, M, "Accepted, not yet acted on (no "
+              "compaction): the share of a log that must be uncompacted before it is cleaned.",
+              Range(0, 1), topic_name="min.cleanable.dirty.ratio", ignored=True),
+    ConfigDef("log.local.retention.ms", T.LONG, -2, M, "Accepted, not yet acted on (no tiered "
+              "storage): how long segments stay on local disk; -2 means retention.ms.", at_least(-2),
+              topic_name="local.retention.ms", ignored=True),
+    ConfigDef("log.local.retention.bytes", T.LONG, -2, M, "Accepted, not yet acted on (no tiered "
+              "storage): local size limit of a partition; -2 means retention.bytes.", at_least(-2),
+              topic_name="local.retention.bytes", ignored=True),
     # -- flushing and checkpoints
     ConfigDef("log.flush.interval.messages", T.LONG, LONG_MAX, H, "fsync a partition's log after this "
               "many appended records. The default leaves durability to replication.", at_least(1),
@@ -467,6 +545,10 @@ class TopicConfigDef:
 
     Its default comes from the broker keys that name it as ``topic_name`` (in table order, the first
     one set wins, times its ``topic_scale``), then ``fallback`` if none is set, then ``normalise``.
+    A ``topic_only`` key has no broker key at all (Kafka's ``CONFIGS_WITH_NO_SERVER_DEFAULTS``): its
+    default is ``fallback``. A key kipling accepts, validates and describes but whose behaviour is not
+    implemented yet (compaction, tiered storage, throttles) is declared with ``acted_on=False``; its
+    broker keys are then ``ignored`` ones, and the topic-config documentation says so.
     """
 
     name: str
@@ -475,11 +557,13 @@ class TopicConfigDef:
     validator: Validator | None = None
     fallback: object = None
     normalise: Callable[[object], object] | None = None
+    topic_only: bool = False
+    acted_on: bool = True
 
     @property
     def broker_keys(self) -> tuple[ConfigDef, ...]:
         """The broker keys supplying this key's default, highest precedence first."""
-        return _BROKER_KEYS_OF[self.name]
+        return _BROKER_KEYS_OF.get(self.name, ())
 
     def parse(self, raw: str) -> object:
         return parse_value(self.name, self.type, raw, self.validator)
@@ -507,26 +591,73 @@ def _unlimited_if_negative(value: object) -> object:
     return -1 if value < 0 else value
 
 
+_NOT_YET = "Accepted, not yet acted on"
+_REPLICAS = ReplicaList()
+
 # fmt: off
 TOPIC_DEFINITIONS: tuple[TopicConfigDef, ...] = (
     TopicConfigDef("cleanup.policy", T.LIST, "delete: retention removes old segments; compact is "
                    "accepted but not implemented, and without delete nothing is ever removed.",
                    SubsetOf((CLEANUP_COMPACT, CLEANUP_DELETE))),
+    TopicConfigDef("compression.gzip.level", T.INT, "gzip level of batches the leader recompresses to "
+                   "gzip; -1 is the codec's default.", AnyRange((Range(-1, -1), Range(1, 9)))),
+    TopicConfigDef("compression.lz4.level", T.INT, "lz4 level of batches the leader recompresses to "
+                   "lz4.", Range(1, 17)),
+    TopicConfigDef("compression.type", T.STRING, "Codec of the stored batches: producer keeps the "
+                   "producer's; uncompressed, gzip, snappy, lz4 or zstd make the leader recompress "
+                   "batches that use another codec.", OneOf(COMPRESSION_TYPES)),
+    TopicConfigDef("compression.zstd.level", T.INT, "zstd level of batches the leader recompresses to "
+                   "zstd.", Range(-131072, 22)),
+    TopicConfigDef("delete.retention.ms", T.LONG, f"{_NOT_YET} (no compaction): how long tombstones "
+                   "stay in a compacted log.", at_least(0), acted_on=False),
     TopicConfigDef("file.delete.delay.ms", T.LONG, "How long a removed segment stays on disk before "
                    "its files are deleted.", at_least(0)),
     TopicConfigDef("flush.messages", T.LONG, "fsync the log after this many appended records.",
                    at_least(1)),
     TopicConfigDef("flush.ms", T.LONG, "fsync the log once unflushed data is this old.", at_least(0),
                    fallback=LONG_MAX),
+    TopicConfigDef("follower.replication.throttled.replicas", T.LIST, f"{_NOT_YET} (no replication "
+                   "quotas): the replicas whose follower fetches are throttled, as partition:broker "
+                   "pairs or *.", _REPLICAS, fallback=[], topic_only=True, acted_on=False),
     TopicConfigDef("index.interval.bytes", T.INT, "Bytes of records between two offset index entries.",
                    at_least(0)),
+    TopicConfigDef("leader.replication.throttled.replicas", T.LIST, f"{_NOT_YET} (no replication "
+                   "quotas): the replicas whose leader side of replication is throttled, as "
+                   "partition:broker pairs or *.", _REPLICAS, fallback=[], topic_only=True,
+                   acted_on=False),
+    TopicConfigDef("local.retention.bytes", T.LONG, f"{_NOT_YET} (no tiered storage): local size limit "
+                   "of a partition; -2 means retention.bytes.", at_least(-2), acted_on=False),
+    TopicConfigDef("local.retention.ms", T.LONG, f"{_NOT_YET} (no tiered storage): how long segments "
+                   "stay on local disk; -2 means retention.ms.", at_least(-2), acted_on=False),
+    TopicConfigDef("max.compaction.lag.ms", T.LONG, f"{_NOT_YET} (no compaction): the oldest a record "
+                   "may get before it is compacted.", at_least(1), acted_on=False),
     TopicConfigDef("max.message.bytes", T.INT, "Largest record batch the topic accepts, after "
                    "compression.", at_least(0)),
+    TopicConfigDef("message.timestamp.after.max.ms", T.LONG, f"{_NOT_YET}: Kafka refuses a CreateTime "
+                   "record this much ahead of the broker's clock.", at_least(0), acted_on=False),
+    TopicConfigDef("message.timestamp.before.max.ms", T.LONG, f"{_NOT_YET}: Kafka refuses a CreateTime "
+                   "record this much older than the broker's clock.", at_least(0), acted_on=False),
     TopicConfigDef("message.timestamp.type", T.STRING, "CreateTime keeps the producer's timestamps, "
                    "LogAppendTime replaces them with the broker's clock.",
                    OneOf((CREATE_TIME, LOG_APPEND_TIME))),
+    TopicConfigDef("min.cleanable.dirty.ratio", T.DOUBLE, f"{_NOT_YET} (no compaction): the share of "
+                   "the log that must be uncompacted before it is cleaned.", Range(0, 1),
+                   acted_on=False),
+    TopicConfigDef("min.compaction.lag.ms", T.LONG, f"{_NOT_YET} (no compaction): the youngest a "
+                   "record may be and still be compacted.", at_least(0), acted_on=False),
     TopicConfigDef("min.insync.replicas", T.INT, "Replicas that must be in sync for an acks=all "
                    "produce to succeed.", at_least(1)),
+    TopicConfigDef("preallocate", T.BOOLEAN, f"{_NOT_YET}: Kafka preallocates each new segment file "
+                   "to its full size.", acted_on=False),
+    TopicConfigDef("remote.log.copy.disable", T.BOOLEAN, f"{_NOT_YET} (no tiered storage): stop "
+                   "copying segments to remote storage, keeping what is there.", fallback=False,
+                   topic_only=True, acted_on=False),
+    TopicConfigDef("remote.log.delete.on.disable", T.BOOLEAN, f"{_NOT_YET} (no tiered storage): "
+                   "delete the remote data when remote storage is turned off.", fallback=False,
+                   topic_only=True, acted_on=False),
+    TopicConfigDef("remote.storage.enable", T.BOOLEAN, f"{_NOT_YET} (no tiered storage): true is "
+                   "refused, as by a Kafka broker whose tiered storage is disabled.", fallback=False,
+                   topic_only=True, acted_on=False),
     TopicConfigDef("retention.bytes", T.LONG, "Delete the oldest segments while a partition is bigger "
                    "than this; -1 means no size limit."),
     TopicConfigDef("retention.ms", T.LONG, "Delete segments whose newest record is older than this; "
@@ -556,7 +687,11 @@ def _broker_keys_by_topic_name(definitions: Sequence[ConfigDef]) -> dict[str, tu
 
 
 _BROKER_KEYS_OF = _broker_keys_by_topic_name(DEFINITIONS)
-assert set(_BROKER_KEYS_OF) == set(TOPIC_BY_NAME), "every topic key needs broker keys and vice versa"
+assert set(_BROKER_KEYS_OF) <= set(TOPIC_BY_NAME), "a broker key names an unknown topic key"
+for _topic_def in TOPIC_DEFINITIONS:
+    assert _topic_def.topic_only != (_topic_def.name in _BROKER_KEYS_OF), _topic_def.name
+    assert not _topic_def.topic_only or _topic_def.fallback is not None, _topic_def.name
+    assert all(d.ignored != _topic_def.acted_on for d in _topic_def.broker_keys), _topic_def.name
 
 SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     ("log.dirs", "log.dir"),

@@ -375,6 +375,50 @@ def test_compact_policy_is_accepted_with_a_warning() -> None:
     assert "nothing is ever deleted" in warnings[0]
 
 
+def test_compaction_tiering_and_timestamp_keys_are_accepted_with_a_warning() -> None:
+    cfg, warnings = load_config(
+        None,
+        [
+            "log.cleaner.min.cleanable.ratio=0.3",
+            "log.cleaner.delete.retention.ms=1000",
+            "log.local.retention.ms=1000",
+            "log.message.timestamp.after.max.ms=5",
+            "log.preallocate=true",
+            "compression.type=zstd",
+            "compression.zstd.level=9",
+        ],
+    )
+    assert (cfg.log_cleaner_min_cleanable_ratio, cfg.log_cleaner_delete_retention_ms) == (0.3, 1000)
+    assert (cfg.log_local_retention_ms, cfg.log_message_timestamp_after_max_ms) == (1000, 5)
+    assert cfg.log_preallocate and (cfg.compression_type, cfg.compression_zstd_level) == ("zstd", 9)
+    # compression.type is acted on (broker-side recompression): no warning for it.
+    assert sorted(w.split()[0] for w in warnings) == [
+        "log.cleaner.delete.retention.ms",
+        "log.cleaner.min.cleanable.ratio",
+        "log.local.retention.ms",
+        "log.message.timestamp.after.max.ms",
+        "log.preallocate",
+    ]
+    assert all("no effect" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    ("setting", "fragment"),
+    [
+        ("log.cleaner.min.cleanable.ratio=1.5", "a number, between 0 and 1"),
+        ("log.cleaner.min.cleanable.ratio=x", "a number"),
+        ("compression.type=brotli", "one of uncompressed, zstd, lz4, snappy, gzip, producer"),
+        ("compression.gzip.level=0", "-1 or between 1 and 9"),
+        ("log.local.retention.bytes=-3", "at least -2"),
+    ],
+)
+def test_new_broker_keys_are_validated(setting: str, fragment: str) -> None:
+    key, _, value = setting.partition("=")
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, [setting])
+    assert key in str(caught.value) and repr(value) in str(caught.value) and fragment in str(caught.value)
+
+
 # -- DescribeConfigs -----------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from protocol.records import CompressionType, iter_batches
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.client_helpers import (
     CODECS,
@@ -109,3 +110,50 @@ def test_record_larger_than_fetch_limits_is_returned(broker: BrokerProcess) -> N
         **{"max.partition.fetch.bytes": 16_384, "fetch.max.bytes": 16_384, "message.max.bytes": 16_384},
     )
     verify_round_trip(sent, consumed, delivered)
+
+
+def test_admin_topic_configs_and_broker_side_recompression(broker: BrokerProcess) -> None:
+    """librdkafka's AdminClient creates a topic with Kafka 4 configs, compaction ones included, and
+    describe_configs shows them; gzip batches produced to the lz4 topic are stored as lz4 and read back
+    unchanged. A value out of range is INVALID_CONFIG, naming the key."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
+
+    topic = unique_topic("cf-configs")
+    configs = {"compression.type": "lz4", "delete.retention.ms": "1000", "min.cleanable.dirty.ratio": "0.3"}
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    created = admin.create_topics([NewTopic(topic, 1, 1, config=configs)], request_timeout=15)
+    created[topic].result(timeout=30)
+
+    bad = unique_topic("cf-bad-config")
+    refused = admin.create_topics(
+        [NewTopic(bad, 1, 1, config={"min.cleanable.dirty.ratio": "2"})], request_timeout=15
+    )
+    with pytest.raises(KafkaException) as caught:
+        refused[bad].result(timeout=30)
+    assert caught.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert "min.cleanable.dirty.ratio" in caught.value.args[0].str()
+
+    resource = ConfigResource("topic", topic)
+    described = admin.describe_configs([resource], request_timeout=15)[resource].result(timeout=30)
+    for key, value in configs.items():
+        assert (described[key].value, described[key].source) == (
+            value,
+            ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+        ), key
+    assert "log.cleaner.delete.retention.ms" in described["delete.retention.ms"].synonyms
+    assert "log.cleaner.min.cleanable.ratio" in described["min.cleanable.dirty.ratio"].synonyms
+    assert (described["min.compaction.lag.ms"].value, described["min.compaction.lag.ms"].source) == (
+        "0",
+        ConfigSource.DEFAULT_CONFIG.value,
+    )
+    assert described["remote.storage.enable"].value == "false"
+    assert described["message.timestamp.after.max.ms"].value == "3600000"
+
+    sent = make_messages(500, topic)
+    delivered = produce_confluent(broker.bootstrap, topic, sent, "gzip")
+    consumed = consume_confluent(broker.bootstrap, topic, 1, len(sent))
+    verify_round_trip(sent, consumed, delivered)
+    segment = broker.data_dir / "logs" / f"{topic}-0" / "00000000000000000000.log"
+    codecs = {header.compression for _, header in iter_batches(segment.read_bytes())}
+    assert codecs == {CompressionType.LZ4}
