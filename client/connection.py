@@ -211,12 +211,10 @@ class KafkaConnection:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         try:
-            await asyncio.wait_for(
-                loop.create_connection(
+            async with asyncio.timeout(timeout_s):
+                await loop.create_connection(
                     lambda: _ClientProtocol(self, self._max_frame_size), self.host, self.port
-                ),
-                timeout_s,
-            )
+                )
         except (OSError, TimeoutError) as exc:
             self._closed = True
             self._lost.set()

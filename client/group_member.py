@@ -33,7 +33,6 @@ backoff, as Kafka's consumer retries inside ``poll``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from client.assignors import ASSIGNORS, leader_assignments
 from client.connection import KafkaConnection
 from client.errors import ClientError, KafkaResponseError, error_code
 from client.fetch_session import TopicPartition
+from client.tasks import cancel_and_wait
 from protocol.api_keys import ApiKey
 from protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
@@ -423,11 +423,7 @@ class GroupMember:
 
     async def _stop_heartbeats(self) -> None:
         task, self._heartbeats = self._heartbeats, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            # an error that ended the task was recorded by _heartbeats_ended
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(task)  # an error that ended the task was recorded by _heartbeats_ended
 
     # -- offsets -----------------------------------------------------------------------------------
 

@@ -210,7 +210,8 @@ class IpcChannel:
         self._pending[request_id] = future
         try:
             await self._send(request_message(request_id, message_type, body or {}))
-            return await asyncio.wait_for(future, timeout_s)
+            async with asyncio.timeout(timeout_s):
+                return await future
         finally:
             self._pending.pop(request_id, None)
 

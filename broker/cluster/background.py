@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 import structlog
+
+from client.tasks import cancel_and_wait
 
 _log = structlog.get_logger("kipling.background")
 
@@ -30,7 +31,6 @@ class BackgroundTask:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        error = await cancel_and_wait(task)
+        if error is not None:
+            raise error

@@ -118,7 +118,8 @@ class BrokerLifecycleManager:
         await self._heartbeat()
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._interval_s)
+                async with asyncio.timeout(self._interval_s):
+                    await self._wake.wait()
             self._wake.clear()
             if self._want_shut_down:
                 continue

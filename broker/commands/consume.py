@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import pathlib
 import sys
@@ -72,6 +71,7 @@ from client.offsets import (
     READ_UNCOMMITTED,
     list_offsets,
 )
+from client.tasks import cancel_and_wait
 from protocol.error_codes import ErrorCode
 from protocol.records import DecodedRecord, TimestampType
 
@@ -287,10 +287,9 @@ class LeaderFetcher:
                 return
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+        error = await cancel_and_wait(self.task)
+        if error is not None:
+            raise error
 
 
 class TopicConsumer:
@@ -374,7 +373,8 @@ class TopicConsumer:
                 if due_s is not None:
                     wait_s = due_s if wait_s is None else min(wait_s, due_s)
             try:
-                fetcher, item = await asyncio.wait_for(self._results.get(), wait_s)
+                async with asyncio.timeout(wait_s):
+                    fetcher, item = await self._results.get()
             except TimeoutError:
                 item = None
                 fetcher = None

@@ -106,7 +106,8 @@ class MetadataLoader:
                 return False
             self._changed.clear()
             try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._changed.wait()
             except TimeoutError:
                 return predicate(self.image)
         return True

@@ -46,6 +46,7 @@ from client.admin import AdminClient
 from client.errors import KafkaResponseError
 from client.fetch_session import TopicPartition
 from client.group_member import CommitFailedError, GroupError, GroupMember, GroupMemberConfig
+from client.tasks import cancel_and_wait
 from protocol.error_codes import ErrorCode
 from tests.client import waiting
 from tests.integration.broker_process import BrokerProcess
@@ -152,12 +153,11 @@ class GroupEnv:
 
     async def close(self) -> None:
         for task in self.tasks:
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+            await within(cancel_and_wait(task), f"task {task.get_name()} to end")
         try:
             for member in self.members:  # closing twice is harmless: the second has nothing to leave
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(member.group.close(), WAIT_S)
+                    await within(member.group.close(), "close")
         finally:
             await self.cluster.close()
 

@@ -11,9 +11,14 @@ T = TypeVar("T")
 
 
 async def within(awaitable: Awaitable[T], what: str, timeout_s: float) -> T:
-    """``awaitable``'s result, or AssertionError naming ``what`` after ``timeout_s``."""
+    """``awaitable``'s result, or AssertionError naming ``what`` after ``timeout_s``.
+
+    ``asyncio.timeout``, not ``wait_for``: on Python 3.11 ``wait_for`` drops a cancellation that
+    arrives as the awaitable completes, and a test task cancelled that way never ends.
+    """
     try:
-        return await asyncio.wait_for(awaitable, timeout_s)
+        async with asyncio.timeout(timeout_s):
+            return await awaitable
     except TimeoutError:
         raise AssertionError(f"timed out after {timeout_s}s waiting for {what}") from None
 
