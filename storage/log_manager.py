@@ -53,6 +53,7 @@ MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 TopicPartition = tuple[str, int]
+_CHECKPOINT_FILES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
 
 _log = structlog.get_logger(__name__)
 
@@ -84,6 +85,16 @@ def validate_topic_partition(topic: str, partition: int) -> None:
         raise ValueError(f"illegal topic name {topic!r}")
     if partition < 0:
         raise ValueError(f"illegal partition {partition} for topic {topic!r}")
+
+
+def is_new_log_dir(log_dir: pathlib.Path) -> bool:
+    """Whether no LogManager ever ran on ``log_dir``: no clean-shutdown marker, no offset
+    checkpoint (written at every shutdown and periodically) and no partition directory."""
+    if any((log_dir / name).exists() for name in (CLEAN_SHUTDOWN_MARKER, *_CHECKPOINT_FILES)):
+        return False
+    return not any(
+        child.is_dir() and parse_partition_dir_name(child.name) is not None for child in log_dir.iterdir()
+    )
 
 
 class ExternallyOwnedLogError(KiplingStorageError):
@@ -165,9 +176,15 @@ class LogManager:
     # -- loading ---------------------------------------------------------------------------------
 
     def _load_log_dir(self, log_dir: pathlib.Path) -> None:
-        """Open every partition of ``log_dir``, then delete the marker and restore high watermarks."""
+        """Open every partition of ``log_dir``, then delete the marker and restore high watermarks.
+
+        Says which of three starts this is: the first one (a new log dir, nothing to recover), one
+        after a clean shutdown (the marker: no log is recovered), or one after a crash or a kill
+        (no marker: every log is recovered from its recovery point).
+        """
         marker = log_dir / CLEAN_SHUTDOWN_MARKER
         clean_shutdown = marker.exists()
+        first_start = not clean_shutdown and is_new_log_dir(log_dir)
         recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
         log_start_offsets = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read()
         for child in sorted(log_dir.iterdir()):
@@ -185,7 +202,17 @@ class LogManager:
         marker.unlink(missing_ok=True)
         fsync_directory(log_dir)
         self._restore_high_watermarks(log_dir)
-        _log.info("log dir loaded", log_dir=str(log_dir), clean_shutdown=clean_shutdown)
+        logs = sum(1 for directory in self._dir_of.values() if directory == log_dir)
+        if first_start:
+            _log.info("first start: new log directory", log_dir=str(log_dir))
+        elif clean_shutdown:
+            _log.info("log dir loaded after a clean shutdown: no recovery", log_dir=str(log_dir), logs=logs)
+        else:
+            _log.warning(
+                "log dir loaded after an unclean shutdown: logs recovered from their recovery points",
+                log_dir=str(log_dir),
+                logs=logs,
+            )
 
     def _partition_of(self, child: pathlib.Path) -> TopicPartition | None:
         """The partition held by ``child``; removes leftovers of interrupted deletions."""

@@ -392,3 +392,45 @@ def test_flush_dirty_logs_flushes_an_idle_tail(tmp_path: pathlib.Path) -> None:
     assert log.recovery_point == log.log_end_offset == 3
     assert manager.flush_dirty_logs() == 0  # nothing left to flush
     manager.shutdown()
+
+
+def test_each_start_says_whether_it_is_the_first_after_a_clean_or_an_unclean_shutdown(
+    tmp_path: pathlib.Path, clock: FakeClock
+) -> None:
+    """A new log dir is a first start, never an unclean shutdown; then the marker decides."""
+    from structlog.testing import capture_logs
+
+    def events(logs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        return [
+            (e["log_level"], e["event"])
+            for e in logs
+            if e["event"].startswith(("first start", "log dir loaded"))
+        ]
+
+    def start() -> tuple[LogManager, list[tuple[str, str]]]:
+        with capture_logs() as logs:
+            manager = LogManager([tmp_path / "d"], LogConfig(), clock)
+        return manager, events(logs)
+
+    manager, said = start()
+    assert said == [("info", "first start: new log directory")]
+    manager.get_or_create_log("t", 0, None)
+    manager.shutdown()
+
+    manager, said = start()
+    assert said == [("info", "log dir loaded after a clean shutdown: no recovery")]
+    manager.shutdown()
+
+    (tmp_path / "d" / CLEAN_SHUTDOWN_MARKER).unlink()  # as after a crash
+    manager, said = start()
+    assert said == [
+        ("warning", "log dir loaded after an unclean shutdown: logs recovered from their recovery points")
+    ]
+    manager.shutdown()
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "meta.properties").write_text("node.id=1\n")  # written before the logs are loaded
+    with capture_logs() as logs:
+        LogManager([empty], LogConfig(), clock).shutdown()
+    assert events(logs) == [("info", "first start: new log directory")]
