@@ -162,6 +162,9 @@ class FollowerSupervisor:
         self._slots = [_Slot(fetcher_id) for fetcher_id in range(num_fetchers)]
         self._assignments: dict[TopicPartition, FollowedPartition] = {}
         self._failed: dict[TopicPartition, str] = {}
+        self._unclaimed: set[asyncio.Future[list[dict[TopicPartition, LogHandover]]]] = set()
+        """Removals whose caller was cancelled (the broker is stopping): :meth:`stop` returns their
+        handovers, so that logs the processes closed are not mistaken for logs left open."""
         self._started = False
         self._stopping = False
         self._logger = _log.bind(broker_id=broker_id)
@@ -211,10 +214,14 @@ class FollowerSupervisor:
         """Shut every process down (SIGKILL after the timeout); the handovers of every followed log.
 
         Handovers the processes returned are clean; those of a process that died or did not answer
-        are rebuilt from the table, unclean. The table is empty afterwards.
+        are rebuilt from the table, unclean. The table is empty afterwards. Removals still in
+        flight whose caller gave up waiting (it was cancelled) finish first, and the handovers
+        they got are returned too.
         """
         self._stopping = True
-        results = await asyncio.gather(*(self._stop_slot(slot) for slot in self._slots))
+        results = await self._claim_unclaimed()
+        results += await asyncio.gather(*(self._stop_slot(slot) for slot in self._slots))
+        results += await self._claim_unclaimed()  # any cancelled while the slots were stopping
         for slot in self._slots:
             if slot.supervisor_task is not None and slot.supervisor_task is not asyncio.current_task():
                 slot.supervisor_task.cancel()
@@ -228,6 +235,17 @@ class FollowerSupervisor:
         self._clean_metrics_dir(remove=True)
         self._logger.info("follower processes stopped", partitions=len(handovers))
         return handovers
+
+    async def _claim_unclaimed(self) -> list[dict[TopicPartition, LogHandover]]:
+        """The handovers of removals whose caller was cancelled, once they finished."""
+        claimed: list[dict[TopicPartition, LogHandover]] = []
+        while self._unclaimed:
+            removal = self._unclaimed.pop()
+            try:
+                claimed += await removal
+            except Exception:  # unexpected: its partitions stay in the table, handed back unclean
+                self._logger.exception("a cancelled removal of partitions failed")
+        return claimed
 
     async def _first_launch(self, slot: _Slot) -> None:
         async with slot.lock:
@@ -405,14 +423,25 @@ class FollowerSupervisor:
 
         Partitions not followed are ignored. If a process fails to answer it is killed first, and
         the handover comes from the table (unclean), so nobody opens a log a process may still write.
+
+        A removal, once sent, is not undone by cancelling the caller: the process closes the logs
+        whatever happens to the caller, so the removal finishes regardless (the table forgets
+        those partitions) and :meth:`stop` returns their handovers. Otherwise a broker stopping
+        while its metadata loader takes a partition back would keep a log the process closed
+        cleanly under the table's last handover, unclean, and not mark its log dir clean.
         """
         by_slot: dict[int, list[TopicPartition]] = {}
         for tp in dict.fromkeys(tps):
             if tp in self._assignments:
                 by_slot.setdefault(self.fetcher_id_for(*tp), []).append(tp)
-        results = await asyncio.gather(
+        removal = asyncio.gather(
             *(self._remove_from(self._slots[fid], group) for fid, group in by_slot.items())
         )
+        try:
+            results = await asyncio.shield(removal)
+        except asyncio.CancelledError:
+            self._unclaimed.add(removal)
+            raise
         out: dict[TopicPartition, LogHandover] = {}
         for result in results:
             out.update(result)

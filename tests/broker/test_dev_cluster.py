@@ -22,6 +22,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,6 +44,7 @@ from broker.dev_cluster import (
     port_in_use,
     read_cluster_settings,
 )
+from storage.checkpoint import CLEAN_SHUTDOWN_MARKER
 from tests.integration.dev_cluster_process import (
     CLUSTER_DIR,
     ROOT,
@@ -211,8 +213,8 @@ def start_cluster(tmp_path: Path) -> Iterator[Callable[[int], DevCluster]]:
     """Start ``kipling dev-cluster`` processes of the test's own; whatever is left is killed afterwards."""
     started: list[DevCluster] = []
 
-    def start(brokers: int) -> DevCluster:
-        cluster = DevCluster(tmp_path / f"run{len(started)}", brokers)
+    def start(brokers: int, **options: Any) -> DevCluster:
+        cluster = DevCluster(tmp_path / f"run{len(started)}", brokers, **options)
         started.append(cluster)
         return cluster
 
@@ -255,7 +257,7 @@ def _healthcheck_command(port: int) -> list[str]:
     ]
 
 
-def test_three_brokers_serve_then_stop_on_sigterm(start_cluster: Callable[[int], DevCluster]) -> None:
+def test_three_brokers_serve_then_stop_on_sigterm(start_cluster: Callable[..., DevCluster]) -> None:
     cluster = start_cluster(3)
     cluster.wait_until_serving()
     for i in range(3):
@@ -281,7 +283,75 @@ def test_three_brokers_serve_then_stop_on_sigterm(start_cluster: Callable[[int],
     assert (cluster.data_dir / "broker-1" / "meta.properties").exists()
 
 
-def test_a_one_broker_cluster_takes_acks_all_writes(start_cluster: Callable[[int], DevCluster]) -> None:
+def _produce_and_commit(bootstrap: str, timeout_s: float = 60.0) -> None:
+    """Records in a replicated topic, then a group commit, which creates ``__consumer_offsets``
+    (50 partitions, replicated to all three brokers): many logs in every follower process."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    try:
+        for partition in range(3):
+            producer.send("orders", b"x", partition=partition).get(timeout=30)
+    finally:
+        producer.close(timeout=10)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id="clean-stop", enable_auto_commit=False)
+    try:
+        tp = TopicPartition("orders", 0)
+        consumer.assign([tp])
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                consumer.commit({tp: OffsetAndMetadata(1, "", -1)})
+                return
+            except Exception:  # the offsets topic is being created: its coordinator is not ready yet
+                assert time.monotonic() < deadline, "the group commit never succeeded"
+                time.sleep(0.5)
+    finally:
+        consumer.close()
+
+
+def _sigint_and_wait(cluster: DevCluster, timeout_s: float = 90.0) -> None:
+    cluster.process.send_signal(signal.SIGINT)
+    assert cluster.process.wait(timeout=timeout_s) == 0, cluster.err()
+
+
+def test_ctrl_c_leaves_every_log_dir_clean(start_cluster: Callable[..., DevCluster]) -> None:
+    """Ctrl-C while leadership of many partitions moves (every broker stops at once, each with a
+    controlled shutdown) still hands every followed log back closed: every broker's log dir gets
+    the clean-shutdown marker, and the next start recovers nothing."""
+    cluster = start_cluster(3, stop_timeout_s=60)
+    cluster.wait_until_serving(timeout_s=60)
+    first = cluster.out()
+    assert first.count("first start: new log directory") == 3, first
+    assert "unclean shutdown" not in first
+    _produce_and_commit(f"127.0.0.1:{cluster.base}")
+    log_dirs = [cluster.data_dir / f"broker-{i}" for i in (1, 2, 3)]
+    deadline = time.monotonic() + 30  # every broker has a replica of every partition
+    while any(len(list(d.glob("__consumer_offsets-*"))) < 50 for d in log_dirs):
+        assert time.monotonic() < deadline, "__consumer_offsets was not created on every broker"
+        time.sleep(0.2)
+    _sigint_and_wait(cluster)
+
+    out = cluster.out()
+    assert "not marking the log dir clean" not in out, out[-5000:]
+    assert [d.name for d in log_dirs if not (d / CLEAN_SHUTDOWN_MARKER).exists()] == []
+
+    again = start_cluster(3, stop_timeout_s=60, data_dir=cluster.data_dir)
+    again.wait_until_serving(timeout_s=60)
+    _sigint_and_wait(again)
+    out = again.out()
+    for name in ("broker-1", "broker-2", "broker-3"):
+        assert any(
+            line.startswith(f"{name} ") and "log dir loaded after a clean shutdown: no recovery" in line
+            for line in out.splitlines()
+        ), name
+    assert "unclean shutdown" not in out and "recovered=True" not in out
+    assert "first start" not in out
+    assert all((d / CLEAN_SHUTDOWN_MARKER).exists() for d in log_dirs)
+
+
+def test_a_one_broker_cluster_takes_acks_all_writes(start_cluster: Callable[..., DevCluster]) -> None:
     """--brokers 1 runs the cluster path on one node with the replication settings lowered to fit."""
     from kafka import KafkaProducer
 
@@ -296,7 +366,7 @@ def test_a_one_broker_cluster_takes_acks_all_writes(start_cluster: Callable[[int
     assert "lowered default.replication.factor=1" in cluster.err()
 
 
-def test_a_broker_that_dies_stops_the_others(start_cluster: Callable[[int], DevCluster]) -> None:
+def test_a_broker_that_dies_stops_the_others(start_cluster: Callable[..., DevCluster]) -> None:
     cluster = start_cluster(2)
     cluster.wait_until_serving()
     pids = cluster.pids()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import json
 import pathlib
@@ -9,11 +10,13 @@ import random
 import string
 import struct
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from broker.config.broker_config import BrokerConfig
+from broker.followers.process import FollowerProcess
 from broker.followers.settings import follower_settings
 from broker.followers.supervisor import (
     FollowedPartition,
@@ -21,11 +24,12 @@ from broker.followers.supervisor import (
     fetcher_id_for,
     java_string_hash,
 )
-from client.replica_messages import FollowerSettings, PartitionAssignment
+from client.replica_messages import REMOVE_PARTITIONS, FollowerSettings, PartitionAssignment
+from storage.checkpoint import CLEAN_SHUTDOWN_MARKER
 from storage.config import LogConfig
 from storage.handover import LogHandover
 from tests.follower.network_leader import NetworkLeader
-from tests.follower.process_helpers import Broker, until
+from tests.follower.process_helpers import T0, Broker, until
 
 # -- fetcher ids -----------------------------------------------------------------------------------------
 
@@ -196,3 +200,42 @@ async def test_a_partition_the_follower_gives_up_is_reported(
 def broker_entry_again(broker: Broker, leader: NetworkLeader, epoch: int) -> FollowedPartition:
     known = broker.supervisor.assignments[("t", 0)]
     return FollowedPartition(known.handover, 2, leader.host, leader.port, epoch, epoch)
+
+
+async def test_a_removal_whose_caller_is_cancelled_still_hands_its_logs_over_at_stop(
+    tmp_path: pathlib.Path, leader: NetworkLeader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker stopping while its metadata loader takes a partition back cancels the loader in the
+    middle of ``remove_partitions``: the process closes the log anyway. That log must come back
+    from stop() with the process's clean handover, or the log dir would not be marked clean."""
+    sent = asyncio.Event()
+    original = FollowerProcess.request
+
+    async def request(self: FollowerProcess, message_type: str, *args: Any, **kwargs: Any) -> Any:
+        if message_type == REMOVE_PARTITIONS:
+            sent.set()  # the request is written before this coroutine first waits
+        return await original(self, message_type, *args, **kwargs)
+
+    monkeypatch.setattr(FollowerProcess, "request", request)
+    broker = Broker(tmp_path, leader)
+    try:
+        await broker.supervisor.start()
+        log = leader.log(T0, [(0, 3)])
+        await broker.supervisor.add_partitions([broker.entry(T0)])
+        await until(broker.replicated(T0, log))
+        await until(lambda: not broker.supervisor.assignments[T0].handover.clean)  # offsets reported
+
+        removal = asyncio.create_task(broker.supervisor.remove_partitions([T0]))
+        await asyncio.wait_for(sent.wait(), 5)
+        removal.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await removal
+
+        handovers = await asyncio.wait_for(broker.supervisor.stop(), 20)
+        assert handovers[T0].clean and handovers[T0].log_end_offset == 3
+        for handover in handovers.values():
+            broker.manager.external_log_closed(handover)
+        broker.manager.shutdown()
+        assert (tmp_path / "logs" / CLEAN_SHUTDOWN_MARKER).exists()
+    finally:
+        await broker.close()

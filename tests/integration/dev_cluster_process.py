@@ -54,10 +54,12 @@ def kipling_command() -> list[str]:
 class DevCluster:
     """``kipling dev-cluster`` run as a process, its output in files."""
 
-    def __init__(self, tmp_path: Path, brokers: int) -> None:
+    def __init__(
+        self, tmp_path: Path, brokers: int, stop_timeout_s: float = 8, data_dir: Path | None = None
+    ) -> None:
         self.base, self.metrics, self.controller = free_layout(brokers)
         self.brokers = brokers
-        self.data_dir = tmp_path / "cluster"
+        self.data_dir = data_dir or tmp_path / "cluster"
         tmp_path.mkdir(parents=True, exist_ok=True)
         self.out_path, self.err_path = tmp_path / "out.txt", tmp_path / "err.txt"
         args = [
@@ -69,7 +71,7 @@ class DevCluster:
             f"--metrics-base-port={self.metrics}",
             f"--controller-port={self.controller}",
             f"--cluster-config={CLUSTER_DIR}",
-            "--stop-timeout=8",
+            f"--stop-timeout={stop_timeout_s:g}",
         ]
         with self.out_path.open("wb") as out, self.err_path.open("wb") as err:
             self.process = subprocess.Popen(args, cwd=tmp_path, stdout=out, stderr=err)
