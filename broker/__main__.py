@@ -4,6 +4,11 @@
 Everything else receives its collaborators as arguments; this module only composes them,
 runs until SIGTERM/SIGINT, then shuts down gracefully: stop accepting, finish in-flight
 requests, flush and checkpoint every log, write the clean-shutdown marker.
+
+Whatever keeps the broker from starting (an invalid config, a log dir that is a file or cannot be
+written, a port in use, a log dir of another node) is caught in one place, :func:`run`, as a
+:class:`~broker.startup.StartupError` and reported as one line that names the key or resource,
+with a non-zero exit status and no traceback (``--log-level debug`` logs it).
 """
 
 from __future__ import annotations
@@ -26,7 +31,6 @@ from broker.assembly import build_data_plane, build_group_coordination, group_ha
 from broker.cluster_node import ClusterBroker, build_cluster_broker
 from broker.config import BrokerConfig, ConfigError, load_config, to_log_config
 from broker.config.properties import PropertiesError
-from broker.controller.metadata_log import ControllerFailedError
 from broker.group_runtime import GroupCoordinatorRuntime, single_node_offsets_topic_creator
 from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.base import Handler
@@ -42,7 +46,7 @@ from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.produce import ProduceHandler
 from broker.handlers.registry import HandlerRegistry
 from broker.logging_setup import configure_logging
-from broker.meta_properties import MetaPropertiesError, ensure_meta_properties
+from broker.meta_properties import ensure_meta_properties
 from broker.metrics_endpoint import MetricsEndpoint
 from broker.periodic import PeriodicTask
 from broker.producer_ids import LocalProducerIdBlockSource, ProducerIdManager
@@ -51,10 +55,10 @@ from broker.replica_manager import ReplicaManager
 from broker.request_metrics import RequestMetrics
 from broker.server.dispatcher import RequestDispatcher
 from broker.server.listener import BrokerServer
-from broker.topics import METADATA_FILE_NAME, TopicMetadataError, TopicStore
+from broker.startup import StartupError, as_startup_error, bound, check_log_dirs, report
+from broker.topics import METADATA_FILE_NAME, TopicStore
 from storage.clock import SystemClock
 from storage.config import LogConfig
-from storage.errors import StorageError
 from storage.log_manager import LogManager
 
 log = structlog.get_logger("kipling.broker")
@@ -87,9 +91,11 @@ class Broker:
     tasks: list[PeriodicTask] = field(default_factory=list)
 
     async def start(self) -> None:
-        await self.server.start()
-        if self.metrics_endpoint is not None:
-            await self.metrics_endpoint.start()
+        served = [str(li) for li in self.config.listeners if li.name != "CONTROLLER"]
+        await bound("listeners", served, self.server.start())
+        if self.metrics_endpoint is not None and self.config.metrics_listener is not None:
+            host, port = self.config.metrics_listener
+            await bound("metrics.listener", [f"{host}:{port}"], self.metrics_endpoint.start())
         for task in self.tasks:
             task.start()
         log.info(
@@ -97,7 +103,10 @@ class Broker:
         )
 
     async def abort(self) -> None:
-        """Undo a start that failed (a port in use): close the logs without serving."""
+        """Undo a start that failed (a port in use): close what listens and the logs."""
+        await self.server.stop()
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
         self.log_manager.shutdown()
 
     async def stop(self) -> None:
@@ -200,34 +209,49 @@ def build_broker(config: BrokerConfig) -> Broker:
 
 
 async def serve(config: BrokerConfig) -> int:
-    try:
-        broker: Broker | ClusterBroker = (
-            build_cluster_broker(config) if config.controller_quorum_voters else build_broker(config)
-        )
-    except (MetaPropertiesError, TopicMetadataError, StorageError, ControllerFailedError) as exc:
-        log.error("cannot start", error=str(exc))
-        return 1
+    """Build and start the broker, serve until SIGTERM/SIGINT, stop it; the exit status.
+
+    Anything that fails before the broker serves is raised as a :class:`StartupError`, after
+    whatever was started has been undone.
+    """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        if not await _started_before_stop(broker, stop):
-            log.info("stopped while starting (the controller was never reached)")
-            await broker.abort()
-            return 0
-        # Everything built at start (partitions, segments, indexes, sessions' structures) lives
-        # as long as the broker: move it out of the collector's sight, so a full collection
-        # does not stall the event loop walking a heap of thousands of partitions.
-        gc.collect()
-        gc.freeze()
-    except OSError as exc:
-        log.error("cannot listen", error=str(exc))
-        await broker.abort()
-        return 1
+        started = await _build_and_start(config, stop)
+    except StartupError:
+        raise
+    except Exception as exc:
+        raise as_startup_error(exc) from exc
+    if started is None:
+        log.info("stopped while starting (the controller was never reached)")
+        return 0
+    # Everything built at start (partitions, segments, indexes, sessions' structures) lives
+    # as long as the broker: move it out of the collector's sight, so a full collection
+    # does not stall the event loop walking a heap of thousands of partitions.
+    gc.collect()
+    gc.freeze()
     await stop.wait()
-    await broker.stop()
+    await started.stop()
     return 0
+
+
+async def _build_and_start(config: BrokerConfig, stop: asyncio.Event) -> Broker | ClusterBroker | None:
+    """The started broker, or None if ``stop`` came first (both undone then, as on a failure)."""
+    check_log_dirs(config.log_dirs)
+    broker: Broker | ClusterBroker = (
+        build_cluster_broker(config) if config.controller_quorum_voters else build_broker(config)
+    )
+    try:
+        started = await _started_before_stop(broker, stop)
+    except BaseException:
+        await broker.abort()
+        raise
+    if not started:
+        await broker.abort()
+        return None
+    return broker
 
 
 async def _started_before_stop(broker: Broker | ClusterBroker, stop: asyncio.Event) -> bool:
@@ -267,8 +291,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config, warnings = load_config(args.config, args.override)
     except (ConfigError, PropertiesError, OSError) as exc:
-        log.error("invalid configuration", error=str(exc))
-        return 2
+        return report(exc, json_output=args.log_json)
     for warning in warnings:
         log.warning("configuration", message=warning)
     try:
@@ -277,7 +300,10 @@ def run(args: argparse.Namespace) -> int:
         uvloop.install()
     except ImportError:  # pragma: no cover - uvloop is a dependency; keep running without it
         log.warning("uvloop unavailable, using the default asyncio loop")
-    return asyncio.run(serve(config))
+    try:
+        return asyncio.run(serve(config))
+    except StartupError as exc:
+        return report(exc, json_output=args.log_json)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -83,6 +83,7 @@ from broker.replica_transitions import ReplicaTransitions
 from broker.request_metrics import RequestMetrics
 from broker.server.dispatcher import RequestDispatcher
 from broker.server.listener import BrokerServer
+from broker.startup import bound
 from broker.topics import TopicState
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode, KafkaError
@@ -136,10 +137,12 @@ class ClusterBroker:
 
     async def start(self) -> None:
         if self.controller is not None:
-            await self.controller.server.start()
+            controller_listener = str(_controller_listener(self.config))
+            await bound("listeners", [controller_listener], self.controller.server.start())
             self.controller.tick.start()
-        if self.metrics_endpoint is not None:
-            await self.metrics_endpoint.start()
+        if self.metrics_endpoint is not None and self.config.metrics_listener is not None:
+            host, port = self.config.metrics_listener
+            await bound("metrics.listener", [f"{host}:{port}"], self.metrics_endpoint.start())
         await self.supervisor.start()
         self.alter_partitions.start()
         self.loader.start()
@@ -149,13 +152,15 @@ class ClusterBroker:
         self.lifecycle.nudge()
         await self.lifecycle.wait_unfenced()  # as Kafka's broker startup: serve once unfenced
         self.producer_ids.prefetch()  # the first InitProducerId need not wait for a block
-        for server in self.servers:
-            await server.start()
+        for listener, server in zip(_served(self.config), self.servers, strict=True):
+            await bound("listeners", [str(listener)], server.start())
         for task in self.tasks:
             task.start()
         log.info("broker started", node_id=self.config.node_id, broker_epoch=self.lifecycle.broker_epoch)
 
     async def abort(self) -> None:
+        for server in self.servers:
+            await server.stop()
         await self._stop_background()
         await self._close_logs()
 

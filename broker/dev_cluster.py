@@ -31,6 +31,7 @@ from typing import TextIO
 
 from broker.config import BrokerConfig, ConfigError
 from broker.config.properties import PropertiesError, read_properties_file
+from broker.startup import StartupError, check_log_dirs
 
 LOOPBACK = "127.0.0.1"
 CLIENT_LISTENER = "PLAINTEXT"
@@ -42,7 +43,9 @@ CONTROLLER_PORT_OFFSET = 100
 DEFAULT_DATA_DIR = Path("kipling-cluster")
 DEFAULT_BASE_PORT = 9092
 DEFAULT_METRICS_BASE_PORT = 9404
-DEFAULT_STOP_TIMEOUT_S = 10.0
+DEFAULT_STOP_TIMEOUT_S = 30.0
+"""As docker-compose.yml's ``stop_grace_period``: time for a controlled shutdown (up to 10 s), the
+follower processes handing their logs back and every log being flushed, on a busy machine too."""
 CLUSTER_FILE_PATTERN = "broker-*.properties"
 GENERATED_SETTINGS_FILE = "cluster.properties"
 MAX_PORT = 65535
@@ -630,7 +633,8 @@ def run_dev_cluster(options: DevClusterOptions, out: TextIO | None = None, err: 
 
 def prepare(options: DevClusterOptions) -> tuple[list[BrokerSpec], Path, list[str]]:
     """Everything that can fail before a broker starts, in an order that leaves no trace on failure:
-    the layout, the cluster files, every broker's configuration, the ports, then the settings file.
+    the layout, the cluster files, every broker's configuration, the ports, then the log
+    directories (created, and checked to be writable directories) and the settings file.
 
     Returns the brokers, the settings file and the notices to print: replication settings lowered
     to fit a smaller cluster, then the configuration warnings (each once).
@@ -643,6 +647,11 @@ def prepare(options: DevClusterOptions) -> tuple[list[BrokerSpec], Path, list[st
         for w in sorted({w for _, ws in load_broker_configs(specs, settings) for w in ws})
     ]
     check_ports(options.layout.host, [port for spec in specs for port in spec.ports()])
+    for spec in specs:
+        try:
+            check_log_dirs([spec.log_dir])
+        except StartupError as exc:
+            raise DevClusterError(f"{spec.name}: {exc}") from exc
     data_dir = options.layout.data_dir.resolve()
     try:
         settings_file = write_settings_file(data_dir, settings, options.cluster_config_dir)

@@ -11,14 +11,22 @@ import base64
 import uuid
 from pathlib import Path
 
-from broker.config.properties import read_properties_file
+from broker.config.properties import PropertiesError, read_properties_file
 from storage.checkpoint import write_atomically
 
 META_PROPERTIES = "meta.properties"
 
 
 class MetaPropertiesError(Exception):
-    """A log dir that belongs to another node or cluster, or an unreadable meta.properties."""
+    """A log dir that belongs to another node or cluster, or an unreadable meta.properties.
+
+    ``key`` is the config key whose value contradicts the log dir (``node.id``, ``cluster.id``),
+    or ``log.dirs`` when the file itself is the problem.
+    """
+
+    def __init__(self, message: str, key: str = "log.dirs") -> None:
+        super().__init__(message)
+        self.key = key
 
 
 def new_cluster_id() -> str:
@@ -32,7 +40,18 @@ def ensure_meta_properties(log_dirs: list[Path], node_id: int, configured_cluste
     for directory in log_dirs:
         path = directory / META_PROPERTIES
         if path.exists():
-            found[directory] = read_properties_file(path)
+            try:
+                found[directory] = read_properties_file(path)
+            except (OSError, PropertiesError) as exc:
+                raise MetaPropertiesError(f"cannot read {path}: {exc}") from exc
+    for directory, props in found.items():
+        found_id = props.get("cluster.id")
+        if configured_cluster_id and found_id not in (None, configured_cluster_id):
+            where = directory / META_PROPERTIES
+            raise MetaPropertiesError(
+                f"{where} belongs to cluster {found_id}, not cluster.id={configured_cluster_id}",
+                key="cluster.id",
+            )
     cluster_ids = {props.get("cluster.id") for props in found.values()} - {None}
     if configured_cluster_id:
         cluster_ids.add(configured_cluster_id)
@@ -40,8 +59,9 @@ def ensure_meta_properties(log_dirs: list[Path], node_id: int, configured_cluste
         raise MetaPropertiesError(f"log dirs belong to different clusters: {sorted(cluster_ids)}")  # type: ignore[type-var]
     for directory, props in found.items():
         if props.get("node.id") not in (None, str(node_id)):
+            where = directory / META_PROPERTIES
             raise MetaPropertiesError(
-                f"{directory / META_PROPERTIES} belongs to node {props.get('node.id')}, not node.id={node_id}"
+                f"{where} belongs to node {props.get('node.id')}, not node.id={node_id}", key="node.id"
             )
     cluster_id = cluster_ids.pop() if cluster_ids else new_cluster_id()
     for directory in log_dirs:
