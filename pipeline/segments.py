@@ -31,6 +31,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from pipeline.errors import KiplingOptionError
+from pipeline.logs import configure_worker_logging
 from pipeline.segment_files import SegmentTask, read_segment_batches
 from pipeline.segment_plan import FORMAT, SegmentReadOptions, parse_segment_options, plan_segment_tasks
 from pipeline.source import spark_schema
@@ -53,9 +54,11 @@ class KiplingSegmentsDataSource(DataSource):
 
     def schema(self) -> StructType:
         """Called at ``load()``: every option is validated there, before any job runs."""
+        configure_worker_logging()
         return spark_schema(parse_segment_options(self.options).include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        configure_worker_logging()
         options = parse_segment_options(self.options)
         expected = spark_schema(options.include_headers)
         if schema != expected:
@@ -66,6 +69,7 @@ class KiplingSegmentsDataSource(DataSource):
         return SegmentsBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        configure_worker_logging()
         raise KiplingOptionError(
             f"The {FORMAT} source reads segment files in batch only; stream a topic with the kipling format"
         )
@@ -81,6 +85,7 @@ class SegmentsBatchReader(DataSourceReader):
         return [SegmentInputPartition(task) for task in plan_segment_tasks(self.options)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        configure_worker_logging()
         task = getattr(partition, "value", None)
         if task is None:  # Spark turns an empty plan into one InputPartition(None)
             return

@@ -20,6 +20,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
 from pipeline.errors import KiplingOptionError
+from pipeline.logs import configure_worker_logging
 from pipeline.options import WriteOptions
 from pipeline.produce import write_batches
 
@@ -72,6 +73,7 @@ def _is_headers_type(data_type: object) -> bool:
 
 
 def _write(options: WriteOptions, iterator: Iterator[pa.RecordBatch]) -> KiplingCommitMessage:
+    configure_worker_logging()
     summary = write_batches(options, iterator)
     return KiplingCommitMessage(summary.records, summary.by_partition)
 

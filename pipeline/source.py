@@ -54,6 +54,7 @@ from client.fetch_session import TopicPartition
 from pipeline.cluster import BrokerSession
 from pipeline.errors import KiplingOptionError
 from pipeline.fetch import ReadTask, read_range
+from pipeline.logs import configure_worker_logging
 from pipeline.offsets import (
     DataLossReporter,
     OffsetRange,
@@ -111,20 +112,24 @@ class KiplingDataSource(DataSource):
 
     def schema(self) -> StructType:
         """Called at ``load()``: validates what batch and streaming reads share, like Spark does there."""
+        configure_worker_logging()
         options = parse_read_options(self.options, "any")
         return spark_schema(options.include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        configure_worker_logging()
         options = parse_read_options(self.options, "batch")
         _check_schema(schema, options)
         return KiplingBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        configure_worker_logging()
         options = parse_read_options(self.options, "stream")
         _check_schema(schema, options)
         return KiplingStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        configure_worker_logging()
         from pipeline.sink import KiplingBatchWriter, check_write_schema
 
         if overwrite:
@@ -138,6 +143,7 @@ class KiplingDataSource(DataSource):
         return KiplingBatchWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        configure_worker_logging()
         from pipeline.sink import KiplingStreamWriter, check_write_schema
 
         options = parse_write_options(self.options)
@@ -242,6 +248,7 @@ class KiplingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    configure_worker_logging()
     task = getattr(partition, "value", None)
     if task is None:  # Spark turns an empty plan into one InputPartition(None)
         return

@@ -33,6 +33,7 @@ import structlog
 
 from pipeline.cluster import BrokerSession
 from pipeline.jobs import event_aggregates, generate_events
+from pipeline.logs import configure_logging
 from pipeline.options import ConnectionSettings, Subscribe, parse_bootstrap
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ def format_table(aggregates: list[dict[str, Any]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    event_aggregates.configure_logging(args.log_level)
+    configure_logging(args.log_level)
     workdir = Path(args.workdir)
     options = event_aggregates.JobOptions(
         bootstrap=args.bootstrap,

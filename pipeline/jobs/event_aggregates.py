@@ -61,7 +61,6 @@ a SparkSession and :class:`JobOptions`, so tests and :mod:`pipeline.jobs.demo` r
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import sys
@@ -75,6 +74,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import structlog
+
+from pipeline.logs import LOG_LEVEL_ENV, WORKER_DEFAULT_LEVEL, configure_logging
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -450,22 +451,6 @@ def run(spark: SparkSession, options: JobOptions, stop: threading.Event, stop_ti
 # -- process setup ---------------------------------------------------------------------------------
 
 
-def configure_logging(level: str = "INFO") -> None:
-    """structlog lines on stderr (stdout is for a command's result), key=value."""
-    numeric = logging.getLevelName(level.upper())
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(numeric if isinstance(numeric, int) else 20),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
-    )
-
-
 def spark_session(
     master: str,
     app_name: str,
@@ -491,6 +476,9 @@ def spark_session(
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
     )
+    # the workers of a non-local master do not inherit this process's environment
+    worker_level = os.environ.get(LOG_LEVEL_ENV, WORKER_DEFAULT_LEVEL)
+    builder = builder.config(f"spark.executorEnv.{LOG_LEVEL_ENV}", worker_level)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -330,7 +330,7 @@ def settings_from_args(args: argparse.Namespace) -> EventSettings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from pipeline.jobs.event_aggregates import configure_logging
+    from pipeline.logs import configure_logging
 
     args = parse_args(argv)
     configure_logging(args.log_level)

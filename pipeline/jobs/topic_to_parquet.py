@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 import structlog
 
+from pipeline.logs import configure_logging
+
 _log = structlog.get_logger("kipling.pipeline.jobs.topic_to_parquet")
 
 
@@ -36,11 +38,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--trigger-seconds", type=int, default=5, help="processing-time trigger interval")
     parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[2]"))
+    parser.add_argument("--log-level", default="INFO", help="of the job's lines and its Spark workers'")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    configure_logging(args.log_level)
     # Spark starts ``python3`` from PATH for its workers unless told: use this venv's interpreter.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession

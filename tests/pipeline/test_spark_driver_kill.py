@@ -43,9 +43,11 @@ pytestmark = pytest.mark.slow
 
 _log = structlog.get_logger("tests.pipeline.driver_kill")
 
-FIRST_RUN_TIMEOUT_S = 40.0
-"""JVM start (3-6 s) plus two committed micro-batches, with a wide margin for a loaded machine."""
-SECOND_RUN_TIMEOUT_S = 60.0
+FIRST_RUN_TIMEOUT_S = 240.0
+"""A bound on waiting for the first committed micro-batch (JVM start, 3-6 s on a quiet machine, and
+one batch), not a budget: the wait ends as soon as it is seen, and a machine busy with other
+processes may take many times longer."""
+SECOND_RUN_TIMEOUT_S = 240.0
 MIN_COMMITTED_BEFORE_KILL = 1
 MID_WRITE_WAIT_S = 8.0
 """How long to try to kill while the in-flight batch's files are written but not yet committed."""

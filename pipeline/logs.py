@@ -1,0 +1,68 @@
+"""Log lines of the pipeline's jobs and of Spark's Python workers: on stderr, each line whole.
+
+Spark runs the source's and the sink's code in Python worker processes the JVM forks, where nothing
+configures structlog: its default prints every level, debug included, to stdout, and writes a line
+in two pieces, so two workers logging at once garble each other's lines. Every worker entry point
+(the data sources' factory methods, which Spark calls in its planning and streaming-source workers,
+and the tasks' reads and writes) calls :func:`configure_worker_logging`, which sets the level from
+:data:`LOG_LEVEL_ENV` (WARNING unless asked) and writes each line with one ``write`` (atomic on a
+pipe). A job that sets its own level with :func:`configure_logging` passes it on to its workers
+through that variable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import structlog
+
+LOG_LEVEL_ENV = "KIPLING_LOG_LEVEL"
+"""The level of the workers' lines; a job's ``--log-level`` sets it for the workers it starts."""
+WORKER_DEFAULT_LEVEL = "WARNING"
+
+
+def level_number(level: str) -> int:
+    """``logging``'s number for a level name; ValueError naming the name if it is not one."""
+    number = logging.getLevelName(level.upper())
+    if not isinstance(number, int):
+        raise ValueError(f"unknown log level {level!r} (use DEBUG, INFO, WARNING, ERROR or CRITICAL)")
+    return number
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """structlog lines on stderr (stdout is for a command's result), key=value, one write a line.
+
+    The level also goes into the environment, so that Spark workers started afterwards (which
+    inherit it, in local mode) log at the same level.
+    """
+    number = level_number(level)
+    os.environ[LOG_LEVEL_ENV] = logging.getLevelName(number)
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(number),
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+def configure_worker_logging() -> None:
+    """In a Spark worker: the level of :data:`LOG_LEVEL_ENV` (WARNING if unset or unknown), unless
+    this process configured structlog already (a driver, or a test running the code in-process)."""
+    if structlog.is_configured():
+        return
+    level = os.environ.get(LOG_LEVEL_ENV, WORKER_DEFAULT_LEVEL)
+    try:
+        level_number(level)
+    except ValueError:
+        level = WORKER_DEFAULT_LEVEL
+    configure_logging(level)
+
+
+__all__ = ["LOG_LEVEL_ENV", "configure_logging", "configure_worker_logging", "level_number"]
