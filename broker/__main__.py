@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
 import resource
 import signal
@@ -57,6 +56,7 @@ from broker.server.dispatcher import RequestDispatcher
 from broker.server.listener import BrokerServer
 from broker.startup import StartupError, as_startup_error, bound, check_log_dirs, report
 from broker.topics import METADATA_FILE_NAME, TopicStore
+from client.tasks import cancel_and_wait
 from storage.clock import SystemClock
 from storage.config import LogConfig
 from storage.log_manager import LogManager
@@ -264,9 +264,9 @@ async def _started_before_stop(broker: Broker | ClusterBroker, stop: asyncio.Eve
     if starting.done():
         starting.result()  # re-raises OSError (a port in use)
         return True
-    starting.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await starting
+    error = await cancel_and_wait(starting)
+    if error is not None:
+        raise error
     return False
 
 

@@ -540,7 +540,8 @@ class Supervisor:
         await asyncio.gather(*(self._reap_group(child, deadline) for child in self.children))
         for child in self.children:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(child.pump, timeout=max(deadline - time.monotonic(), 1.0))
+                async with asyncio.timeout(max(deadline - time.monotonic(), 1.0)):
+                    await child.pump
             if not child.exited_on_its_own:
                 self.console.notice(f"{child.name} stopped ({_describe_exit(child.process.returncode)})")
 

@@ -6,7 +6,7 @@ cancel):
 
 * ``with suppress(CancelledError): await task`` after ``task.cancel()``: if the caller is cancelled
   while it waits, its CancelledError is suppressed too and it carries on.
-* ``asyncio.wait_for`` on Python 3.11: a cancel that arrives in the loop iteration in which the
+* asyncio's ``wait_for`` on Python 3.11: a cancel that arrives in the loop iteration in which the
   awaited thing completes is dropped and the result returned (CPython gh-86296, fixed in 3.12).
   kipling uses ``asyncio.timeout`` instead, which ``tests/test_architecture.py`` enforces.
 

@@ -202,7 +202,8 @@ class ReplicaFetcher:
         if self._stop_event is not None and self._stop_event.is_set():
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._partitions_changed.wait(), self._backoff_ms / 1000)
+            async with asyncio.timeout(self._backoff_ms / 1000):
+                await self._partitions_changed.wait()
 
     # -- truncation ------------------------------------------------------------------------------------
 

@@ -14,7 +14,6 @@ then the fetcher's own backoff applies, exactly as for any failed request.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import structlog
 from client.connection import KafkaConnection
 from client.errors import ConnectError
 from client.replica_messages import FollowerSettings, fetcher_client_id
+from client.tasks import cancel_and_wait
 from follower.fetch_state import (
     InitialFetchState,
     LeaderEpoch,
@@ -239,10 +239,9 @@ class SourceBrokerFetcher:
     async def stop(self) -> None:
         """Stop at once: a round in flight is cancelled while it awaits the leader, never mid-append."""
         self._stop.set()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        error = await cancel_and_wait(self._task)
+        if error is not None:
+            raise error
         if self._endpoint is not None:
             self._endpoint.close()
         self._logger.info("fetcher stopped")

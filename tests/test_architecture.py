@@ -94,3 +94,36 @@ def test_storage_may_use_only_protocol_records(tmp_path: Path) -> None:
     bad.write_text("from protocol.errors import DecodeError\nfrom protocol.records import read_header\n")
     assert _modules(bad) == {"protocol.errors", "protocol.records"}
     assert SUBMODULE_RULES["storage"]["protocol"] == "protocol.records"
+
+
+# Idioms that drop a cancellation on a busy machine (client/tasks.py says how); kipling's code uses
+# asyncio.timeout and client.tasks.cancel_and_wait instead.
+CANCELLATION_HAZARDS = {
+    "asyncio.wait_for": "drops a cancel that arrives as the awaitable completes on Python 3.11; "
+    "use `async with asyncio.timeout(...)`",
+    "suppress(asyncio.CancelledError": "also swallows a cancellation of the caller; "
+    "use client.tasks.cancel_and_wait",
+}
+
+
+def _cancellation_hazards(path: Path) -> list[str]:
+    """``idiom: why`` for each hazardous idiom the file's text contains."""
+    text = path.read_text()
+    return [f"{idiom}: {why}" for idiom, why in CANCELLATION_HAZARDS.items() if idiom in text]
+
+
+def test_no_idiom_that_swallows_cancellation() -> None:
+    found = [
+        problem
+        for package in sorted(KIPLING_PACKAGES)
+        if (ROOT / package).is_dir()
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for problem in (f"{path.relative_to(ROOT)} uses {h}" for h in _cancellation_hazards(path))
+    ]
+    assert found == []
+
+
+def test_the_cancellation_check_sees_the_idioms(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("await asyncio.wait_for(x, 1)\nwith contextlib.suppress(asyncio.CancelledError):\n")
+    assert len(_cancellation_hazards(bad)) == 2

@@ -104,7 +104,8 @@ class FollowerProcess:
     async def stop(self, timeout_s: float) -> int:
         """Wait up to ``timeout_s`` for the process to exit, then SIGKILL it; its exit code."""
         try:
-            code = await asyncio.wait_for(asyncio.shield(self._process.wait()), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                code = await asyncio.shield(self._process.wait())
         except TimeoutError:
             _log.error("follower process did not exit; killing it", fetcher_id=self.fetcher_id, pid=self.pid)
             self.kill()

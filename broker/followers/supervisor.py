@@ -53,6 +53,7 @@ from client.replica_messages import (
     PartitionOffsets,
     fetcher_client_id,
 )
+from client.tasks import cancel_and_wait
 from storage.config import LogConfig
 from storage.handover import LogHandover
 
@@ -223,10 +224,9 @@ class FollowerSupervisor:
         results += await asyncio.gather(*(self._stop_slot(slot) for slot in self._slots))
         results += await self._claim_unclaimed()  # any cancelled while the slots were stopping
         for slot in self._slots:
-            if slot.supervisor_task is not None and slot.supervisor_task is not asyncio.current_task():
-                slot.supervisor_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await slot.supervisor_task
+            error = await cancel_and_wait(slot.supervisor_task)
+            if error is not None:
+                raise error
         handovers: dict[TopicPartition, LogHandover] = {}
         for result in results:
             handovers.update(result)
