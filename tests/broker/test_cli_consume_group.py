@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
+import signal
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -36,6 +38,7 @@ from tests.integration.broker_process import BrokerProcess
 from tests.integration.group_members import (
     ConsoleMember,
     KafkaPythonMember,
+    PacedProducer,
     committed_offsets,
     create_topic,
     produce,
@@ -378,3 +381,46 @@ async def test_stopping_with_an_unreachable_coordinator_takes_bounded_time() -> 
     await link.stop(SimpleNamespace(positions={TopicPartition("t", 0): 5}))  # type: ignore[arg-type]
     assert time.monotonic() - started < 2
     assert committing == [{TopicPartition("t", 0): 5}] and closed == [True]
+
+
+# -- Ctrl-C while records flow ---------------------------------------------------------------------
+
+STOP_BOUND_S = 60.0
+"""A bound on exiting after SIGINT (it takes well under a second): a consumer that ignored the
+signal, as one did when the interrupt met a fetch result completing (asyncio.wait_for on Python
+3.11), would otherwise keep the test waiting forever."""
+
+
+@pytest.mark.parametrize("with_group", [False, True], ids=["plain", "group"])
+def test_ctrl_c_stops_a_console_consumer_while_records_flow(broker: BrokerProcess, with_group: bool) -> None:
+    """Records arrive all the time, so the interrupt lands while fetch results are completing; each
+    of several consumers in turn must stop at once with Kafka's exit status and its count."""
+    from tests.integration.dev_cluster_process import kipling_command
+
+    topic = f"flowing-{with_group}"
+    create_topic(broker.bootstrap, topic, 3)
+    producer = PacedProducer(broker.bootstrap, topic, 3, "v", rate=400).start()
+    try:
+        producer.wait_for_more(50, "before the consumers start", timeout_s=TIMEOUT_S)
+        for round_ in range(4):
+            group = ["--group", f"flowing-{round_}", *FAST_GROUP] if with_group else []
+            consumer = subprocess.Popen(
+                [*kipling_command(), "consume", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+                 "--from-beginning", *group],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )  # fmt: skip
+            try:
+                assert consumer.stdout is not None
+                for _ in range(50 + 20 * round_):  # records printed: it is in the middle of the stream
+                    assert consumer.stdout.readline(), "the consumer stopped printing"
+                consumer.send_signal(signal.SIGINT)
+                _, err = consumer.communicate(timeout=STOP_BOUND_S)
+            finally:
+                if consumer.poll() is None:
+                    consumer.kill()
+                    consumer.wait()
+            assert consumer.returncode == 130, err
+            assert re.search(rb"Processed a total of \d+ messages\n$", err), err
+            assert b"Traceback" not in err
+    finally:
+        producer.stop(check=False)
