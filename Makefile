@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test install install-test system-deps lint format bench demo clean
+.PHONY: run test install install-test system-deps clients lint format bench demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,14 @@ system-deps:
 run: $(STAMP)
 	$(BIN)/kipling broker $(ARGS)
 
+# The Kafka clients README's examples use besides kipling's own tools: kcat (Debian's package) and
+# kafka-python (into .venv, the version the tests drive).
+clients: $(STAMP)
+	$(BIN)/pip install --quiet 'kafka-python==3.0.12'
+	@command -v kcat >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends kcat >/dev/null; }
+
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -52,8 +60,11 @@ format: $(TEST_STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# Two pytest-xdist workers, a test file per worker at a time (a file's module fixtures, such as its
+# broker process, are built once): the integration tests spend much of their time waiting.
+PYTEST_ARGS ?= -n 2 --dist loadfile
 test: $(TEST_STAMP) system-deps lint
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_ARGS)
 
 SPARK_STAMP := $(VENV)/.installed-spark
 
