@@ -99,8 +99,13 @@ CONTROLLER_TICK_MS = 250
 """How often the controller looks for brokers whose session expired."""
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
 AUTO_CREATE_WAIT_S = 5.0
-METADATA_LOG_CONFIG_OVERRIDES = {"retention.ms": "-1", "retention.bytes": "-1"}
-"""The metadata log is never trimmed by time or size: it is the cluster's whole history."""
+METADATA_LOG_CONFIG_OVERRIDES = {
+    "retention.ms": "-1",
+    "retention.bytes": "-1",
+    "compression.type": "producer",
+}
+"""The metadata log is never trimmed by time or size (it is the cluster's whole history), and its
+batches stay as the controller wrote them whatever the broker-wide ``compression.type``."""
 PLAINTEXT = 0
 
 

@@ -55,9 +55,10 @@ OFFSETS_TOPIC = topic_names.GROUP_METADATA_TOPIC
 OFFSETS_TOPIC_CONFIGS = {
     "cleanup.policy": "compact",
     "segment.bytes": str(100 * 1024 * 1024),
+    "compression.type": "producer",
 }
-"""Kafka's GroupMetadataManager.offsetsTopicConfigs (its compression.type=producer is what kipling
-does anyway: batches are stored as they arrive)."""
+"""Kafka's GroupMetadataManager.offsetsTopicConfigs: ``compression.type=producer`` keeps a broker-wide
+``compression.type`` from recompressing the coordinator's own batches."""
 CREATION_RETRY_S = 1.0
 """A failed creation (too few brokers, the controller away) is retried at most this often."""
 LOAD_CHUNK_BYTES = 1 << 20

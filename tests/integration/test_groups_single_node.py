@@ -270,3 +270,45 @@ def test_offsets_stay_found_when_offsets_topic_num_partitions_changes(
             f"the offsets of {group} after the restart",
             interval_s=0.2,
         )
+
+
+def test_a_broker_wide_compression_type_leaves_the_offsets_topic_as_the_coordinator_writes_it(
+    broker_factory: Callable[[Sequence[str]], BrokerProcess],
+) -> None:
+    """As in Kafka, __consumer_offsets is created with compression.type=producer: a broker-wide
+    compression.type=gzip recompresses client batches, never the coordinator's own, and commits
+    are read back."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+    from kafka.errors import CoordinatorNotAvailableError
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+
+    from protocol.records import CompressionType, iter_batches
+
+    server = broker_factory((*OVERRIDES, "compression.type=gzip"))
+    create_topic(server.bootstrap, "gzipped", 1)
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=15_000)
+    try:
+
+        def commit() -> bool:
+            try:  # the first lookup creates __consumer_offsets and is answered "not available"
+                offsets = {TopicPartition("gzipped", 0): OffsetAndMetadata(7, "", -1)}
+                admin.alter_group_offsets("compressed", offsets)
+            except CoordinatorNotAvailableError:
+                return False
+            return True
+
+        wait_for(commit, TIMEOUT_S, "a commit", interval_s=0.2)
+        resource = ConfigResource(ConfigResourceType.TOPIC, "__consumer_offsets")
+        described = admin.describe_configs([resource])
+    finally:
+        admin.close()
+    (by_name,) = described.values()  # {resource type: {name: {key: entry}}}
+    entry = by_name["__consumer_offsets"]["compression.type"]
+    assert (entry["value"], entry["config_source"]) == ("producer", "DYNAMIC_TOPIC_CONFIG")
+    assert committed_offsets(server.bootstrap, "compressed", "gzipped") == {0: 7}
+    codecs = [
+        header.compression
+        for segment in (server.data_dir / "logs").glob("__consumer_offsets-*/*.log")
+        for _, header in iter_batches(segment.read_bytes())
+    ]
+    assert codecs and set(codecs) == {CompressionType.NONE}
