@@ -66,6 +66,9 @@ API_VERSIONS_FIRST_VERSION = 3
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
 """Kafka's ``request.timeout.ms`` default."""
+CLOSE_GRACE_S = 1.0
+"""How long a closed connection may take to send what it still buffers before the socket is aborted:
+a broker that stopped reading (paused, overloaded) must not hold a closing client."""
 
 _CORRELATION_ID_MASK = 0x7FFFFFFF
 
@@ -246,8 +249,21 @@ class KafkaConnection:
         self._shutdown(ConnectionClosedError(f"connection to {self.host}:{self.port} {reason}"), reason)
 
     async def wait_closed(self) -> None:
-        """Wait until the transport has reported the socket closed."""
-        await self._lost.wait()
+        """Wait until the transport has reported the socket closed.
+
+        After :meth:`close`, the bytes still buffered get :data:`CLOSE_GRACE_S` to go out; then the
+        socket is aborted, so closing never waits on a peer that does not read.
+        """
+        if not self._closed:
+            await self._lost.wait()
+            return
+        try:
+            async with asyncio.timeout(CLOSE_GRACE_S):
+                await self._lost.wait()
+        except TimeoutError:
+            if self._transport is not None:
+                self._transport.abort()
+            await self._lost.wait()
 
     async def __aenter__(self) -> KafkaConnection:
         return self

@@ -278,3 +278,29 @@ async def test_reconnect_backoff_doubles_up_to_the_maximum_and_resets() -> None:
     await reconnecting.connection()
     assert sleeps[-1] == 1.0  # capped
     assert reconnecting.backoff() == 0.0
+
+
+async def test_closing_does_not_wait_for_a_broker_that_stopped_reading(fake: Any) -> None:
+    """close() lets buffered bytes go out for a moment, then aborts: a paused broker (its socket
+    buffers full) must not keep a client's shutdown waiting."""
+    never = asyncio.Event()
+
+    async def stalls(request: Request) -> Reply:
+        if request.api_key == ApiKey.API_VERSIONS:
+            return api_versions_ok(request)
+        await never.wait()  # stops reading the connection, as a SIGSTOPped broker does
+        return None
+
+    broker = await fake(stalls)
+    conn = await KafkaConnection.open("127.0.0.1", broker.port)
+    pending = asyncio.create_task(conn.request(ApiKey.METADATA, 9, {"topics": []}))
+    await asyncio.sleep(0.1)
+    assert conn._transport is not None
+    conn._transport.write(b"\0" * 64 * 1024 * 1024)  # more than any socket buffers take
+    assert conn._transport.get_write_buffer_size() > 0
+    conn.close()
+    async with asyncio.timeout(10):  # a bound for a bug; it takes CLOSE_GRACE_S
+        await conn.wait_closed()
+    assert conn.closed
+    with pytest.raises(ConnectionClosedError):
+        await pending
