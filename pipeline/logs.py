@@ -6,8 +6,8 @@ in two pieces, so two workers logging at once garble each other's lines. Every w
 (the data sources' factory methods, which Spark calls in its planning and streaming-source workers,
 and the tasks' reads and writes) calls :func:`configure_worker_logging`, which sets the level from
 :data:`LOG_LEVEL_ENV` (WARNING unless asked) and writes each line with one ``write`` (atomic on a
-pipe). A job that sets its own level with :func:`configure_logging` passes it on to its workers
-through that variable.
+pipe). A job's ``--log-level`` is its own lines' level; the workers' is that variable's, which the
+job passes on to the executors of a cluster (``spark.executorEnv``) and local workers inherit.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 import structlog
 
 LOG_LEVEL_ENV = "KIPLING_LOG_LEVEL"
-"""The level of the workers' lines; a job's ``--log-level`` sets it for the workers it starts."""
+"""The level of the Spark workers' lines (WARNING when unset)."""
 WORKER_DEFAULT_LEVEL = "WARNING"
 
 
@@ -32,13 +32,8 @@ def level_number(level: str) -> int:
 
 
 def configure_logging(level: str = "INFO") -> None:
-    """structlog lines on stderr (stdout is for a command's result), key=value, one write a line.
-
-    The level also goes into the environment, so that Spark workers started afterwards (which
-    inherit it, in local mode) log at the same level.
-    """
+    """structlog lines on stderr (stdout is for a command's result), key=value, one write a line."""
     number = level_number(level)
-    os.environ[LOG_LEVEL_ENV] = logging.getLevelName(number)
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,

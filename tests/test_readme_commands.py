@@ -58,11 +58,10 @@ def test_the_section_shows_kiplings_tools_and_other_clients() -> None:
 
 
 def test_every_command_of_using_it_works(broker: BrokerProcess) -> None:
-    if shutil.which("kcat") is None:
-        pytest.skip("kcat is not installed (make test installs it)")
+    have_kcat = shutil.which("kcat") is not None  # make test installs it, as make clients does
     outputs: list[str] = []
     for command in using_it_commands():
-        if command == "make clients":
+        if command == "make clients" or ("kcat" in command and not have_kcat):
             continue
         result = subprocess.run(
             ["bash", "-o", "pipefail", "-c", as_run_here(command, broker)],

@@ -288,8 +288,8 @@ class LeaderFetcher:
 
     async def stop(self) -> None:
         error = await cancel_and_wait(self.task)
-        if error is not None:
-            raise error
+        if error is not None:  # the other fetchers must still stop
+            _log.error("a fetcher had failed", broker=self.node_id, error=repr(error))
 
 
 class TopicConsumer:

@@ -225,8 +225,8 @@ class FollowerSupervisor:
         results += await self._claim_unclaimed()  # any cancelled while the slots were stopping
         for slot in self._slots:
             error = await cancel_and_wait(slot.supervisor_task)
-            if error is not None:
-                raise error
+            if error is not None:  # the handovers and the other slots must still be collected
+                self._logger.error("a follower slot's supervisor had failed", error=repr(error))
         handovers: dict[TopicPartition, LogHandover] = {}
         for result in results:
             handovers.update(result)

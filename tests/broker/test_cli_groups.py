@@ -4,6 +4,7 @@ and kafka-python's admin client as the oracle for committed offsets."""
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -27,6 +28,7 @@ from broker.commands.groups import (
 from client.fetch_session import TopicPartition as TP
 from protocol.error_codes import ErrorCode
 from tests.integration.broker_process import BrokerProcess
+from tests.integration.dev_cluster_process import kipling_command
 
 TOPIC = "grp-orders"
 GROUP = "grp-app"
@@ -168,7 +170,7 @@ def test_describe_members_and_state(capsys: pytest.CaptureFixture[str], broker: 
         enable_auto_commit=False,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while not consumer.assignment() and time.monotonic() < deadline:
             consumer.poll(timeout_ms=200)
         assert consumer.assignment() == {TopicPartition(topic, p) for p in range(3)}
@@ -280,3 +282,39 @@ def test_new_offsets_clamped() -> None:
     }
     assert new_offsets(ResetScenario("to-latest"), tps, {}, earliest, latest) == {tps[0]: 20, tps[1]: 3}
     assert parse_topic_partitions("t:0,2") == ("t", [0, 2]) and parse_topic_partitions("t") == ("t", None)
+
+
+def test_the_kipling_script_alters_a_topic_and_describes_members_and_state(broker: BrokerProcess) -> None:
+    """The new habits as a user types them: `kipling topics --alter`, `kipling groups --describe
+    --members / --state` and `kipling --version`, each a process of its own."""
+
+    def kipling(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*kipling_command(), *args], capture_output=True, text=True, timeout=60)
+
+    bootstrap = ["--bootstrap-server", broker.bootstrap]
+    topic, group = "script-grown", "script-group"
+    assert kipling("topics", *bootstrap, "--create", "--topic", topic, "--partitions", "1").returncode == 0
+    assert kipling("topics", *bootstrap, "--alter", "--topic", topic, "--partitions", "3").returncode == 0
+    refused = kipling("topics", *bootstrap, "--alter", "--topic", topic, "--partitions", "2")
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1
+    assert "INVALID_PARTITIONS" in refused.stderr
+    described = kipling("topics", *bootstrap, "--describe", "--topic", topic)
+    assert "PartitionCount: 3\t" in described.stdout
+
+    consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group, client_id="script")
+    try:
+        deadline = time.monotonic() + 60
+        while len(consumer.assignment()) < 3 and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=200)
+        assert len(consumer.assignment()) == 3
+        members = kipling("groups", *bootstrap, "--describe", "--group", group, "--members")
+        assert members.returncode == 0, members.stderr
+        assert table(members.stdout)[1][3:] == ["script", "3"]
+        state = kipling("groups", *bootstrap, "--describe", "--group", group, "--state")
+        assert state.returncode == 0, state.stderr
+        assert table(state.stdout)[1][-2:] == ["Stable", "1"]
+    finally:
+        consumer.close(autocommit=False)
+
+    version = kipling("--version")
+    assert version.returncode == 0 and re.fullmatch(r"kipling \S+\n", version.stdout)

@@ -316,6 +316,7 @@ def _sigint_and_wait(cluster: DevCluster, timeout_s: float = 90.0) -> None:
     assert cluster.process.wait(timeout=timeout_s) == 0, cluster.err()
 
 
+@pytest.mark.slow
 def test_ctrl_c_leaves_every_log_dir_clean(start_cluster: Callable[..., DevCluster]) -> None:
     """Ctrl-C while leadership of many partitions moves (every broker stops at once, each with a
     controlled shutdown) still hands every followed log back closed: every broker's log dir gets

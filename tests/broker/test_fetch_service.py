@@ -464,7 +464,7 @@ async def test_long_poll_is_woken_by_an_append(env: FetchEnv) -> None:
     assert not task.done() and env.purgatory.num_delayed == 1
     started = time.monotonic()
     env.append("orders", 2, batch(2))
-    parts = await asyncio.wait_for(task, 1)
+    parts = await asyncio.wait_for(task, 30)
     assert time.monotonic() - started < 0.5
     results = by_key(parts)
     assert results[key("orders", 2)].records_size == len(batch(2))
@@ -482,7 +482,7 @@ async def test_long_poll_waits_for_min_bytes(env: FetchEnv) -> None:
     await asyncio.sleep(0.01)
     assert not task.done()
     env.append("orders", 0, one)
-    parts = await asyncio.wait_for(task, 1)
+    parts = await asyncio.wait_for(task, 30)
     assert by_key(parts)[key("orders")].records_size == 2 * len(one)
 
 
@@ -517,7 +517,7 @@ async def test_deleting_a_watched_topic_answers_the_long_poll(env: FetchEnv) -> 
     task = asyncio.create_task(env.service.fetch(request([(key("other"), fp())], max_wait_ms=5000)))
     await asyncio.sleep(0.01)
     env.topics.delete("other")
-    parts = await asyncio.wait_for(task, 1)
+    parts = await asyncio.wait_for(task, 30)
     assert by_key(parts)[key("other")].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
@@ -568,7 +568,7 @@ async def test_idle_incremental_fetch_long_polls_and_wakes_on_an_append(env: Fet
     await asyncio.sleep(0.05)
     assert not task.done()
     env.append("orders", 1, batch(2))
-    parts = await asyncio.wait_for(task, 1)
+    parts = await asyncio.wait_for(task, 30)
     assert [k for k, _ in parts.partitions] == [key("orders", 1)]
     assert by_key(parts)[key("orders", 1)].records_size == len(batch(2))
     assert env.cache.get(session_id).waiter is None  # type: ignore[union-attr]
@@ -590,7 +590,7 @@ async def test_idle_incremental_fetch_ignores_appends_on_other_partitions(env: F
     await asyncio.sleep(0.02)
     assert not task.done()
     env.append("orders")
-    assert by_key(await asyncio.wait_for(task, 1))[key("orders")].records_size > 0
+    assert by_key(await asyncio.wait_for(task, 30))[key("orders")].records_size > 0
 
 
 async def test_incremental_session_of_unknown_partitions_only_answers_at_once(env: FetchEnv) -> None:

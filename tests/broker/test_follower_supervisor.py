@@ -226,12 +226,12 @@ async def test_a_removal_whose_caller_is_cancelled_still_hands_its_logs_over_at_
         await until(lambda: not broker.supervisor.assignments[T0].handover.clean)  # offsets reported
 
         removal = asyncio.create_task(broker.supervisor.remove_partitions([T0]))
-        await asyncio.wait_for(sent.wait(), 5)
+        await asyncio.wait_for(sent.wait(), 30)
         removal.cancel()
         with pytest.raises(asyncio.CancelledError):
             await removal
 
-        handovers = await asyncio.wait_for(broker.supervisor.stop(), 20)
+        handovers = await asyncio.wait_for(broker.supervisor.stop(), 60)
         assert handovers[T0].clean and handovers[T0].log_end_offset == 3
         for handover in handovers.values():
             broker.manager.external_log_closed(handover)
