@@ -10,6 +10,7 @@ they set their own ``timeout`` mark.
 from __future__ import annotations
 
 import asyncio
+import signal
 import types
 from typing import Any
 
@@ -18,6 +19,22 @@ import pytest_timeout
 
 SLOW_TIMEOUT_S = 600
 """The bound of a test marked ``slow`` (the rest have the ``timeout`` of pyproject.toml)."""
+
+
+def _make_interruptible() -> None:
+    """Let Ctrl-C reach this process and the ones the tests start, however the suite was started.
+
+    A shell without job control starts a background command (``make test &`` in a script, a CI
+    runner's step) with SIGINT ignored, and an ignored signal stays ignored through every fork and
+    exec: each ``kipling consume`` a test interrupts would never see its Ctrl-C. A handler, unlike
+    SIG_IGN, is reset to the default in a child, so installing Python's own here restores SIGINT
+    for the suite and for everything it starts.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+_make_interruptible()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -80,6 +80,8 @@ DEFAULT_MAX_WAIT_MS = 500
 RETRY_BACKOFF_S = 0.1
 RESULTS_QUEUE_SIZE = 4
 """Fetch results waiting to be printed; a fetcher waits for the printer beyond that."""
+WRITE_SETTLE_S = 1.0
+"""How long a Ctrl-C waits for records already being written to stdout (see TopicConsumer._write_out)."""
 WAKE = object()
 """Queued (without a fetcher) to wake the printing loop: the group needs attention."""
 TIMESTAMP_TYPE_NAMES = {
@@ -433,13 +435,27 @@ class TopicConsumer:
                 printed = True
             moved[tp] = position
         if chunks:
-            await asyncio.to_thread(self._write, b"".join(chunks))
+            await self._write_out(b"".join(chunks), moved)
         self.positions.update(moved)
         if self.progress is not None and printed:
             self.progress.update(records=self.stats.messages, nbytes=self.stats.bytes)
         if healthy:
             self.leaders.succeeded()
         return printed
+
+    async def _write_out(self, data: bytes, moved: Mapping[TopicPartition, int]) -> None:
+        """Write ``data`` in a thread. A Ctrl-C that lands while the records are being written lets
+        the write finish (for up to :data:`WRITE_SETTLE_S`) and moves the positions past them, so
+        that the final commit covers every record printed; a write still blocked then (a reader
+        that stopped reading) is left behind and its records are not committed."""
+        writing = asyncio.ensure_future(asyncio.to_thread(self._write, data))
+        try:
+            await asyncio.shield(writing)
+        except asyncio.CancelledError:
+            await asyncio.wait([writing], timeout=WRITE_SETTLE_S)
+            if writing.done() and not writing.cancelled() and writing.exception() is None:
+                self.positions.update(moved)
+            raise
 
     def _write(self, data: bytes) -> None:
         self.out.write(data)
