@@ -7,7 +7,9 @@ watermark, and the idempotent producers' state (:class:`~storage.producer_state.
 
 Appends (Produce) follow Kafka's order of checks: leadership, ``min.insync.replicas`` for acks=-1,
 then the batch (one whole v2 batch, consistent record count, size, no control or transactional
-batch from a client), then the producer's sequence (a retried batch is answered with its first
+batch from a client), then the records' timestamps against ``message.timestamp.before.max.ms`` and
+``message.timestamp.after.max.ms`` (before the producer state, as in Kafka, where ``LogValidator``
+runs first), then the producer's sequence (a retried batch is answered with its first
 offsets instead of being written twice), then the log append, which verifies the CRC32C while it
 copies and stamps the batch. The CRC is therefore computed once per batch, not once in validation
 and once in the log; the rare paths that answer without appending (a duplicate, a sequence error)
@@ -42,7 +44,7 @@ from typing import NamedTuple, Protocol
 
 import structlog
 
-from broker.produce_validation import conform_to_topic_codec, read_single_batch, verify_crc
+from broker.produce_validation import check_timestamps, conform_to_topic_codec, read_single_batch, verify_crc
 from broker.replica_state import (
     DEFAULT_REPLICA_LAG_TIME_MAX_MS,
     BrokerEligibility,
@@ -394,6 +396,7 @@ class Partition:
             )
         data = records if records is not None else b""
         header = self._validate_batch(data)
+        check_timestamps(data, header, self.log.config, now_ms)
         duplicate = self._check_producer_state(data, header, now_ms)
         if duplicate is not None:
             return self._duplicate_result(duplicate)

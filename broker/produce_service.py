@@ -33,6 +33,7 @@ import structlog
 from broker import topic_names
 from broker.delayed_produce import DelayedProduce, ProducePartitionStatus
 from broker.partition import AppendResult, Partition
+from broker.produce_validation import RecordError, RecordValidationError
 from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_manager import ReplicaManager
 from protocol.error_codes import ErrorCode, KafkaError
@@ -87,6 +88,8 @@ class PartitionOutcome:
     message: str | None = None
     result: AppendResult | None = None
     key: Hashable = None
+    record_errors: tuple[RecordError, ...] = ()
+    """The records that made the batch fail (INVALID_TIMESTAMP), for the response's record_errors."""
 
 
 class ProduceService:
@@ -148,6 +151,9 @@ class ProduceService:
             partition = self._partition_for_append(request, data)
             outcome.key = partition.key
             outcome.result = partition.append_records(data.records, required_acks=request.acks, now_ms=now_ms)
+        except RecordValidationError as exc:
+            outcome.error_code, outcome.message = exc.code, exc.message
+            outcome.record_errors = exc.record_errors
         except KafkaError as exc:
             outcome.error_code, outcome.message = exc.code, exc.message
         except Exception:

@@ -1,22 +1,74 @@
 """Checks of the one record batch a Produce v3+ partition carries, with Kafka's error codes.
 
 Header-only, except :func:`verify_crc` for the paths that answer without appending (the log
-verifies the CRC while it copies the batch otherwise), and :func:`conform_to_topic_codec`, which
+verifies the CRC while it copies the batch otherwise), :func:`conform_to_topic_codec`, which
 recompresses a batch whose codec is not the topic's ``compression.type`` (Kafka's leader does the
-same in ``LogValidator``). With ``compression.type=producer``, the default, or a batch already in
-the topic's codec, the batch is appended as it came: the hot path costs one comparison.
+same in ``LogValidator``), and :func:`check_timestamps` when a topic bounds how old a record may
+be. With ``compression.type=producer``, the default, or a batch already in the topic's codec, the
+batch is appended as it came: the hot path costs one comparison.
+
+Timestamp bounds (Kafka's ``LogValidator.validateTimestamp``, KIP-937): on a CreateTime topic a
+record whose timestamp is more than ``message.timestamp.after.max.ms`` ahead of the broker's clock,
+or more than ``message.timestamp.before.max.ms`` behind it, makes the whole batch INVALID_TIMESTAMP,
+with Kafka's partition message and one record error per offending record (batch index and
+``Timestamp T of message with offset O is out of range. The timestamp should be within [L, U]``).
+A record without a timestamp (-1) is not checked. LogAppendTime topics check nothing about the
+values (the broker stamps its own time), but, as in Kafka, refuse a batch whose producer set the
+LogAppendTime attribute. The batch header's MaxTimestamp decides the "after" bound, so the hot path
+decodes nothing; only a topic whose ``before.max.ms`` is not the default (Long.MAX, no bound) has
+its records' timestamps decoded, with the columnar decoder, to find the oldest. A refused batch is
+decoded once more to name its records.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.errors import CorruptRecordError, UnsupportedMagicError
-from protocol.records.batch import RecordBatchHeader, read_header, verify_batch
+from protocol.records.batch import NO_TIMESTAMP, RecordBatchHeader, read_header, verify_batch
+from protocol.records.columnar import (
+    FIELDS_PER_RECORD,
+    KEY_LENGTH,
+    OFFSET_DELTA,
+    TIMESTAMP_DELTA,
+    VALUE_LENGTH,
+    RecordColumns,
+    decode_batch_columns,
+)
 from protocol.records.compression import CompressionType
 from protocol.records.recompress import InnerOffsetError, recompress_batch
-from storage.config import COMPRESSION_PRODUCER, LogConfig
+from storage.config import COMPRESSION_PRODUCER, LONG_MAX, LogConfig
 
-__all__ = ["conform_to_topic_codec", "read_single_batch", "verify_crc"]
+__all__ = [
+    "INVALID_TIMESTAMP_MESSAGE",
+    "RecordError",
+    "RecordValidationError",
+    "check_timestamps",
+    "conform_to_topic_codec",
+    "read_single_batch",
+    "verify_crc",
+]
+
+INVALID_TIMESTAMP_MESSAGE = "One or more records have been rejected due to invalid timestamp"
+"""The partition's error message for INVALID_TIMESTAMP, Kafka's ``InvalidTimestampException`` text."""
+
+
+class RecordError(NamedTuple):
+    """One refused record: its index in the batch and why (ProduceResponse ``record_errors``, v8+)."""
+
+    batch_index: int
+    message: str | None
+
+
+class RecordValidationError(KafkaError):
+    """A batch refused because of some of its records, named in ``record_errors`` (Kafka's
+    ``RecordValidationException``)."""
+
+    def __init__(self, code: ErrorCode, message: str, record_errors: Sequence[RecordError]) -> None:
+        super().__init__(code, message)
+        self.record_errors = tuple(record_errors)
 
 
 def read_single_batch(data: bytes | bytearray | memoryview) -> RecordBatchHeader:
@@ -102,3 +154,111 @@ def _level(codec: CompressionType, config: LogConfig) -> int | None:
     if codec == CompressionType.ZSTD:
         return config.compression_zstd_level
     return None
+
+
+# -- timestamp bounds ------------------------------------------------------------------------------
+
+
+def check_timestamps(
+    data: bytes | bytearray | memoryview, header: RecordBatchHeader, config: LogConfig, now_ms: int
+) -> None:
+    """INVALID_TIMESTAMP unless every record's timestamp is within the topic's bounds of ``now_ms``.
+
+    ``now_ms`` is the produce path's clock. See the module docstring for the rules; a batch whose
+    records cannot be decoded (only looked at when the bounds need them) is CORRUPT_MESSAGE.
+    """
+    if header.is_log_append_time:
+        # Every record's timestamp is MaxTimestamp; Kafka refuses the batch on a LogAppendTime topic
+        # and, on a CreateTime one, if that is -1 or out of bounds. Producers never send these.
+        _check_each_record(data, header, config, now_ms)
+        return
+    if config.log_append_time:
+        return
+    if header.max_timestamp - now_ms > config.message_timestamp_after_max_ms:
+        _check_each_record(data, header, config, now_ms)
+    before = config.message_timestamp_before_max_ms
+    if before == LONG_MAX:
+        return
+    columns = _columns(data)
+    deltas = columns.fields[TIMESTAMP_DELTA::FIELDS_PER_RECORD]
+    if not deltas:
+        return
+    base = header.base_timestamp
+    oldest = base + min(deltas)
+    if oldest == NO_TIMESTAMP:  # records without a timestamp are not checked
+        oldest = min((base + d for d in deltas if base + d != NO_TIMESTAMP), default=now_ms)
+    if now_ms - oldest > before or base + max(deltas) - now_ms > config.message_timestamp_after_max_ms:
+        _check_each_record(data, header, config, now_ms, columns)
+
+
+def _columns(data: bytes | bytearray | memoryview) -> RecordColumns:
+    """The batch's records as columns; the CRC is left to the log (or to :func:`_check_each_record`)."""
+    try:
+        return decode_batch_columns(data, 0, verify_crc=False)[1]
+    except CorruptRecordError as exc:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+
+
+def _check_each_record(
+    data: bytes | bytearray | memoryview,
+    header: RecordBatchHeader,
+    config: LogConfig,
+    now_ms: int,
+    columns: RecordColumns | None = None,
+) -> None:
+    """Kafka's check record by record: INVALID_TIMESTAMP naming each refused record (the CRC is
+    checked first, so a corrupt batch stays CORRUPT_MESSAGE); returns if none is refused."""
+    verify_crc(data)
+    if columns is None:
+        columns = _columns(data)
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
+    bounds = f"[{_java_long(now_ms - before)}, {_java_long(now_ms + after)}]"
+    create_time = not config.log_append_time
+    producer_log_append_time = header.is_log_append_time
+    fields = columns.fields
+    errors: list[RecordError] = []
+    for index in range(columns.count):
+        row = index * FIELDS_PER_RECORD
+        offset = header.base_offset + fields[row + OFFSET_DELTA]
+        if producer_log_append_time:
+            timestamp = header.max_timestamp  # what Kafka's readers report for such a batch
+        else:
+            timestamp = header.base_timestamp + fields[row + TIMESTAMP_DELTA]
+        if create_time and timestamp != NO_TIMESTAMP:
+            if now_ms - timestamp > before or timestamp - now_ms > after:
+                errors.append(
+                    RecordError(
+                        index,
+                        f"Timestamp {timestamp} of message with offset {offset} is out of range. "
+                        f"The timestamp should be within {bounds}",
+                    )
+                )
+        elif producer_log_append_time:
+            record = (
+                f"DefaultRecord(offset={offset}, timestamp={timestamp}, "
+                f"key={max(fields[row + KEY_LENGTH], 0)} bytes, "
+                f"value={max(fields[row + VALUE_LENGTH], 0)} bytes)"
+            )
+            errors.append(
+                RecordError(
+                    index,
+                    f"Invalid timestamp type in message {record}. Producer should not set timestamp "
+                    "type to LogAppendTime.",
+                )
+            )
+    if errors:
+        raise RecordValidationError(ErrorCode.INVALID_TIMESTAMP, INVALID_TIMESTAMP_MESSAGE, errors)
+    if header.max_timestamp - now_ms > after:
+        # No record is beyond the bound but the header says one is: Kafka would rewrite MaxTimestamp,
+        # kipling stores headers as they come, so it refuses the batch rather than keep a wrong one.
+        raise KafkaError(
+            ErrorCode.INVALID_TIMESTAMP,
+            f"MaxTimestamp {header.max_timestamp} of the record batch is out of range. The timestamp "
+            f"should be within {bounds}",
+        )
+
+
+def _java_long(value: int) -> int:
+    """``value`` as Java's long arithmetic gives it (a bound of now + Long.MAX wraps, as in Kafka)."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)

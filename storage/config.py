@@ -3,8 +3,9 @@
 The broker resolves topic overrides against its ``log.*`` defaults and hands a :class:`LogConfig` to
 each :class:`~storage.log.PartitionLog`; the log never reads server properties itself. Field names
 are Kafka's keys with dots turned into underscores (``segment.index.bytes`` is ``max_index_size``,
-as Kafka's ``LogConfig.maxIndexSize``). The compression keys are carried for the leader's produce
-path, which recompresses a batch whose codec differs from ``compression.type`` before the append;
+as Kafka's ``LogConfig.maxIndexSize``). The compression and timestamp-bound keys are carried for the
+leader's produce path, which recompresses a batch whose codec differs from ``compression.type`` and
+refuses CreateTime records outside ``message.timestamp.{before,after}.max.ms`` before the append;
 the log itself stores batches as it is given them.
 """
 
@@ -40,6 +41,8 @@ _PROPERTY_TO_FIELD = {
     "flush.ms": "flush_ms",
     "max.message.bytes": "max_message_bytes",
     "message.timestamp.type": "message_timestamp_type",
+    "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+    "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
     "file.delete.delay.ms": "file_delete_delay_ms",
     "compression.type": "compression_type",
     "compression.gzip.level": "compression_gzip_level",
@@ -62,6 +65,8 @@ _INT_BOUNDS: dict[str, tuple[int, int]] = {
     "flush_ms": (0, LONG_MAX),
     "max_message_bytes": (0, INT_MAX),
     "file_delete_delay_ms": (0, LONG_MAX),
+    "message_timestamp_before_max_ms": (0, LONG_MAX),
+    "message_timestamp_after_max_ms": (0, LONG_MAX),
     "compression_gzip_level": (GZIP_DEFAULT_LEVEL, 9),
     "compression_lz4_level": (1, 17),
     "compression_zstd_level": (-131072, 22),
@@ -83,6 +88,8 @@ class LogConfig:
     flush_ms: int = LONG_MAX
     max_message_bytes: int = 1048588
     message_timestamp_type: str = CREATE_TIME
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3600000
     file_delete_delay_ms: int = 60000
     compression_type: str = COMPRESSION_PRODUCER
     compression_gzip_level: int = GZIP_DEFAULT_LEVEL

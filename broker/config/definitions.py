@@ -396,12 +396,12 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     ConfigDef("log.message.timestamp.type", T.STRING, CREATE_TIME, M, "Whether record timestamps are "
               "the producer's (CreateTime) or the broker's append time (LogAppendTime).",
               OneOf((CREATE_TIME, LOG_APPEND_TIME)), topic_name="message.timestamp.type"),
-    ConfigDef("log.message.timestamp.before.max.ms", T.LONG, LONG_MAX, M, "Accepted, not yet acted "
-              "on: Kafka refuses a CreateTime record this much older than the broker's clock.",
-              at_least(0), topic_name="message.timestamp.before.max.ms", ignored=True),
-    ConfigDef("log.message.timestamp.after.max.ms", T.LONG, 3600000, M, "Accepted, not yet acted on: "
-              "Kafka refuses a CreateTime record this much ahead of the broker's clock.", at_least(0),
-              topic_name="message.timestamp.after.max.ms", ignored=True),
+    ConfigDef("log.message.timestamp.before.max.ms", T.LONG, LONG_MAX, M, "Produce refuses "
+              "(INVALID_TIMESTAMP) a CreateTime record more than this much older than the broker's "
+              "clock.", at_least(0), topic_name="message.timestamp.before.max.ms"),
+    ConfigDef("log.message.timestamp.after.max.ms", T.LONG, 3600000, M, "Produce refuses "
+              "(INVALID_TIMESTAMP) a CreateTime record more than this much ahead of the broker's "
+              "clock.", at_least(0), topic_name="message.timestamp.after.max.ms"),
     ConfigDef("log.preallocate", T.BOOLEAN, False, M, "Accepted, not yet acted on: Kafka preallocates "
               "each new segment file to its full size.", topic_name="preallocate", ignored=True),
     # -- compression
@@ -633,10 +633,11 @@ TOPIC_DEFINITIONS: tuple[TopicConfigDef, ...] = (
                    "may get before it is compacted.", at_least(1), acted_on=False),
     TopicConfigDef("max.message.bytes", T.INT, "Largest record batch the topic accepts, after "
                    "compression.", at_least(0)),
-    TopicConfigDef("message.timestamp.after.max.ms", T.LONG, f"{_NOT_YET}: Kafka refuses a CreateTime "
-                   "record this much ahead of the broker's clock.", at_least(0), acted_on=False),
-    TopicConfigDef("message.timestamp.before.max.ms", T.LONG, f"{_NOT_YET}: Kafka refuses a CreateTime "
-                   "record this much older than the broker's clock.", at_least(0), acted_on=False),
+    TopicConfigDef("message.timestamp.after.max.ms", T.LONG, "Produce refuses (INVALID_TIMESTAMP) a "
+                   "CreateTime record more than this much ahead of the broker's clock.", at_least(0)),
+    TopicConfigDef("message.timestamp.before.max.ms", T.LONG, "Produce refuses (INVALID_TIMESTAMP) a "
+                   "CreateTime record more than this much older than the broker's clock.",
+                   at_least(0)),
     TopicConfigDef("message.timestamp.type", T.STRING, "CreateTime keeps the producer's timestamps, "
                    "LogAppendTime replaces them with the broker's clock.",
                    OneOf((CREATE_TIME, LOG_APPEND_TIME))),

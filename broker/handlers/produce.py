@@ -76,7 +76,10 @@ class ProduceHandler(Handler):
             "base_offset": result.base_offset if result is not None else UNKNOWN_OFFSET,
             "log_append_time_ms": result.log_append_time_ms if result is not None else NO_TIMESTAMP,
             "log_start_offset": result.log_start_offset if result is not None else UNKNOWN_OFFSET,
-            "record_errors": [],
+            "record_errors": [
+                {"batch_index": e.batch_index, "batch_index_error_message": e.message}
+                for e in outcome.record_errors
+            ],
             "error_message": outcome.message if outcome.error_code is not ErrorCode.NONE else None,
         }
         if outcome.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER and version >= CURRENT_LEADER_VERSION:

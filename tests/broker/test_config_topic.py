@@ -409,8 +409,6 @@ def test_keys_not_acted_on_are_marked_so_everywhere() -> None:
         "local.retention.bytes",
         "local.retention.ms",
         "max.compaction.lag.ms",
-        "message.timestamp.after.max.ms",
-        "message.timestamp.before.max.ms",
         "min.cleanable.dirty.ratio",
         "min.compaction.lag.ms",
         "preallocate",

@@ -278,6 +278,31 @@ async def test_idempotent_retries(env: ProduceEnv, version: int) -> None:
     assert results[("orders", 0)].error_code == ErrorCode.INVALID_PRODUCER_EPOCH
 
 
+@pytest.mark.parametrize("version", [3, 8, 11])
+async def test_a_record_too_far_ahead_is_invalid_timestamp(env: ProduceEnv, version: int) -> None:
+    """message.timestamp.after.max.ms (one hour by default) against the produce path's clock."""
+    hour = 3_600_000
+    ahead = build_batch([Record(b"now", timestamp=NOW), Record(b"later", timestamp=NOW + 2 * hour)])
+    body = produce_body([("orders", 0, ahead), ("orders", 1, batch())])
+    results = partition_results(await call(env.handler, version, body))
+    refused = results[("orders", 0)]
+    assert (refused.error_code, refused.base_offset) == (ErrorCode.INVALID_TIMESTAMP, -1)
+    assert results[("orders", 1)].error_code == NONE  # the other partition of the request is appended
+    assert env.replicas.get_partition("orders", 0).log_end_offset == 0  # type: ignore[union-attr]
+    if version >= 8:
+        assert refused.error_message == "One or more records have been rejected due to invalid timestamp"
+        assert [(e.batch_index, e.batch_index_error_message) for e in refused.record_errors] == [
+            (
+                1,
+                f"Timestamp {NOW + 2 * hour} of message with offset 1 is out of range. The timestamp "
+                f"should be within [{NOW - 9223372036854775807}, {NOW + hour}]",
+            )
+        ]
+    env.clock.advance(hour)  # the service reads its injected clock for each request
+    results = partition_results(await call(env.handler, version, produce_body([("orders", 0, ahead)])))
+    assert results[("orders", 0)].error_code == NONE
+
+
 async def test_not_leader_reports_the_current_leader(tmp_path: pathlib.Path) -> None:
     env = produce_env(tmp_path, shared_topics())
     for version, expected in ((9, (-1, -1)), (10, (2, 7))):

@@ -165,3 +165,31 @@ def test_timestamps_and_offsets_for_times(broker: BrokerProcess) -> None:
         consumer.close()
     consumed = consume_kafka_python(broker.bootstrap, topic, 1, 100)
     assert [(r.offset, r.timestamp) for r in consumed] == [(i, base + 1000 * i) for i in range(100)]
+
+
+def test_a_record_two_hours_ahead_is_refused(broker: BrokerProcess) -> None:
+    """message.timestamp.after.max.ms (one hour by default): the send fails with INVALID_TIMESTAMP and
+    nothing is appended; a record half an hour ahead goes through.
+
+    kafka-python's idempotent producer treats the error as fatal and fails every later send, so the
+    accepted record goes through a producer of its own.
+    """
+    from kafka import KafkaProducer
+    from kafka.errors import InvalidTimestampError
+
+    topic = unique_topic("kp-future")
+    create_topic(broker.bootstrap, topic, 1)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    try:
+        future = producer.send(topic, value=b"late", partition=0, timestamp_ms=now_ms() + 2 * 3_600_000)
+        with pytest.raises(InvalidTimestampError):
+            future.get(timeout=30)
+    finally:
+        producer.close()
+    assert end_offsets(broker.bootstrap, topic, 1) == {0: 0}
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    try:
+        within = producer.send(topic, value=b"soon", partition=0, timestamp_ms=now_ms() + 1_800_000)
+        assert within.get(timeout=30).offset == 0
+    finally:
+        producer.close()
