@@ -82,7 +82,12 @@ _GZIP_LEVEL = 6
 """Java's ``GZIPOutputStream`` default (``Deflater.DEFAULT_COMPRESSION``)."""
 _GZIP_DEFAULT_LEVEL = -1
 """Kafka's ``compression.gzip.level`` for zlib's default level."""
+_LZ4_KAFKA_DEFAULT_LEVEL = 9
+"""Kafka's ``compression.lz4.level`` default, the one level Kafka compresses with lz4's fast mode."""
+_LZ4_FAST = 0
+"""python-lz4 frame level for lz4's fast compressor (frame levels below ``COMPRESSIONLEVEL_MINHC``)."""
 _LZ4_HC_MAX_LEVEL = 12
+"""LZ4 HC's highest level; lz4 clamps higher ones (lz4-java's native HC compressor included)."""
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 """zlib window bits that select the gzip wrapper."""
 
@@ -145,16 +150,28 @@ def _compress_snappy(data: Buffer, level: int | None = None) -> bytes:
 
 def _compress_lz4(data: Buffer, level: int | None = None) -> bytes:
     # Kafka's reader rejects dependent (linked) blocks; it writes 64 KiB blocks, no content size.
-    # Kafka's level 1 is lz4's fast compressor, higher ones LZ4 HC (whose levels stop at 12).
-    compression_level = 0 if level is None or level <= 1 else min(level, _LZ4_HC_MAX_LEVEL)
     return lz4.frame.compress(
         data,
-        compression_level=compression_level,
+        compression_level=_lz4_frame_level(level),
         block_size=lz4.frame.BLOCKSIZE_MAX64KB,
         block_linked=False,
         content_checksum=False,
         store_size=False,
     )
+
+
+def _lz4_frame_level(level: int | None) -> int:
+    """The python-lz4 frame level for Kafka's ``compression.lz4.level``.
+
+    Kafka's ``Lz4BlockOutputStream`` keeps lz4-java's fast compressor for the default level, 9 (for
+    backward compatibility, since KIP-390), and uses LZ4 HC at the given level for every other one,
+    1 to 17 (lz4 stops at 12). The lz4 frame API gives fast mode below ``COMPRESSIONLEVEL_MINHC``
+    (3), so HC levels 1 and 2 become HC 3, the nearest it offers. ``None`` (no level asked for, as
+    the Java producer by default) is fast mode too.
+    """
+    if level is None or level == _LZ4_KAFKA_DEFAULT_LEVEL:
+        return _LZ4_FAST
+    return min(max(level, lz4.frame.COMPRESSIONLEVEL_MINHC), _LZ4_HC_MAX_LEVEL)
 
 
 def _compress_zstd(data: Buffer, level: int | None = None) -> bytes:

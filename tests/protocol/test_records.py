@@ -488,6 +488,32 @@ def test_lz4_uses_independent_64k_blocks_without_content_size() -> None:
     assert lz4.frame.decompress(data) == PAYLOAD
 
 
+def test_lz4_levels_select_the_compressor_kafka_uses() -> None:
+    """Kafka's Lz4BlockOutputStream: lz4's fast compressor for the default level, 9, and LZ4 HC at the
+    given level for every other one (1 and 2 become HC 3, the lowest of lz4's frame API; HC stops at 12)."""
+    records = b"".join(b"record %d value %d " % (i, i * 7919 % 1000) for i in range(20_000))
+
+    def frame(level: int) -> bytes:
+        return lz4.frame.compress(
+            records,
+            compression_level=level,
+            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+            block_linked=False,
+            content_checksum=False,
+            store_size=False,
+        )
+
+    fast = frame(0)
+    assert compress(CompressionType.LZ4, records) == fast  # no level: the Java producer's default
+    assert compress(CompressionType.LZ4, records, 9) == fast
+    expected = {1: 3, 2: 3, 3: 3, 8: 8, 10: 10, 12: 12, 13: 12, 17: 12}
+    for level, hc_level in expected.items():
+        compressed = compress(CompressionType.LZ4, records, level)
+        assert compressed == frame(hc_level), level
+        assert len(compressed) < len(fast), level
+        assert decompress(CompressionType.LZ4, compressed, len(records)) == records
+
+
 def test_zstd_streaming_frames_without_content_size() -> None:
     writer = zstandard.ZstdCompressor(write_content_size=False).compressobj()
     streamed = writer.compress(PAYLOAD) + writer.flush()
