@@ -668,13 +668,40 @@ async def alter_topics(admin: AdminClient, pattern: str, partitions: int, *, if_
     """Raise the partition count of every topic matching ``pattern`` to ``partitions``, as
     kafka-topics.sh --alter does (silently on success). A count that is not an increase is refused by
     the broker with INVALID_PARTITIONS and Kafka's message."""
+    _, names = await _matching_topics(admin, pattern, if_exists)
+    if names:
+        results = await admin.create_partitions({name: partitions for name in names})
+        _check_topic_results(names, results, if_exists)
+    return 0
+
+
+async def delete_topics(admin: AdminClient, pattern: str, *, if_exists: bool = False) -> int:
+    """Delete every topic matching ``pattern``; kafka-topics.sh prints nothing on success."""
+    topics, names = await _matching_topics(admin, pattern, if_exists)
+    internal = [n for n in names if topics[n].is_internal]
+    if internal:
+        raise TopicCommandError(
+            f"Topic {internal[0]} is a kafka internal topic and is not allowed to be marked for deletion."
+        )
+    if names:
+        _check_topic_results(names, await admin.delete_topics(names), if_exists)
+    return 0
+
+
+async def _matching_topics(
+    admin: AdminClient, pattern: str, if_exists: bool
+) -> tuple[dict[str, TopicDescription], list[str]]:
+    """The cluster's topics and the names matching ``pattern``; kafka-topics.sh's error when none
+    does, unless ``--if-exists`` (then no names)."""
     topics = _listed(await admin.metadata(), exclude_internal=False)
     names = matching(topics, pattern)
-    if not names:
-        if if_exists:
-            return 0
+    if not names and not if_exists:
         raise TopicCommandError(f"Topic '{pattern}' does not exist as expected")
-    results = await admin.create_partitions({name: partitions for name in names})
+    return topics, names
+
+
+def _check_topic_results(names: Sequence[str], results: Mapping[str, Any], if_exists: bool) -> None:
+    """Raise the first topic's error; a topic gone meanwhile is skipped with ``--if-exists``."""
     for name in names:
         result = results.get(name)
         if result is None:
@@ -685,32 +712,6 @@ async def alter_topics(admin: AdminClient, pattern: str, partitions: int, *, if_
             raise TopicCommandError(f"Topic '{name}' does not exist as expected")
         if result.error is not ErrorCode.NONE:
             raise KafkaResponseError(result.error, result.message)
-    return 0
-
-
-async def delete_topics(admin: AdminClient, pattern: str, *, if_exists: bool = False) -> int:
-    """Delete every topic matching ``pattern``; kafka-topics.sh prints nothing on success."""
-    topics = _listed(await admin.metadata(), exclude_internal=False)
-    names = matching(topics, pattern)
-    if not names:
-        if if_exists:
-            return 0
-        raise TopicCommandError(f"Topic '{pattern}' does not exist as expected")
-    internal = [n for n in names if topics[n].is_internal]
-    if internal:
-        raise TopicCommandError(
-            f"Topic {internal[0]} is a kafka internal topic and is not allowed to be marked for deletion."
-        )
-    results = await admin.delete_topics(names)
-    for name in names:
-        result = results.get(name)
-        if result is None:
-            raise KafkaResponseError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no result for topic {name}")
-        if result.error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and if_exists:
-            continue
-        if result.error is not ErrorCode.NONE:
-            raise KafkaResponseError(result.error, result.message)
-    return 0
 
 
 def new_topic(args: argparse.Namespace) -> NewTopic:
