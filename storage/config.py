@@ -15,6 +15,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from protocol.records.compression import (
+    GZIP_DEFAULT_LEVEL,
+    GZIP_MAX_LEVEL,
+    GZIP_MIN_LEVEL,
+    LZ4_DEFAULT_LEVEL,
+    LZ4_MAX_LEVEL,
+    LZ4_MIN_LEVEL,
+    ZSTD_DEFAULT_LEVEL,
+    ZSTD_MAX_LEVEL,
+    ZSTD_MIN_LEVEL,
+)
+
 LONG_MAX = 9223372036854775807
 INT_MAX = 2147483647
 CREATE_TIME = "CreateTime"
@@ -26,8 +38,6 @@ MIN_INDEX_BYTES = 4
 COMPRESSION_PRODUCER = "producer"
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", COMPRESSION_PRODUCER)
 """Kafka's ``BrokerCompressionType`` names: the codecs, plus ``producer`` (keep the producer's)."""
-GZIP_DEFAULT_LEVEL = -1
-"""Kafka's ``compression.gzip.level`` default (``Deflater.DEFAULT_COMPRESSION``); otherwise 1 to 9."""
 
 _PROPERTY_TO_FIELD = {
     "segment.bytes": "segment_bytes",
@@ -67,9 +77,9 @@ _INT_BOUNDS: dict[str, tuple[int, int]] = {
     "file_delete_delay_ms": (0, LONG_MAX),
     "message_timestamp_before_max_ms": (0, LONG_MAX),
     "message_timestamp_after_max_ms": (0, LONG_MAX),
-    "compression_gzip_level": (GZIP_DEFAULT_LEVEL, 9),
-    "compression_lz4_level": (1, 17),
-    "compression_zstd_level": (-131072, 22),
+    "compression_gzip_level": (GZIP_DEFAULT_LEVEL, GZIP_MAX_LEVEL),
+    "compression_lz4_level": (LZ4_MIN_LEVEL, LZ4_MAX_LEVEL),
+    "compression_zstd_level": (ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL),
 }
 
 
@@ -93,8 +103,8 @@ class LogConfig:
     file_delete_delay_ms: int = 60000
     compression_type: str = COMPRESSION_PRODUCER
     compression_gzip_level: int = GZIP_DEFAULT_LEVEL
-    compression_lz4_level: int = 9
-    compression_zstd_level: int = 3
+    compression_lz4_level: int = LZ4_DEFAULT_LEVEL
+    compression_zstd_level: int = ZSTD_DEFAULT_LEVEL
 
     def __post_init__(self) -> None:
         for name, (low, high) in _INT_BOUNDS.items():
@@ -110,7 +120,10 @@ class LogConfig:
                 f"got {self.compression_type!r}"
             )
         if self.compression_gzip_level == 0:
-            raise ValueError("compression.gzip.level must be -1 or in [1, 9], got 0")
+            raise ValueError(
+                f"compression.gzip.level must be {GZIP_DEFAULT_LEVEL} or in [{GZIP_MIN_LEVEL}, "
+                f"{GZIP_MAX_LEVEL}], got 0"
+            )
 
     @property
     def log_append_time(self) -> bool:

@@ -21,6 +21,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum, IntEnum, StrEnum
 
+from protocol.records.compression import (
+    GZIP_DEFAULT_LEVEL,
+    GZIP_MAX_LEVEL,
+    GZIP_MIN_LEVEL,
+    LZ4_DEFAULT_LEVEL,
+    LZ4_MAX_LEVEL,
+    LZ4_MIN_LEVEL,
+    ZSTD_DEFAULT_LEVEL,
+    ZSTD_MAX_LEVEL,
+    ZSTD_MIN_LEVEL,
+)
 from storage.config import COMPRESSION_PRODUCER, COMPRESSION_TYPES
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
@@ -323,6 +334,13 @@ H, M, L = Importance.HIGH, Importance.MEDIUM, Importance.LOW
 T = ConfigType
 
 # fmt: off
+_GZIP_LEVELS = AnyRange(
+    (Range(GZIP_DEFAULT_LEVEL, GZIP_DEFAULT_LEVEL), Range(GZIP_MIN_LEVEL, GZIP_MAX_LEVEL))
+)
+_LZ4_LEVELS = Range(LZ4_MIN_LEVEL, LZ4_MAX_LEVEL)
+_ZSTD_LEVELS = Range(ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL)
+"""The ``compression.<codec>.level`` ranges, for the broker keys and the topic keys alike."""
+
 DEFINITIONS: tuple[ConfigDef, ...] = (
     # -- node identity and roles
     ConfigDef("node.id", T.INT, 1, H, "Id of this node; unique in the cluster. broker.id is accepted as "
@@ -409,13 +427,13 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
               "producer keeps each batch as the producer compressed it; uncompressed, gzip, snappy, lz4 "
               "or zstd make the leader recompress a batch that uses another codec.",
               OneOf(COMPRESSION_TYPES), topic_name="compression.type"),
-    ConfigDef("compression.gzip.level", T.INT, -1, M, "gzip level of batches the broker recompresses "
-              "to gzip; -1 is the codec's default (6).", AnyRange((Range(-1, -1), Range(1, 9))),
+    ConfigDef("compression.gzip.level", T.INT, GZIP_DEFAULT_LEVEL, M, "gzip level of batches the "
+              "broker recompresses to gzip; -1 is the codec's default (6).", _GZIP_LEVELS,
               topic_name="compression.gzip.level"),
-    ConfigDef("compression.lz4.level", T.INT, 9, M, "lz4 level of batches the broker recompresses to "
-              "lz4.", Range(1, 17), topic_name="compression.lz4.level"),
-    ConfigDef("compression.zstd.level", T.INT, 3, M, "zstd level of batches the broker recompresses "
-              "to zstd.", Range(-131072, 22), topic_name="compression.zstd.level"),
+    ConfigDef("compression.lz4.level", T.INT, LZ4_DEFAULT_LEVEL, M, "lz4 level of batches the broker "
+              "recompresses to lz4.", _LZ4_LEVELS, topic_name="compression.lz4.level"),
+    ConfigDef("compression.zstd.level", T.INT, ZSTD_DEFAULT_LEVEL, M, "zstd level of batches the "
+              "broker recompresses to zstd.", _ZSTD_LEVELS, topic_name="compression.zstd.level"),
     # -- retention and deletion
     ConfigDef("log.retention.ms", T.LONG, None, H, "Delete segments whose newest record is older than "
               "this; any negative value keeps them forever. Unset: log.retention.minutes.",
@@ -600,14 +618,14 @@ TOPIC_DEFINITIONS: tuple[TopicConfigDef, ...] = (
                    "accepted but not implemented, and without delete nothing is ever removed.",
                    SubsetOf((CLEANUP_COMPACT, CLEANUP_DELETE))),
     TopicConfigDef("compression.gzip.level", T.INT, "gzip level of batches the leader recompresses to "
-                   "gzip; -1 is the codec's default.", AnyRange((Range(-1, -1), Range(1, 9)))),
+                   "gzip; -1 is the codec's default.", _GZIP_LEVELS),
     TopicConfigDef("compression.lz4.level", T.INT, "lz4 level of batches the leader recompresses to "
-                   "lz4.", Range(1, 17)),
+                   "lz4.", _LZ4_LEVELS),
     TopicConfigDef("compression.type", T.STRING, "Codec of the stored batches: producer keeps the "
                    "producer's; uncompressed, gzip, snappy, lz4 or zstd make the leader recompress "
                    "batches that use another codec.", OneOf(COMPRESSION_TYPES)),
     TopicConfigDef("compression.zstd.level", T.INT, "zstd level of batches the leader recompresses to "
-                   "zstd.", Range(-131072, 22)),
+                   "zstd.", _ZSTD_LEVELS),
     TopicConfigDef("delete.retention.ms", T.LONG, f"{_NOT_YET} (no compaction): how long tombstones "
                    "stay in a compacted log.", at_least(0), acted_on=False),
     TopicConfigDef("file.delete.delay.ms", T.LONG, "How long a removed segment stays on disk before "

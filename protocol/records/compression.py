@@ -80,10 +80,17 @@ _CODEC_ERRORS: tuple[type[BaseException], ...] = (
 
 _GZIP_LEVEL = 6
 """Java's ``GZIPOutputStream`` default (``Deflater.DEFAULT_COMPRESSION``)."""
-_GZIP_DEFAULT_LEVEL = -1
-"""Kafka's ``compression.gzip.level`` for zlib's default level."""
-_LZ4_KAFKA_DEFAULT_LEVEL = 9
-"""Kafka's ``compression.lz4.level`` default, the one level Kafka compresses with lz4's fast mode."""
+# Kafka's ``compression.<codec>.level`` keys: their defaults and ranges, declared once here (the
+# broker's config definitions and the partition LogConfig take them from these).
+GZIP_DEFAULT_LEVEL = -1
+"""zlib's default level (``Deflater.DEFAULT_COMPRESSION``); otherwise 1 to :data:`GZIP_MAX_LEVEL`."""
+GZIP_MIN_LEVEL, GZIP_MAX_LEVEL = 1, 9
+LZ4_DEFAULT_LEVEL = 9
+"""The one level Kafka compresses with lz4's fast mode; the others select LZ4 HC."""
+LZ4_MIN_LEVEL, LZ4_MAX_LEVEL = 1, 17
+ZSTD_DEFAULT_LEVEL = 3
+"""Also the Java client's level when none is given."""
+ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL = -131072, 22
 _LZ4_FAST = 0
 """python-lz4 frame level for lz4's fast compressor (frame levels below ``COMPRESSIONLEVEL_MINHC``)."""
 _LZ4_HC_MAX_LEVEL = 12
@@ -99,8 +106,6 @@ _XERIAL_BLOCK_SIZE = 32 * 1024
 """xerial ``SnappyOutputStream``'s default block size, used by the Java client."""
 _INT32 = struct.Struct(">i")
 
-_ZSTD_LEVEL = 3
-"""Kafka's default ``compression.zstd.level``."""
 _ZSTD_MIN_WINDOW = 1 << 23
 """Smallest zstd window accepted whatever ``max_size`` is: real producers declare up to 8 MiB."""
 _ZSTD_MAX_WINDOW = 1 << 31
@@ -132,7 +137,7 @@ def _compress_none(data: Buffer, level: int | None = None) -> bytes:
 
 def _compress_gzip(data: Buffer, level: int | None = None) -> bytes:
     # mtime=0 keeps the output a pure function of the input (reproducible batches and CRCs).
-    compresslevel = _GZIP_LEVEL if level is None or level == _GZIP_DEFAULT_LEVEL else level
+    compresslevel = _GZIP_LEVEL if level is None or level == GZIP_DEFAULT_LEVEL else level
     return gzip.compress(data, compresslevel=compresslevel, mtime=0)
 
 
@@ -169,13 +174,13 @@ def _lz4_frame_level(level: int | None) -> int:
     (3), so HC levels 1 and 2 become HC 3, the nearest it offers. ``None`` (no level asked for, as
     the Java producer by default) is fast mode too.
     """
-    if level is None or level == _LZ4_KAFKA_DEFAULT_LEVEL:
+    if level is None or level == LZ4_DEFAULT_LEVEL:
         return _LZ4_FAST
     return min(max(level, lz4.frame.COMPRESSIONLEVEL_MINHC), _LZ4_HC_MAX_LEVEL)
 
 
 def _compress_zstd(data: Buffer, level: int | None = None) -> bytes:
-    return zstandard.ZstdCompressor(level=_ZSTD_LEVEL if level is None else level).compress(data)
+    return zstandard.ZstdCompressor(level=ZSTD_DEFAULT_LEVEL if level is None else level).compress(data)
 
 
 # ---------------------------------------------------------------------------------------------
