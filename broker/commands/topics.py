@@ -285,7 +285,7 @@ class PartitionLeaders:
         if not auto_create:
             return self._loaded(await self.cluster.metadata([self.topic]))
         deadline = time.monotonic() + wait_s
-        delay = self.backoff_s
+        attempts = 0
         creating = False
         while True:
             metadata = await self.cluster.metadata([self.topic], allow_auto_topic_creation=True)
@@ -312,8 +312,8 @@ class PartitionLeaders:
                     code, f"Topic {self.topic} not present in metadata after {round(wait_s * 1000)} ms"
                 )
             creating = True
-            await asyncio.sleep(max(min(delay, remaining), 0))
-            delay = min(delay * 2, self.backoff_max_s)
+            await asyncio.sleep(max(min(self._backoff_s(attempts), remaining), 0))
+            attempts += 1
 
     def _loaded(self, metadata: ClusterMetadata) -> TopicDescription:
         topic = metadata.topics.get(self.topic)
@@ -329,13 +329,17 @@ class PartitionLeaders:
         async with self._lock:
             if self.generation != seen_generation:
                 return
-            delay = min(self.backoff_s * 2**self.failures, self.backoff_max_s)
+            delay = self._backoff_s(self.failures)
             self.failures += 1
             await asyncio.sleep(delay)
             try:
                 await self.load()
             except ClientError as exc:
                 self.warn("metadata refresh failed", error=str(exc))
+
+    def _backoff_s(self, attempt: int) -> float:
+        """Kafka's exponential retry backoff: ``retry.backoff.ms`` doubling up to its max."""
+        return float(min(self.backoff_s * 2**attempt, self.backoff_max_s))
 
     def succeeded(self) -> None:
         """A request went through: the next failure starts a new streak (short backoff, logged)."""
