@@ -180,14 +180,13 @@ def check_timestamps(
     if before == LONG_MAX:
         return
     columns = _columns(data)
-    deltas = columns.fields[TIMESTAMP_DELTA::FIELDS_PER_RECORD]
-    if not deltas:
-        return
     base = header.base_timestamp
-    oldest = base + min(deltas)
-    if oldest == NO_TIMESTAMP:  # records without a timestamp are not checked
-        oldest = min((base + d for d in deltas if base + d != NO_TIMESTAMP), default=now_ms)
-    if now_ms - oldest > before or base + max(deltas) - now_ms > config.message_timestamp_after_max_ms:
+    deltas = columns.fields[TIMESTAMP_DELTA::FIELDS_PER_RECORD]
+    # records without a timestamp are not checked
+    timestamps = [base + delta for delta in deltas if base + delta != NO_TIMESTAMP]
+    if timestamps and (
+        now_ms - min(timestamps) > before or max(timestamps) - now_ms > config.message_timestamp_after_max_ms
+    ):
         _check_each_record(data, header, config, now_ms, columns)
 
 
