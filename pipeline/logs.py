@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 
 import structlog
+
+from client.logs import configure_stderr_logging
 
 LOG_LEVEL_ENV = "KIPLING_LOG_LEVEL"
 """The level of the Spark workers' lines (WARNING when unset)."""
@@ -33,18 +34,7 @@ def level_number(level: str) -> int:
 
 def configure_logging(level: str = "INFO") -> None:
     """structlog lines on stderr (stdout is for a command's result), key=value, one write a line."""
-    number = level_number(level)
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(number),
-        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
-    )
+    configure_stderr_logging(level_number(level))
 
 
 def configure_worker_logging() -> None:

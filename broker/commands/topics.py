@@ -44,6 +44,7 @@ from client.errors import (
     UnsupportedApiVersionError,
     error_code,
 )
+from client.logs import configure_stderr_logging
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
 
@@ -104,34 +105,10 @@ def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-class _StderrLogger:
-    """A structlog logger that looks ``sys.stderr`` up at every write.
-
-    Binding the stream at configuration time (``PrintLoggerFactory(file=sys.stderr)``) breaks when the
-    tools run in-process under a test runner that swaps stderr per test and closes the old one.
-    """
-
-    def msg(self, message: str) -> None:
-        sys.stderr.write(message + "\n")
-        sys.stderr.flush()
-
-    debug = info = warning = warn = error = critical = exception = fatal = log = msg
-
-
 def configure_tool_logging() -> None:
     """Warnings and errors on stderr, whatever was configured before: a tool's stdout carries only
     its output (records, topic lists), so that it can be piped."""
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(TOOLS_LOG_LEVEL),
-        logger_factory=lambda *args: _StderrLogger(),
-        cache_logger_on_first_use=False,
-    )
+    configure_stderr_logging(TOOLS_LOG_LEVEL)
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
