@@ -96,20 +96,21 @@ from prometheus_client import CollectorRegistry
 
 from bench import RESULTS_DIR, write_results
 from bench.scaling_plot import plot_session_scaling
-from broker.config import BrokerConfig, load_config
 from broker.fetch_service import FetchService
 from broker.fetch_session import FetchManager, FetchSessionCache, FetchSessionCacheMetrics
 from broker.handlers.fetch import FetchHandler
 from broker.handlers.registry import HandlerRegistry
 from broker.partition import Partition
-from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_manager import ReplicaManager
 from broker.request_metrics import RequestMetrics
 from broker.server.dispatcher import Reply, RequestDispatcher
-from broker.topics import FORMAT_VERSION, METADATA_FILE_NAME, PartitionState, TopicState, TopicStore
+from broker.topics import FORMAT_VERSION, METADATA_FILE_NAME, TopicStore
+from metadata.topics import PartitionState, TopicState
 from protocol.api import decode_response, encode_request
 from protocol.api_keys import ApiKey
 from protocol.records import HEADER_SIZE, Record, build_batch, read_header, verify_batch
+from server_common.config import BrokerConfig, load_config
+from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import Clock, SystemClock
 from storage.config import LogConfig
 from storage.epoch import LeaderEpochFileCache

@@ -28,8 +28,6 @@ from prometheus_client import CollectorRegistry
 
 from broker.assembly import build_data_plane, build_group_coordination, group_handlers, housekeeping_tasks
 from broker.cluster_node import ClusterBroker, build_cluster_broker
-from broker.config import BrokerConfig, ConfigError, load_config, to_log_config
-from broker.config.properties import PropertiesError
 from broker.group_runtime import GroupCoordinatorRuntime, single_node_offsets_topic_creator
 from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.base import Handler
@@ -47,9 +45,7 @@ from broker.handlers.registry import HandlerRegistry
 from broker.logging_setup import configure_logging
 from broker.meta_properties import ensure_meta_properties
 from broker.metrics_endpoint import MetricsEndpoint
-from broker.periodic import PeriodicTask
 from broker.producer_ids import LocalProducerIdBlockSource, ProducerIdManager
-from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_manager import ReplicaManager
 from broker.request_metrics import RequestMetrics
 from broker.server.dispatcher import RequestDispatcher
@@ -57,6 +53,10 @@ from broker.server.listener import BrokerServer
 from broker.startup import StartupError, as_startup_error, bound, check_log_dirs, report
 from broker.topics import METADATA_FILE_NAME, TopicStore
 from client.tasks import cancel_and_wait
+from server_common.config import BrokerConfig, ConfigError, load_config, to_log_config
+from server_common.config.properties import PropertiesError
+from server_common.periodic import PeriodicTask
+from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import SystemClock
 from storage.config import LogConfig
 from storage.log_manager import LogManager

@@ -13,14 +13,12 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
-from broker.config import BrokerConfig
 from broker.fetch_service import FetchService, TopicLookup
 from broker.fetch_session.cache import FetchSessionCache
 from broker.fetch_session.context import FetchManager
 from broker.fetch_session.metrics import FetchSessionCacheMetrics
 from broker.group_runtime import GroupCoordinatorRuntime, OffsetsTopicCreator, OffsetsTopicGroupLog
 from broker.group_runtime import TopicLookup as GroupTopicLookup
-from broker.groups import GroupCoordinator, GroupCoordinatorConfig
 from broker.handlers.base import Handler
 from broker.handlers.delete_groups import DeleteGroupsHandler
 from broker.handlers.describe_groups import DescribeGroupsHandler
@@ -35,10 +33,12 @@ from broker.handlers.offset_fetch import OffsetFetchHandler
 from broker.handlers.sync_group import SyncGroupHandler
 from broker.metrics_purgatory import DelayedFetchMetrics, DelayedProduceMetrics, PurgatoryMetrics
 from broker.partition_metrics import register_partition_metrics
-from broker.periodic import PeriodicTask
 from broker.produce_service import ProduceService
-from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_manager import ReplicaManager
+from coordinator.group import GroupCoordinator, GroupCoordinatorConfig
+from server_common.config import BrokerConfig
+from server_common.periodic import PeriodicTask
+from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import Clock
 from storage.log_manager import LogManager
 from storage.producer_state import PRODUCER_EXPIRATION_CHECK_INTERVAL_MS

@@ -34,17 +34,8 @@ from broker.assembly import build_data_plane, build_group_coordination, group_ha
 from broker.cluster.alter_partition_manager import AlterPartitionManager
 from broker.cluster.controller_channel import BrokerListener, ControllerChannel
 from broker.cluster.lifecycle import BrokerLifecycleManager
+from broker.cluster.metadata_loader import MetadataLoader
 from broker.cluster.producer_id_blocks import ControllerProducerIdManager
-from broker.config import BrokerConfig, to_log_config
-from broker.config.broker_config import Listener
-from broker.controller.admin import ControllerTopicAdmin
-from broker.controller.controller import ControllerConfig, QuorumController
-from broker.controller.partition_log import (
-    MetadataPartitionSource,
-    PartitionMetadataLog,
-    next_controller_epoch,
-    read_metadata_log,
-)
 from broker.fetch_service import FetchService
 from broker.fetch_session.cache import FetchSessionCache
 from broker.fetch_session.context import FetchManager
@@ -71,22 +62,27 @@ from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.produce import ProduceHandler
 from broker.handlers.registry import HandlerRegistry
 from broker.meta_properties import ensure_meta_properties
-from broker.metadata.image import MetadataImage
-from broker.metadata.loader import MetadataLoader
-from broker.metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
+from broker.metadata_partition import MetadataPartitionSource, PartitionMetadataLog
 from broker.metrics_endpoint import MetricsEndpoint
 from broker.partition import Partition
-from broker.periodic import PeriodicTask
-from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_manager import ReplicaManager
 from broker.replica_transitions import ReplicaTransitions
 from broker.request_metrics import RequestMetrics
 from broker.server.dispatcher import RequestDispatcher
 from broker.server.listener import BrokerServer
 from broker.startup import bound
-from broker.topics import TopicState
+from metadata.controller.admin import ControllerTopicAdmin
+from metadata.controller.controller import ControllerConfig, QuorumController
+from metadata.controller.partition_log import next_controller_epoch, read_metadata_log
+from metadata.image import MetadataImage
+from metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
+from metadata.topics import TopicState
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode, KafkaError
+from server_common.config import BrokerConfig, to_log_config
+from server_common.config.broker_config import Listener
+from server_common.periodic import PeriodicTask
+from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import Clock, SystemClock
 from storage.config import LogConfig
 from storage.log_manager import LogManager

@@ -54,7 +54,7 @@ from enum import Enum, IntEnum
 from typing import Generic, Protocol, TypeVar
 
 from broker.fetch_session.partition import NO_EPOCH, PartitionFetchParams
-from broker.purgatory import DelayedOperation
+from server_common.purgatory import DelayedOperation
 
 R = TypeVar("R")
 

@@ -34,8 +34,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from broker.purgatory import DelayedOperation
 from protocol.error_codes import ErrorCode
+from server_common.purgatory import DelayedOperation
 
 
 class ReplicatedPartition(Protocol):

@@ -82,12 +82,12 @@ from broker.fetch_session import (
 )
 from broker.fetch_session.partition import NO_EPOCH
 from broker.partition import Partition, PartitionRead
-from broker.purgatory import DelayedOperationPurgatory
-from broker.topics import PartitionState, TopicState
+from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.messages.fetch import FETCH_NODE_ENDPOINTS_VERSION as NODE_ENDPOINTS_VERSION
 from protocol.records.batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK
 from protocol.records.compression import CompressionType
+from server_common.purgatory import DelayedOperationPurgatory
 from storage.slices import FileSlice
 
 __all__ = [

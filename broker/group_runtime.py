@@ -1,6 +1,6 @@
 """Where the group coordinator meets the broker: ``__consumer_offsets``, its leadership, its log.
 
-The coordinator (:mod:`broker.groups`) is free of I/O. This module gives it what Kafka's
+The coordinator (:mod:`coordinator.group`) is free of I/O. This module gives it what Kafka's
 GroupMetadataManager and KafkaApis give theirs:
 
 * **Its log**: :class:`OffsetsTopicGroupLog` appends the coordinator's records as one batch to a
@@ -34,9 +34,6 @@ from typing import Protocol
 
 import structlog
 
-from broker import topic_names
-from broker.groups import GroupCoordinator
-from broker.groups.log import AppendCallback, LoggedRecord, OffsetsRecord
 from broker.handlers.metadata import BrokerEndpoint
 from broker.partition import Partition
 from broker.produce_service import (
@@ -46,7 +43,10 @@ from broker.produce_service import (
     ProduceRequest,
     ProduceService,
 )
-from broker.topics import NO_LEADER, TopicState
+from coordinator.group import GroupCoordinator
+from coordinator.group.log import AppendCallback, LoggedRecord, OffsetsRecord
+from metadata import topic_names
+from metadata.topics import NO_LEADER, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.records import Record, build_batch, iter_batches
 from protocol.records.reader import iter_records
@@ -76,7 +76,7 @@ OffsetsTopicCreator = Callable[[], Awaitable[None]]
 
 
 class OffsetsTopicGroupLog:
-    """The coordinator's :class:`~broker.groups.log.GroupLog` on the broker's produce path.
+    """The coordinator's :class:`~coordinator.group.log.GroupLog` on the broker's produce path.
 
     The batch is appended to the local log during :meth:`append`, and only the wait for the
     acks=-1 commit runs later in a task. Kafka's GroupMetadataManager appends on the request thread

@@ -11,7 +11,7 @@ import base64
 import uuid
 from pathlib import Path
 
-from broker.config.properties import PropertiesError, read_properties_file
+from server_common.config.properties import PropertiesError, read_properties_file
 from storage.checkpoint import write_atomically
 
 META_PROPERTIES = "meta.properties"

@@ -12,7 +12,7 @@ from collections.abc import Hashable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from broker.purgatory import DelayedOperationPurgatory
+from server_common.purgatory import DelayedOperationPurgatory
 
 PURGATORY_SIZE = "kafka_server_delayedoperationpurgatory_purgatorysize"
 NUM_DELAYED_OPERATIONS = "kafka_server_delayedoperationpurgatory_numdelayedoperations"

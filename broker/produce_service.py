@@ -30,16 +30,16 @@ from typing import Any, NamedTuple
 
 import structlog
 
-from broker import topic_names
 from broker.delayed_produce import DelayedProduce, ProducePartitionStatus
 from broker.partition import AppendResult, Partition
 from broker.produce_validation import RecordError, RecordValidationError
-from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_manager import ReplicaManager
+from metadata import topic_names
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.errors import ProtocolError
 from protocol.records.batch import RecordBatchHeader, read_header
 from protocol.records.compression import CompressionType
+from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import Clock
 
 __all__ = [

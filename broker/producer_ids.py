@@ -16,19 +16,16 @@ In a cluster the controller allocates the blocks (AllocateProducerIds), fetched 
 from __future__ import annotations
 
 import pathlib
-from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
 
+from metadata.producer_id_block import BLOCK_SIZE, MAX_PRODUCER_ID, ProducerIdBlock
 from storage.checkpoint import write_atomically
 
-BLOCK_SIZE = 1000
-"""Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE."""
 PRODUCER_ID_BLOCK_FILE = "__kipling_producer_id_block"
 """The file, in the first log dir, holding the first id of the next block."""
 FILE_VERSION = 0
-MAX_PRODUCER_ID = 2**63 - 1
 
 _log = structlog.get_logger("kipling.producer_ids")
 
@@ -49,18 +46,6 @@ class ProducerIdGenerator(Protocol):
 
 class ProducerIdsExhaustedError(Exception):
     """Every 64-bit producer id has been handed out (Kafka fails the same way)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerIdBlock:
-    """The ids [first_id, first_id + size), reserved for this broker."""
-
-    first_id: int
-    size: int
-
-    @property
-    def next_block_first_id(self) -> int:
-        return self.first_id + self.size
 
 
 class ProducerIdBlockSource(Protocol):

@@ -22,12 +22,13 @@ from collections.abc import Callable, Hashable, Iterable
 
 import structlog
 
-from broker.config import BrokerConfig, ConfigError, effective_topic_configs, to_log_config
 from broker.partition import AlterPartitionSender, Partition
 from broker.replica_state import BrokerEligibility
-from broker.topics import PartitionState, TopicState, TopicStore
+from broker.topics import TopicStore
+from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.errors import ProtocolError
+from server_common.config import BrokerConfig, ConfigError, effective_topic_configs, to_log_config
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.errors import StorageError

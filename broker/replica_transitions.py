@@ -32,10 +32,10 @@ from collections.abc import Callable, Iterable
 import structlog
 
 from broker.followers import FollowedPartition, FollowerSupervisor
-from broker.metadata.image import MetadataDelta, MetadataImage
-from broker.metadata.log_topic import METADATA_TOPIC
 from broker.replica_manager import ReplicaManager
-from broker.topics import NO_LEADER, PartitionState, TopicState
+from metadata.image import MetadataDelta, MetadataImage
+from metadata.log_topic import METADATA_TOPIC
+from metadata.topics import NO_LEADER, PartitionState, TopicState
 from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.handover import LogHandover

@@ -21,11 +21,11 @@ from typing import TextIO, TypeVar
 
 import structlog
 
-from broker.config import ConfigError
-from broker.config.properties import PropertiesError
-from broker.controller.metadata_log import ControllerFailedError
 from broker.meta_properties import MetaPropertiesError
 from broker.topics import TopicMetadataError
+from metadata.controller.metadata_log import ControllerFailedError
+from server_common.config import ConfigError
+from server_common.config.properties import PropertiesError
 from storage.errors import StorageError
 
 __all__ = [

@@ -10,7 +10,7 @@ this API stays.
 
 Validation follows Kafka's controller (ReplicationControlManager): the same checks, in the same order,
 with the same error codes and messages, so admin tools print what they print against Kafka. The rules
-live in :mod:`broker.controller.topic_rules`, shared with the cluster controller; here the only
+live in :mod:`metadata.controller.topic_rules`, shared with the cluster controller; here the only
 registered (and usable) broker is this node.
 """
 
@@ -21,30 +21,31 @@ import json
 import pathlib
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
 
-from broker import topic_names
-from broker.config import validate_topic_configs
-from broker.controller import topic_rules
-from broker.controller.topic_rules import (
+from metadata.controller import topic_rules
+from metadata.controller.topic_rules import (
     MAX_PARTITIONS_PER_REQUEST as MAX_PARTITIONS_PER_REQUEST,
 )
-from broker.controller.topic_rules import ZERO_UUID as ZERO_UUID
-from broker.controller.topic_rules import ConfigValidator as ConfigValidator
-from broker.controller.topic_rules import ManualAssignment as ManualAssignment
-from broker.controller.topic_rules import NewPartition
+from metadata.controller.topic_rules import ZERO_UUID as ZERO_UUID
+from metadata.controller.topic_rules import ConfigValidator as ConfigValidator
+from metadata.controller.topic_rules import ManualAssignment as ManualAssignment
+from metadata.controller.topic_rules import NewPartition
+from metadata.topics import (
+    INITIAL_LEADER_EPOCH,
+    INITIAL_PARTITION_EPOCH,
+    PartitionState,
+    TopicState,
+)
 from protocol.error_codes import ErrorCode, KafkaError
+from server_common.config import validate_topic_configs
 from storage.checkpoint import write_atomically
 
 METADATA_FILE_NAME = "__kipling_metadata.json"
 """The file, in the first log dir, that holds the topic metadata."""
 FORMAT_VERSION = 1
-NO_LEADER = -1
-INITIAL_LEADER_EPOCH = 0
-INITIAL_PARTITION_EPOCH = 0
 
 _log = structlog.get_logger("kipling.topics")
 
@@ -55,73 +56,6 @@ class TopicMetadataError(Exception):
     The broker must not start on it: serving from wrong metadata would hand out wrong leaders and
     could delete or overwrite logs.
     """
-
-
-@dataclass
-class PartitionState:
-    """One partition as the controller sees it (Kafka's PartitionRegistration)."""
-
-    partition: int
-    leader_id: int
-    leader_epoch: int
-    partition_epoch: int
-    replicas: list[int]
-    isr: list[int]
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> PartitionState:
-        return cls(
-            partition=int(raw["partition"]),
-            leader_id=int(raw["leader_id"]),
-            leader_epoch=int(raw["leader_epoch"]),
-            partition_epoch=int(raw["partition_epoch"]),
-            replicas=[int(r) for r in raw["replicas"]],
-            isr=[int(r) for r in raw["isr"]],
-        )
-
-
-@dataclass
-class TopicState:
-    """One topic: its id, partitions by index, and its topic-level config overrides."""
-
-    name: str
-    topic_id: uuid.UUID
-    partitions: dict[int, PartitionState]
-    configs: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def replication_factor(self) -> int:
-        """The replica count of partition 0 (Kafka keeps it equal for every partition)."""
-        first = self.partitions.get(0)
-        return len(first.replicas) if first is not None else 0
-
-    @property
-    def is_internal(self) -> bool:
-        return topic_names.is_internal(self.name)
-
-    def sorted_partitions(self) -> list[PartitionState]:
-        return [self.partitions[index] for index in sorted(self.partitions)]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "topic_id": str(self.topic_id),
-            "configs": dict(self.configs),
-            "partitions": [p.to_json() for p in self.sorted_partitions()],
-        }
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> TopicState:
-        partitions = [PartitionState.from_json(p) for p in raw["partitions"]]
-        return cls(
-            name=str(raw["name"]),
-            topic_id=uuid.UUID(raw["topic_id"]),
-            partitions={p.partition: p for p in partitions},
-            configs={str(k): str(v) for k, v in raw.get("configs", {}).items()},
-        )
 
 
 class TopicListener(Protocol):

@@ -13,18 +13,43 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-KIPLING_PACKAGES = {"protocol", "storage", "client", "broker", "follower", "pipeline", "bench"}
+KIPLING_PACKAGES = {
+    "protocol",
+    "storage",
+    "server_common",
+    "client",
+    "metadata",
+    "coordinator",
+    "broker",
+    "follower",
+    "tools",
+    "pipeline",
+    "bench",
+}
 THIRD_PARTY_IO = {"uvloop", "prometheus_client", "structlog", "pyspark", "pyarrow"}
 COMPRESSION = {"construct", "crc32c", "lz4", "zstandard", "cramjam"}
 NETWORK_STDLIB = {"asyncio", "socket", "selectors", "ssl", "socketserver", "http", "urllib"}
+EVERY_PACKAGE = KIPLING_PACKAGES - {"bench"}
 
 # package -> (kipling packages it may import, third-party packages it may import, stdlib it must not import)
 RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
     "protocol": (set(), COMPRESSION, NETWORK_STDLIB | {"threading", "multiprocessing", "logging"}),
     "storage": ({"protocol"}, COMPRESSION | {"structlog"}, NETWORK_STDLIB),
+    "server_common": ({"protocol", "storage"}, COMPRESSION | {"structlog"}, NETWORK_STDLIB - {"asyncio", "socket"}),
     "client": ({"protocol"}, COMPRESSION | {"structlog", "uvloop"}, set()),
-    "broker": ({"protocol", "storage", "client"}, COMPRESSION | THIRD_PARTY_IO, set()),
+    "metadata": ({"protocol", "storage", "server_common"}, COMPRESSION | {"structlog"}, NETWORK_STDLIB),
+    "coordinator": (
+        {"protocol", "storage", "server_common", "metadata"},
+        COMPRESSION | {"structlog"},
+        NETWORK_STDLIB,
+    ),
+    "broker": (
+        {"protocol", "storage", "server_common", "client", "metadata", "coordinator"},
+        COMPRESSION | THIRD_PARTY_IO - {"pyspark", "pyarrow"},
+        set(),
+    ),
     "follower": ({"protocol", "storage", "client"}, COMPRESSION | THIRD_PARTY_IO - {"pyspark"}, set()),
+    "tools": (EVERY_PACKAGE, COMPRESSION | THIRD_PARTY_IO - {"pyspark", "pyarrow"}, set()),
     "pipeline": ({"protocol", "client", "storage"}, COMPRESSION | THIRD_PARTY_IO, set()),
 }
 

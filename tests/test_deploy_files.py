@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
-from broker.config import BrokerConfig, load_config
-from broker.config.properties import read_properties_file
-from broker.dev_cluster import (
+from server_common.config import BrokerConfig, load_config
+from server_common.config.properties import read_properties_file
+from tools.dev_cluster import (
     NODE_KEYS,
     ClusterLayout,
     broker_specs,

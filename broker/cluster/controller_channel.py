@@ -21,9 +21,9 @@ from typing import Any
 
 import structlog
 
-from broker.metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC
 from client.connection import KafkaConnection, ReconnectingConnection
 from client.errors import ClientError
+from metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode

@@ -6,9 +6,9 @@ and its log defaults, so that one server.properties governs both.
 
 from __future__ import annotations
 
-from broker.config.broker_config import BrokerConfig
-from broker.config.topic_config import to_log_config
 from client.replica_messages import FollowerSettings
+from server_common.config.broker_config import BrokerConfig
+from server_common.config.topic_config import to_log_config
 
 DEFAULT_OFFSETS_REPORT_INTERVAL_MS = 2000
 

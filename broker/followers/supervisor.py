@@ -35,7 +35,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from broker.followers.fetcher_ids import fetcher_id_for, java_string_hash
+from broker.followers.fetcher_ids import fetcher_id_for
 from broker.followers.metrics import FollowerMetricsCollector, LagSeries, forget_process
 from broker.followers.process import FollowerProcess
 from client.replica_ipc import IpcClosedError, IpcError, JsonObject
@@ -574,4 +574,4 @@ def _handovers(reply: Mapping[str, Any]) -> dict[TopicPartition, LogHandover]:
     return {handover.topic_partition: handover for handover in handovers}
 
 
-__all__ = ["FollowedPartition", "FollowerSupervisor", "fetcher_id_for", "java_string_hash"]
+__all__ = ["FollowedPartition", "FollowerSupervisor", "fetcher_id_for"]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.controller.controller import QuorumController
 from broker.handlers.base import Handler, RequestContext
+from metadata.controller.controller import QuorumController
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode

@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from broker.config import BrokerConfig, ConfigEntry, describe_topic_configs
 from broker.handlers.base import Handler, RequestContext
-from broker.topics import MAX_PARTITIONS_PER_REQUEST, ZERO_UUID, TopicState, TopicStore
+from broker.topics import TopicStore
+from metadata.controller.topic_rules import MAX_PARTITIONS_PER_REQUEST, ZERO_UUID
+from metadata.topics import TopicState
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
+from server_common.config import BrokerConfig, ConfigEntry, describe_topic_configs
 
 
 class CreateTopicsHandler(Handler):

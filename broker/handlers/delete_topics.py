@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.handlers.base import Handler, RequestContext
-from broker.topics import ZERO_UUID, TopicStore
+from broker.topics import TopicStore
+from metadata.controller.topic_rules import ZERO_UUID
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError

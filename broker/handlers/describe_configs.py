@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from broker import topic_names
-from broker.config import BrokerConfig, ConfigEntry, ConfigSource, describe_topic_configs
 from broker.handlers.base import Handler, RequestContext
 from broker.topics import TopicStore
+from metadata import topic_names
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
+from server_common.config import BrokerConfig, ConfigEntry, ConfigSource, describe_topic_configs
 
 
 class ResourceType(IntEnum):

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.groups import DescribedGroup, GroupCoordinator
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from coordinator.group import DescribedGroup, GroupCoordinator
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode

@@ -19,9 +19,9 @@ from typing import Any
 import structlog
 
 from broker.cluster.controller_channel import ControllerChannel, ControllerUnavailableError
+from broker.cluster.metadata_loader import MetadataLoader
 from broker.handlers.base import Handler, RequestContext
-from broker.metadata.image import MetadataImage
-from broker.metadata.loader import MetadataLoader
+from metadata.image import MetadataImage
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode

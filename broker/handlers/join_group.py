@@ -24,8 +24,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from broker.groups import GroupCoordinator, JoinGroupRequest, JoinGroupResult, JoinProtocol
 from broker.handlers.base import Handler, RequestContext
+from coordinator.group import GroupCoordinator, JoinGroupRequest, JoinGroupResult, JoinProtocol
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode

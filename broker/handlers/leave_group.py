@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.groups import GroupCoordinator, LeaveGroupResult, MemberIdentity
 from broker.handlers.base import Handler, RequestContext
+from coordinator.group import GroupCoordinator, LeaveGroupResult, MemberIdentity
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.groups import GroupCoordinator, ListGroupsResult
 from broker.handlers.base import Handler, RequestContext
+from coordinator.group import GroupCoordinator, ListGroupsResult
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode

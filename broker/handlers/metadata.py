@@ -29,9 +29,10 @@ from typing import Any, Protocol
 
 import structlog
 
-from broker import topic_names
 from broker.handlers.base import Handler, RequestContext
-from broker.topics import NO_LEADER, ZERO_UUID, PartitionState, TopicState
+from metadata import topic_names
+from metadata.controller.topic_rules import ZERO_UUID
+from metadata.topics import NO_LEADER, PartitionState, TopicState
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError

@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from broker.groups import GroupCoordinator, OffsetCommitRequest, PartitionCommit
-from broker.groups.requests import NO_RETENTION_TIME
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.join_group import await_callback
+from coordinator.group import GroupCoordinator, OffsetCommitRequest, PartitionCommit
+from coordinator.group.requests import NO_RETENTION_TIME
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode

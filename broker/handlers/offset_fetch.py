@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from broker.groups import GroupCoordinator, OffsetFetchResult, PartitionOffset
-from broker.groups.results import INVALID_OFFSET, TopicPartition
 from broker.handlers.base import Handler, RequestContext
+from coordinator.group import GroupCoordinator, OffsetFetchResult, PartitionOffset
+from coordinator.group.results import INVALID_OFFSET, TopicPartition
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.groups import GroupCoordinator, SyncGroupRequest, SyncGroupResult
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.join_group import await_callback
+from coordinator.group import GroupCoordinator, SyncGroupRequest, SyncGroupResult
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode

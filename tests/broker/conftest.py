@@ -10,7 +10,7 @@ import structlog
 
 @pytest.fixture(autouse=True)
 def _restore_structlog() -> Iterator[None]:
-    """The CLI tools configure structlog as a command-line process does (``broker.cli.main`` runs
+    """The CLI tools configure structlog as a command-line process does (``tools.cli.main`` runs
     in-process in these tests); each test gets the session's configuration back afterwards."""
     configured, saved = structlog.is_configured(), structlog.get_config()
     yield

@@ -3,7 +3,7 @@
 Every request is written with the request codec of its version and read back (so a handler sees only
 what that version carries), and every response is written with the response codec of that version
 (which must not raise) and read back, so the assertions see what a client would. The coordinator is
-:class:`tests.broker.groups.helpers.Harness`'s: an InMemoryGroupLog, purgatories on a FakeScheduler.
+:class:`tests.coordinator.group.helpers.Harness`'s: an InMemoryGroupLog, purgatories on a FakeScheduler.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.groups import GroupCoordinator, partition_for
-from broker.groups.subscriptions import encode_subscription
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.delete_groups import DeleteGroupsHandler
 from broker.handlers.describe_groups import DescribeGroupsHandler
@@ -27,11 +25,13 @@ from broker.handlers.metadata import BrokerEndpoint
 from broker.handlers.offset_commit import OffsetCommitHandler, PartitionExists
 from broker.handlers.offset_fetch import OffsetFetchHandler
 from broker.handlers.sync_group import SyncGroupHandler
+from coordinator.group import GroupCoordinator, partition_for
+from coordinator.group.subscriptions import encode_subscription
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
 from protocol.messages import REQUESTS, RESPONSES
-from tests.broker.groups.helpers import Harness, config
+from tests.coordinator.group.helpers import Harness, config
 
 E = ErrorCode
 NONE = int(ErrorCode.NONE)

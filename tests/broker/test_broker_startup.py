@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import ConfigError
 from broker.meta_properties import MetaPropertiesError
 from broker.startup import EXIT_INVALID_CONFIG, StartupError, as_startup_error, bound, check_log_dirs
+from server_common.config import ConfigError
 from storage.checkpoint import CLEAN_SHUTDOWN_MARKER
 from storage.errors import KiplingStorageError
 from tests.integration.broker_process import BrokerProcess, free_port

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.cli import build_parser, main
 from protocol.api import encode_request
 from protocol.records import Record, build_batch
 from tests.integration.dev_cluster_process import kipling_command
 from tests.protocol.frames import captured_frames
+from tools.cli import build_parser, main
 
 
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,10 +27,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.cli import build_parser, main
-from broker.commands.consume import options_from
-from broker.commands.consume_group import ConsoleGroupLink, GroupOptions
-from broker.commands.topics import ClusterConnections, bootstrap_servers
 from client.fetch_session import TopicPartition
 from client.group_member import Generation
 from client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -45,6 +41,10 @@ from tests.integration.group_members import (
     stop_all,
     wait_for,
 )
+from tools.cli import build_parser, main
+from tools.commands.consume import options_from
+from tools.commands.consume_group import ConsoleGroupLink, GroupOptions
+from tools.commands.topics import ClusterConnections, bootstrap_servers
 
 TIMEOUT_S = 30.0
 FAST_GROUP = [

@@ -12,8 +12,12 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from broker.cli import main
-from broker.commands.groups import (
+from client.fetch_session import TopicPartition as TP
+from protocol.error_codes import ErrorCode
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.dev_cluster_process import kipling_command
+from tools.cli import main
+from tools.commands.groups import (
     Coordinator,
     GroupDescription,
     Member,
@@ -25,10 +29,6 @@ from broker.commands.groups import (
     new_offsets,
     parse_topic_partitions,
 )
-from client.fetch_session import TopicPartition as TP
-from protocol.error_codes import ErrorCode
-from tests.integration.broker_process import BrokerProcess
-from tests.integration.dev_cluster_process import kipling_command
 
 TOPIC = "grp-orders"
 GROUP = "grp-app"

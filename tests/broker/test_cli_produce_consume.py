@@ -1,6 +1,6 @@
 """`kipling produce` and `kipling consume` against real broker processes.
 
-Most tests call ``broker.cli.main`` in-process (stdin swapped for the lines to send, stdout and stderr
+Most tests call ``tools.cli.main`` in-process (stdin swapped for the lines to send, stdout and stderr
 captured); one runs the installed ``kipling`` script for exit codes and Ctrl-C, and one runs a
 3-broker cluster for leaders, replicas and ISR, replication factor 3 and a leader change.
 """
@@ -23,25 +23,6 @@ import pytest
 from kafka.partitioner.default import DefaultPartitioner
 from kafka.partitioner.default import murmur2 as kafka_murmur2
 
-from broker.cli import build_parser, main
-from broker.commands.consume import (
-    ConsumeOptions,
-    ConsumeStats,
-    MessageFormat,
-    StartOffset,
-    consume,
-    consume_command,
-)
-from broker.commands.produce import (
-    LineFormat,
-    LineFormatError,
-    LineSplitter,
-    ProduceOptions,
-    ProduceStats,
-    produce,
-)
-from broker.commands.progress import ProgressBar
-from broker.commands.topics import ClusterConnections, bootstrap_servers
 from client.consumer import Consumer
 from client.fetch_session import TopicPartition
 from client.partitioner import StickyPartitioner, murmur2, partition_for_key
@@ -49,6 +30,25 @@ from protocol.records import CompressionType, iter_batches
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.cluster import Cluster, wait_until
 from tests.integration.dev_cluster_process import kipling_command
+from tools.cli import build_parser, main
+from tools.commands.consume import (
+    ConsumeOptions,
+    ConsumeStats,
+    MessageFormat,
+    StartOffset,
+    consume,
+    consume_command,
+)
+from tools.commands.produce import (
+    LineFormat,
+    LineFormatError,
+    LineSplitter,
+    ProduceOptions,
+    ProduceStats,
+    produce,
+)
+from tools.commands.progress import ProgressBar
+from tools.commands.topics import ClusterConnections, bootstrap_servers
 
 RECORD_LINE = re.compile(r"CreateTime:(\d+)\tPartition:(\d+)\tOffset:(\d+)\t(.*)\t(.*)\t(.*)")
 ALL_PROPERTIES = [
@@ -323,7 +323,7 @@ def test_progress_bars_draw_on_a_terminal_only(broker: BrokerProcess, tmp_path: 
             ["produce", "--bootstrap-server", broker.bootstrap, "--topic", "progress"]
         )
         with path.open("rb") as source:
-            from broker.commands.produce import produce_command
+            from tools.commands.produce import produce_command
 
             assert await produce_command(args, source, produce_err) == 0
         consume_err = Terminal()

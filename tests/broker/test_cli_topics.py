@@ -1,4 +1,4 @@
-"""`kipling topics` against a real broker process, driven in-process through `broker.cli.main`.
+"""`kipling topics` against a real broker process, driven in-process through `tools.cli.main`.
 
 Output is checked against kafka-topics.sh's formats (tab-separated describe lines, ``Created topic
 T.``), errors against Kafka's error names on stderr with exit status 1.
@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.cli import main
-from broker.commands.topics import (
+from client.admin import ClusterMetadata, PartitionInfo, TopicDescription
+from protocol.error_codes import ErrorCode
+from tests.integration.broker_process import BrokerProcess
+from tools.cli import main
+from tools.commands.topics import (
     DescribeFilter,
     TopicCommandError,
     bootstrap_servers,
@@ -24,9 +27,6 @@ from broker.commands.topics import (
     list_topics,
     parse_replica_assignment,
 )
-from client.admin import ClusterMetadata, PartitionInfo, TopicDescription
-from protocol.error_codes import ErrorCode
-from tests.integration.broker_process import BrokerProcess
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,7 @@ import pytest
 
 import broker.cluster.alter_partition_manager as apm_module
 import broker.cluster.lifecycle as lifecycle_module
-import broker.metadata.loader as loader_module
+import broker.cluster.metadata_loader as loader_module
 from broker.cluster.alter_partition_manager import AlterPartitionManager
 from broker.cluster.controller_channel import (
     AlterPartitionItem,
@@ -44,9 +44,10 @@ from broker.cluster.controller_channel import (
     MetadataFetch,
 )
 from broker.cluster.lifecycle import BrokerLifecycleManager
-from broker.metadata.image import MetadataDelta, MetadataImage
-from broker.metadata.loader import MetadataLoader
-from broker.metadata.records import (
+from broker.cluster.metadata_loader import MetadataLoader
+from broker.replica_state import IsrProposal
+from metadata.image import MetadataDelta, MetadataImage
+from metadata.records import (
     BrokerEndpointRecord,
     MetadataRecord,
     PartitionChangeRecord,
@@ -54,8 +55,7 @@ from broker.metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from broker.metadata.serde import encode_metadata_batch
-from broker.replica_state import IsrProposal
+from metadata.serde import encode_metadata_batch
 from protocol.error_codes import ErrorCode
 from protocol.records import stamp_base_offset
 

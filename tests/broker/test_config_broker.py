@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import (
+from server_common.config import (
     BrokerConfig,
     ConfigError,
     ConfigSource,
@@ -16,8 +16,8 @@ from broker.config import (
     QuorumVoter,
     load_config,
 )
-from broker.config.broker_config import FOLDED_KEYS
-from broker.config.definitions import BY_NAME, DEFINITIONS, LONG_MAX, ConfigSynonym
+from server_common.config.broker_config import FOLDED_KEYS
+from server_common.config.definitions import BY_NAME, DEFINITIONS, LONG_MAX, ConfigSynonym
 
 
 def config(*overrides: str) -> BrokerConfig:

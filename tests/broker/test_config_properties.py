@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.config.properties import (
+from server_common.config.properties import (
     PropertiesError,
     parse_override,
     parse_overrides,

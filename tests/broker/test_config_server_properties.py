@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from broker.config import load_config
-from broker.config.definitions import DEFINITIONS, format_value
+from server_common.config import load_config
+from server_common.config.definitions import DEFINITIONS, format_value
 
 SERVER_PROPERTIES = Path(__file__).resolve().parents[2] / "config" / "server.properties"
 

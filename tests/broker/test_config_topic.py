@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import (
+from server_common.config import (
     BrokerConfig,
     ConfigError,
     ConfigSource,
@@ -18,7 +18,7 @@ from broker.config import (
     to_log_config,
     validate_topic_configs,
 )
-from broker.config.definitions import DEFINITIONS, LONG_MAX, TOPIC_BY_NAME, TOPIC_DEFINITIONS
+from server_common.config.definitions import DEFINITIONS, LONG_MAX, TOPIC_BY_NAME, TOPIC_DEFINITIONS
 from storage.config import LogConfig
 
 TOPIC_CONFIG_DOC = Path(__file__).resolve().parents[2] / "docs" / "topic-configs.md"

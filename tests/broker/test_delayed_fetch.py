@@ -24,7 +24,7 @@ from broker.delayed_fetch import (
 from broker.fetch_session import FetchSession, PartitionFetchParams, SessionId, TopicPartitionKey
 from broker.fetch_session.partition import ZERO_TOPIC_ID
 from broker.metrics_purgatory import FETCH_EXPIRES, DelayedFetchMetrics
-from broker.purgatory import DelayedOperationPurgatory, FakeScheduler
+from server_common.purgatory import DelayedOperationPurgatory, FakeScheduler
 
 RECORD_BYTES = 100
 

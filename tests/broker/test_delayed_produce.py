@@ -10,8 +10,8 @@ from prometheus_client import CollectorRegistry
 
 from broker.delayed_produce import DelayedProduce, ProducePartitionStatus, ReplicatedPartition
 from broker.metrics_purgatory import PRODUCE_EXPIRES, DelayedProduceMetrics
-from broker.purgatory import DelayedOperationPurgatory, FakeScheduler
 from protocol.error_codes import ErrorCode
+from server_common.purgatory import DelayedOperationPurgatory, FakeScheduler
 
 
 @dataclass

@@ -26,9 +26,17 @@ from typing import Any
 
 import pytest
 
-from broker.cli import main
-from broker.config import BrokerConfig
-from broker.dev_cluster import (
+from server_common.config import BrokerConfig
+from storage.checkpoint import CLEAN_SHUTDOWN_MARKER
+from tests.integration.dev_cluster_process import (
+    CLUSTER_DIR,
+    ROOT,
+    DevCluster,
+    free_layout,
+    kipling_command,
+)
+from tools.cli import main
+from tools.dev_cluster import (
     ClusterLayout,
     Console,
     DevClusterError,
@@ -43,14 +51,6 @@ from broker.dev_cluster import (
     fit_to_cluster,
     port_in_use,
     read_cluster_settings,
-)
-from storage.checkpoint import CLEAN_SHUTDOWN_MARKER
-from tests.integration.dev_cluster_process import (
-    CLUSTER_DIR,
-    ROOT,
-    DevCluster,
-    free_layout,
-    kipling_command,
 )
 
 # -- layout and configuration --------------------------------------------------------------------

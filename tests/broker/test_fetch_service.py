@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from broker.config import load_config, to_log_config
 from broker.delayed_fetch import IsolationLevel
 from broker.fetch_service import FetchRequest, FetchService, PartitionPayload
 from broker.fetch_session import (
@@ -31,11 +30,13 @@ from broker.fetch_session import (
     TopicPartitionKey,
 )
 from broker.partition import Partition
-from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_manager import ReplicaManager
-from broker.topics import PartitionState, TopicListener, TopicState
+from broker.topics import TopicListener
+from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.records import CompressionType, Record, build_batch
+from server_common.config import load_config, to_log_config
+from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import FakeClock
 from storage.log_manager import LogManager
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 import pytest
 from prometheus_client import CollectorRegistry
 
-from broker.config import load_config, to_log_config
 from broker.delayed_fetch import IsolationLevel
 from broker.fetch_service import FetchRequest, FetchService
 from broker.fetch_session import (
@@ -31,12 +30,13 @@ from broker.fetch_session import (
 )
 from broker.partition import Partition
 from broker.produce_service import PartitionOutcome, ProducePartitionData, ProduceRequest, ProduceService
-from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_manager import ReplicaManager
-from broker.topics import PartitionState, TopicState
+from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.errors import ProtocolError
 from protocol.records.batch import read_header
+from server_common.config import load_config, to_log_config
+from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import FakeClock
 from storage.log_manager import LogManager
 from tests.broker.test_fetch_service import BIG, NOW, Topics, batch, by_key, key, records_of

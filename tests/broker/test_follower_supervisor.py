@@ -15,16 +15,16 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from broker.config.broker_config import BrokerConfig
 from broker.followers.process import FollowerProcess
 from broker.followers.settings import follower_settings
 from broker.followers.supervisor import (
     FollowedPartition,
     FollowerSupervisor,
     fetcher_id_for,
-    java_string_hash,
 )
 from client.replica_messages import REMOVE_PARTITIONS, FollowerSettings, PartitionAssignment
+from server_common.config.broker_config import BrokerConfig
+from server_common.java_hash import java_string_hash
 from storage.checkpoint import CLEAN_SHUTDOWN_MARKER
 from storage.config import LogConfig
 from storage.handover import LogHandover

@@ -12,10 +12,10 @@ import asyncio
 import pytest
 from structlog.testing import capture_logs
 
-from broker.groups import GroupState
 from broker.handlers.describe_groups import GROUP_AUTHORIZED_OPERATIONS
 from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from broker.handlers.registry import HandlerRegistry
+from coordinator.group import GroupState
 from protocol.data import MessageData
 from tests.broker.group_handlers_support import (
     CLIENT_ID,

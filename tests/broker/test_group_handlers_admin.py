@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from broker.groups import GroupState
 from broker.handlers.base import Handler
 from broker.handlers.describe_groups import GROUP_AUTHORIZED_OPERATIONS
 from broker.handlers.find_coordinator import FindCoordinatorHandler
 from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from coordinator.group import GroupState
 from protocol.api import read_request_header
 from protocol.error_codes import ErrorCode
 from protocol.messages import REQUESTS, RESPONSES

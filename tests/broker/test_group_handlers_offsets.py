@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from broker.groups.results import INVALID_OFFSET
+from coordinator.group.results import INVALID_OFFSET
 from tests.broker.group_handlers_support import (
     NONE,
     E,

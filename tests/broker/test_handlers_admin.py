@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from broker.config import BrokerConfig
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.create_partitions import CreatePartitionsHandler
 from broker.handlers.create_topics import CreateTopicsHandler
@@ -26,10 +25,12 @@ from broker.handlers.metadata import (
 )
 from broker.handlers.registry import HandlerRegistry
 from broker.replica_manager import ReplicaManager
-from broker.topics import METADATA_FILE_NAME, ZERO_UUID, TopicStore
+from broker.topics import METADATA_FILE_NAME, TopicStore
+from metadata.controller.topic_rules import ZERO_UUID
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
 from protocol.messages import REQUESTS, RESPONSES
+from server_common.config import BrokerConfig
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.log_manager import LogManager

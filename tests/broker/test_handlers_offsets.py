@@ -10,17 +10,18 @@ from typing import Any
 
 import pytest
 
-from broker.config import load_config, to_log_config
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.registry import HandlerRegistry
 from broker.replica_manager import ReplicaManager
-from broker.topics import PartitionState, TopicListener, TopicState
+from broker.topics import TopicListener
+from metadata.topics import PartitionState, TopicState
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
 from protocol.messages import REQUESTS, RESPONSES
 from protocol.records import Record, build_batch
+from server_common.config import load_config, to_log_config
 from storage.clock import FakeClock
 from storage.log_manager import LogManager
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from broker.config import load_config, to_log_config
 from broker.handlers.base import NO_RESPONSE, Handler, RequestContext
 from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.produce import ProduceHandler
@@ -25,14 +24,16 @@ from broker.producer_ids import (
     ProducerIdManager,
     ProducerIdStoreError,
 )
-from broker.purgatory import DelayedOperationPurgatory, FakeScheduler
 from broker.replica_manager import ReplicaManager
 from broker.server.dispatcher import CloseConnection
-from broker.topics import PartitionState, TopicListener, TopicState, TopicStore
+from broker.topics import TopicListener, TopicStore
+from metadata.topics import PartitionState, TopicState
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
 from protocol.messages import REQUESTS, RESPONSES
 from protocol.records import CompressionType, Record, build_batch
+from server_common.config import load_config, to_log_config
+from server_common.purgatory import DelayedOperationPurgatory, FakeScheduler
 from storage.clock import FakeClock
 from storage.log_manager import LogManager
 

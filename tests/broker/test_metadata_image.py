@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from broker.metadata.image import (
+from metadata.controller.topic_rules import ZERO_UUID
+from metadata.image import (
     NO_EPOCH,
     NO_OFFSET,
     BrokerRegistration,
@@ -16,7 +17,7 @@ from broker.metadata.image import (
     MetadataImage,
     MetadataReplayError,
 )
-from broker.metadata.records import (
+from metadata.records import (
     RECORD_CLASSES,
     BrokerEndpointRecord,
     ConfigRecord,
@@ -32,7 +33,7 @@ from broker.metadata.records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
-from broker.topics import NO_LEADER, ZERO_UUID, PartitionState
+from metadata.topics import NO_LEADER, PartitionState
 
 EPOCH = 3
 T1 = uuid.UUID(int=1)

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from broker.metadata.records import (
+from metadata.records import (
     BrokerEndpointRecord,
     ConfigRecord,
     FenceBrokerRecord,
@@ -19,7 +19,7 @@ from broker.metadata.records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
-from broker.metadata.serde import decode_metadata_batches, encode_metadata_batch, record_from_wire
+from metadata.serde import decode_metadata_batches, encode_metadata_batch, record_from_wire
 from protocol.errors import ProtocolError
 from protocol.records import stamp_base_offset
 

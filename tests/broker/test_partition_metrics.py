@@ -6,11 +6,11 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from broker.config import load_config, to_log_config
 from broker.partition_metrics import register_partition_metrics
 from broker.replica_manager import ReplicaManager
 from broker.topics import TopicStore
 from protocol.records import Record, build_batch
+from server_common.config import load_config, to_log_config
 from storage.clock import FakeClock
 from storage.log_manager import LogManager
 

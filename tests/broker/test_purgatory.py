@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from broker.metrics_purgatory import NUM_DELAYED_OPERATIONS, PURGATORY_SIZE, PurgatoryMetrics
-from broker.purgatory import DelayedOperation, DelayedOperationPurgatory, FakeScheduler
+from server_common.purgatory import DelayedOperation, DelayedOperationPurgatory, FakeScheduler
 
 
 class Op(DelayedOperation):

@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from broker.config import BrokerConfig, load_config, to_log_config
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
-from broker.topics import PartitionState, TopicListener, TopicState, TopicStore
+from broker.topics import TopicListener, TopicStore
+from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.records import Record, build_batch
+from server_common.config import BrokerConfig, load_config, to_log_config
 from storage.checkpoint import topic_id_to_str
 from storage.clock import FakeClock
 from storage.log_manager import LogManager

@@ -19,11 +19,14 @@ from dataclasses import dataclass, replace
 import pytest
 from structlog.testing import capture_logs
 
-from broker.config import BrokerConfig, load_config, to_log_config
 from broker.followers import FollowedPartition
-from broker.metadata.image import MetadataDelta, MetadataImage
-from broker.metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
-from broker.metadata.records import (
+from broker.partition import Partition
+from broker.replica_manager import ReplicaManager
+from broker.replica_state import IsrProposal
+from broker.replica_transitions import ReplicaTransitions
+from metadata.image import MetadataDelta, MetadataImage
+from metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
+from metadata.records import (
     BrokerEndpointRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -36,12 +39,9 @@ from broker.metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
-from broker.partition import Partition
-from broker.replica_manager import ReplicaManager
-from broker.replica_state import IsrProposal
-from broker.replica_transitions import ReplicaTransitions
-from broker.topics import NO_LEADER, TopicState
+from metadata.topics import NO_LEADER, TopicState
 from protocol.records.builder import Record, build_batch
+from server_common.config import BrokerConfig, load_config, to_log_config
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.errors import KiplingStorageError

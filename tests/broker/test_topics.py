@@ -9,15 +9,10 @@ import uuid
 
 import pytest
 
-from broker import topic_names
-from broker.topics import (
-    METADATA_FILE_NAME,
-    ZERO_UUID,
-    PartitionState,
-    TopicMetadataError,
-    TopicState,
-    TopicStore,
-)
+from broker.topics import METADATA_FILE_NAME, TopicMetadataError, TopicStore
+from metadata import topic_names
+from metadata.controller.topic_rules import ZERO_UUID
+from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode, KafkaError
 
 NODE = 1

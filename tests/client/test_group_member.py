@@ -40,8 +40,6 @@ from typing import Any, TypeVar
 import pytest
 from kafka import KafkaAdminClient
 
-from broker.commands.consume_group import ToolClusterAccess
-from broker.commands.topics import ClusterConnections, bootstrap_servers
 from client.admin import AdminClient
 from client.errors import KafkaResponseError
 from client.fetch_session import TopicPartition
@@ -51,6 +49,8 @@ from protocol.error_codes import ErrorCode
 from tests.client import waiting
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.group_members import KafkaPythonMember, committed_offsets
+from tools.commands.consume_group import ToolClusterAccess
+from tools.commands.topics import ClusterConnections, bootstrap_servers
 
 PARTITIONS = 6
 TIMINGS: dict[str, Any] = {

@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from broker.dev_cluster import port_in_use
 from protocol.api_keys import ApiKey
 from tests.integration.wire_client import WireClient
+from tools.dev_cluster import port_in_use
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_DIR = ROOT / "config" / "cluster"
@@ -48,7 +48,7 @@ def free_layout(brokers: int) -> tuple[int, int, int]:
 
 def kipling_command() -> list[str]:
     script = Path(sys.executable).with_name("kipling")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "broker.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "tools.cli"]
 
 
 class DevCluster:

@@ -34,7 +34,7 @@ import pytest
 from kafka import KafkaAdminClient
 
 from broker.group_runtime import OFFSETS_TOPIC
-from broker.groups import partition_for
+from coordinator.group import partition_for
 from protocol.api_keys import ApiKey
 from tests.integration.cluster import FAST_FAILOVER, Cluster
 from tests.integration.group_members import (

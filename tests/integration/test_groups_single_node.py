@@ -233,7 +233,7 @@ def test_offsets_stay_found_when_offsets_topic_num_partitions_changes(
     """The broker restarts with another offsets.topic.num.partitions: __consumer_offsets keeps the
     partitions it was created with, the coordinator spreads groups over those (as Kafka does), and
     every offset committed before the change is served after it."""
-    from broker.groups import partition_for
+    from coordinator.group import partition_for
 
     server = broker_factory(OVERRIDES)  # offsets.topic.num.partitions=5
     groups = [

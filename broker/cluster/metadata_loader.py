@@ -1,0 +1,181 @@
+"""The broker's copy of the cluster metadata: fetch the controller's metadata log, replay, publish.
+
+KRaft brokers are observers of the ``__cluster_metadata`` log: they fetch it from the controller
+with ordinary Fetch requests (long-polled, so a change reaches every broker within one round
+trip), replay each batch into their :class:`~metadata.image.MetadataImage`, and act on what
+changed (become leader or follower of a partition, create or delete logs). The
+:class:`MetadataLoader` is that loop.
+
+Ordering rules that keep a broker from acting on stale metadata:
+
+* Deltas are published one at a time, in log order, and the next batch is not applied before the
+  previous delta's publication finished (a leadership change awaits the handover of the
+  partition's files between the broker and its follower processes).
+* Until it has caught up, the loader applies batches to the image without publishing them; it
+  then publishes the whole image once (``publish_initial``), so that start-up acts on the current
+  leaders rather than replaying every past leadership change, and only then publishes deltas.
+* The loader reports itself caught up (:meth:`wait_caught_up`) only once it has applied
+  everything below the controller's high watermark as of one fetch. The broker opens its client
+  listener after that, as a Kafka broker starts serving only after its initial metadata catch-up:
+  until then it could answer with leaders from an old image.
+
+The metadata log is fetched from offset 0 at every start: the log is small (a few records per
+topic, partition change and broker registration), and replaying it whole makes the image exactly
+the controller's. A broker whose controller is unreachable keeps retrying with a backoff and keeps
+serving with the image it has (see ``metadata/controller/controller.py`` for what the cluster can
+and cannot do while the controller is down).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from broker.cluster.background import BackgroundTask
+from broker.cluster.controller_channel import ControllerChannel, ControllerUnavailableError, MetadataFetch
+from metadata.image import MetadataDelta, MetadataImage, MetadataReplayError
+from metadata.serde import decode_metadata_batches
+from protocol.error_codes import ErrorCode
+from protocol.errors import ProtocolError
+
+__all__ = ["MetadataLoader"]
+
+DEFAULT_FETCH_MAX_WAIT_MS = 500
+RETRY_BACKOFF_S = 0.2
+NO_EPOCH = -1
+
+Publisher = Callable[[MetadataDelta, MetadataImage], Awaitable[None]]
+InitialPublisher = Callable[[MetadataImage], Awaitable[None]]
+
+_log = structlog.get_logger("kipling.metadata_loader")
+
+
+class MetadataLoader:
+    """Fetches the metadata log from the controller, replays it, and publishes each delta."""
+
+    def __init__(
+        self,
+        channel: ControllerChannel,
+        image: MetadataImage,
+        publish: Publisher,
+        publish_initial: InitialPublisher,
+        *,
+        broker_id: int,
+        fetch_max_wait_ms: int = DEFAULT_FETCH_MAX_WAIT_MS,
+    ) -> None:
+        self._channel = channel
+        self.image = image
+        self._publish = publish
+        self._publish_initial = publish_initial
+        self._broker_id = broker_id
+        self._fetch_max_wait_ms = fetch_max_wait_ms
+        self._next_offset = 0
+        self._last_epoch = NO_EPOCH
+        self._caught_up = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._task = BackgroundTask("metadata-loader", self._run)
+        self._logger = _log.bind(broker_id=broker_id)
+
+    # -- state -------------------------------------------------------------------------------------
+
+    @property
+    def next_offset(self) -> int:
+        """The offset of the next metadata record to apply (what heartbeats report as caught up to)."""
+        return self._next_offset
+
+    @property
+    def caught_up(self) -> bool:
+        return self._caught_up.is_set()
+
+    async def wait_caught_up(self) -> None:
+        await self._caught_up.wait()
+
+    async def wait_for(self, predicate: Callable[[MetadataImage], bool], timeout_s: float) -> bool:
+        """Wait until ``predicate(image)`` holds after some applied batch; False on timeout.
+
+        Forwarded admin requests use this to answer only once this broker's own metadata shows
+        their effect (a created topic is then visible to the client's next Metadata request).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not predicate(self.image):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            self._changed.clear()
+            try:
+                async with asyncio.timeout(remaining):
+                    await self._changed.wait()
+            except TimeoutError:
+                return predicate(self.image)
+        return True
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task.start()
+
+    async def stop(self) -> None:
+        await self._task.stop()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                fetched = await self._channel.fetch_metadata(
+                    broker_id=self._broker_id,
+                    fetch_offset=self._next_offset,
+                    last_fetched_epoch=self._last_epoch,
+                    max_wait_ms=0 if not self.caught_up else self._fetch_max_wait_ms,
+                )
+            except ControllerUnavailableError as exc:
+                self._logger.warning("metadata fetch failed", error=str(exc))
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            if not await self._handle(fetched):
+                await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def _handle(self, fetched: MetadataFetch) -> bool:
+        """Apply one fetch; False when the caller should back off before the next one."""
+        if fetched.error != ErrorCode.NONE:
+            self._logger.warning("metadata fetch error", error=fetched.error.name)
+            return False
+        if fetched.diverging_epoch is not None:
+            # A single controller with an fsynced log never rewrites history; a diverging epoch
+            # means its log lost a tail (a disk restored from an old copy). Applying anything
+            # more would mix two histories, so the broker stops following and says so.
+            self._logger.error(
+                "the controller's metadata log diverged from the applied one; restart this broker",
+                diverging_epoch=fetched.diverging_epoch,
+                next_offset=self._next_offset,
+            )
+            return False
+        if fetched.records:
+            try:
+                await self._apply(fetched.records)
+            except ProtocolError as exc:
+                self._logger.error("undecodable metadata batch", error=str(exc), offset=self._next_offset)
+                return False
+            except MetadataReplayError as exc:
+                # The image refused a record (it contradicts what was applied): stop applying rather
+                # than act on a history this broker cannot reconcile; the error names the record.
+                self._logger.error("metadata batch refused by the image", error=str(exc), offset=exc.offset)
+                return False
+        if not self.caught_up and self._next_offset >= fetched.high_watermark:
+            self._logger.info("metadata caught up", offset=self._next_offset)
+            await self._publish_initial(self.image)
+            self._caught_up.set()
+            self._changed.set()
+        return True
+
+    async def _apply(self, records: bytes) -> None:
+        for batch in decode_metadata_batches(records):
+            if batch.last_offset < self._next_offset:
+                continue
+            delta = self.image.apply_batch(batch.records, batch.epoch)
+            self._next_offset = batch.last_offset + 1
+            self._last_epoch = batch.epoch
+            if self.caught_up:
+                await self._publish(delta, self.image)
+                self._changed.set()

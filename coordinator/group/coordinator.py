@@ -1,0 +1,270 @@
+"""The classic group coordinator (Kafka's GroupCoordinator and GroupMetadataManager), free of I/O.
+
+:class:`GroupCoordinator` is the one object the broker talks to. It composes the pieces: the
+:class:`~coordinator.group.catalog.GroupCatalog` (which groups and partitions are ours), the
+:class:`~coordinator.group.store.GroupStore` (writes through the injected
+:class:`~coordinator.group.log.GroupLog`), the :class:`~coordinator.group.rebalance.Rebalancer` (timers
+in the two injected purgatories) and the request paths (:mod:`~coordinator.group.join`,
+:mod:`~coordinator.group.membership`, :mod:`~coordinator.group.offset_service`,
+:mod:`~coordinator.group.cleanup`).
+
+How answers are delivered: JoinGroup, SyncGroup, OffsetCommit and DeleteGroups take a callback,
+called exactly once, possibly before the call returns (an error, or a log that completes at once) or
+later from a timer or a log completion. Heartbeat, LeaveGroup, OffsetFetch, ListGroups and
+DescribeGroups answer by return value. Completing an asyncio future is the intended use of a
+callback; it must not raise (check ``future.done()`` first: the request may have been cancelled)
+and should not call back into the coordinator synchronously.
+
+Moving with leadership of ``__consumer_offsets``: :meth:`GroupCoordinator.begin_loading` (optional;
+requests for the partition's groups then answer COORDINATOR_LOAD_IN_PROGRESS),
+:meth:`GroupCoordinator.load_partition` with the partition's records, and
+:meth:`GroupCoordinator.unload_partition` when leadership goes. The coordinator starts owning no
+partition. :meth:`GroupCoordinator.expire_offsets` should be called every
+offsets.retention.check.interval.ms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import structlog
+
+from coordinator.group.catalog import GroupApi, GroupCatalog
+from coordinator.group.cleanup import GroupCleaner
+from coordinator.group.config import GroupCoordinatorConfig
+from coordinator.group.group import GroupMetadata
+from coordinator.group.join import JoinService, MemberIdSuffix, random_member_id_suffix
+from coordinator.group.loader import rebuild_groups
+from coordinator.group.log import GroupLog, LoggedRecord
+from coordinator.group.member import JoinCallback, SyncCallback
+from coordinator.group.membership import MembershipService
+from coordinator.group.offset_service import OffsetService
+from coordinator.group.rebalance import Rebalancer
+from coordinator.group.requests import JoinGroupRequest, MemberIdentity, OffsetCommitRequest, SyncGroupRequest
+from coordinator.group.results import (
+    CLASSIC_GROUP_TYPE,
+    DescribedGroup,
+    LeaveGroupResult,
+    ListGroupsResult,
+    OffsetFetchResult,
+    TopicPartition,
+)
+from coordinator.group.state import GroupState
+from coordinator.group.static_members import StaticMemberRejoin
+from coordinator.group.store import CommitCallback, GroupStore
+from protocol.error_codes import ErrorCode
+from protocol.errors import DecodeError
+from server_common.purgatory import DelayedOperationPurgatory
+from storage.clock import Clock
+
+_log = structlog.get_logger("kipling.groups.coordinator")
+
+DeleteGroupsCallback = Callable[[dict[str, ErrorCode]], None]
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        config: GroupCoordinatorConfig,
+        log: GroupLog,
+        clock: Clock,
+        heartbeat_purgatory: DelayedOperationPurgatory,
+        rebalance_purgatory: DelayedOperationPurgatory,
+        *,
+        member_id_suffix: MemberIdSuffix = random_member_id_suffix,
+    ) -> None:
+        self.config = config
+        self._clock = clock
+        self._catalog = GroupCatalog(config.offsets_topic_num_partitions)
+        self._store = GroupStore(log, clock, config, self._catalog)
+        self._rebalancer = Rebalancer(config, clock, self._store, heartbeat_purgatory, rebalance_purgatory)
+        static = StaticMemberRejoin(self._store, self._rebalancer)
+        self._join = JoinService(config, clock, self._catalog, self._rebalancer, static, member_id_suffix)
+        self._membership = MembershipService(self._catalog, self._store, self._rebalancer)
+        self._offsets = OffsetService(clock, self._catalog, self._store, self._rebalancer)
+        self._cleaner = GroupCleaner(self._catalog, self._store)
+
+    # -- group membership ---------------------------------------------------------------------------
+
+    def join_group(self, request: JoinGroupRequest, callback: JoinCallback) -> None:
+        self._join.join_group(request, callback)
+
+    def sync_group(self, request: SyncGroupRequest, callback: SyncCallback) -> None:
+        self._membership.sync_group(request, callback)
+
+    def heartbeat(
+        self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None = None
+    ) -> ErrorCode:
+        return self._membership.heartbeat(group_id, member_id, generation_id, group_instance_id)
+
+    def leave_group(self, group_id: str, members: Sequence[MemberIdentity]) -> LeaveGroupResult:
+        return self._membership.leave_group(group_id, members)
+
+    # -- offsets ------------------------------------------------------------------------------------
+
+    def commit_offsets(self, request: OffsetCommitRequest, callback: CommitCallback) -> None:
+        self._offsets.commit_offsets(request, callback)
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None = None, require_stable: bool = False
+    ) -> OffsetFetchResult:
+        return self._offsets.fetch_offsets(group_id, partitions, require_stable)
+
+    def fetch_offsets_of_groups(
+        self, requests: Sequence[tuple[str, Sequence[TopicPartition] | None]], require_stable: bool = False
+    ) -> list[OffsetFetchResult]:
+        """OffsetFetch v8+: several groups, each with its partitions (None: all of them)."""
+        return [
+            self._offsets.fetch_offsets(group_id, partitions, require_stable)
+            for group_id, partitions in requests
+        ]
+
+    def expire_offsets(self) -> int:
+        """Drop expired offsets and dead groups now; returns how many offsets went."""
+        now = self._clock.time_ms()
+        retention = self.config.offsets_retention_ms
+        return self._cleaner.cleanup(
+            self._catalog.groups(), lambda g: g.remove_expired_offsets(now, retention)
+        )
+
+    def on_partitions_deleted(self, partitions: Iterable[TopicPartition]) -> int:
+        """Topics were deleted: drop their offsets from every group (Kafka's handleDeletedPartitions)."""
+        gone = list(partitions)
+        return self._cleaner.cleanup(self._catalog.groups(), lambda g: g.offsets.remove(gone))
+
+    # -- groups -------------------------------------------------------------------------------------
+
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> ListGroupsResult:
+        """Every group held here. States match case-insensitively (ListGroups v4+); every group is
+        of type "classic", so a type filter without it lists nothing (v5+). While a partition
+        loads, the groups known so far are listed with COORDINATOR_LOAD_IN_PROGRESS."""
+        if not self._catalog.active:
+            return ListGroupsResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        wanted_states = {state.lower() for state in states}
+        wanted_types = {kind.lower() for kind in types}
+        if wanted_types and CLASSIC_GROUP_TYPE not in wanted_types:
+            groups: list[GroupMetadata] = []
+        else:
+            groups = [g for g in self._catalog if not wanted_states or g.state.value.lower() in wanted_states]
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self._catalog.any_loading else ErrorCode.NONE
+        return ListGroupsResult(error, tuple(group.overview() for group in groups))
+
+    def describe_groups(self, group_ids: Iterable[str], api_version: int = 0) -> list[DescribedGroup]:
+        return [self.describe_group(group_id, api_version) for group_id in group_ids]
+
+    def describe_group(self, group_id: str, api_version: int = 0) -> DescribedGroup:
+        """An unknown group is reported Dead with no error before DescribeGroups v6, and as
+        GROUP_ID_NOT_FOUND from v6; a failed check reports the error with an empty state."""
+        error = self._catalog.validate(group_id, GroupApi.DESCRIBE_GROUPS)
+        if error is not None:
+            return DescribedGroup(group_id, error, "", "", "")
+        group = self._catalog.get(group_id)
+        if group is not None:
+            return group.describe()
+        if api_version >= 6:
+            message = f"Group {group_id} not found."
+            return DescribedGroup(
+                group_id, ErrorCode.GROUP_ID_NOT_FOUND, GroupState.DEAD.value, "", "", (), message
+            )
+        return DescribedGroup(group_id, ErrorCode.NONE, GroupState.DEAD.value, "", "")
+
+    def delete_groups(self, group_ids: Iterable[str], callback: DeleteGroupsCallback) -> None:
+        """Only Empty groups can be deleted (NON_EMPTY_GROUP otherwise); their offsets go with them.
+        Answered once the tombstones are written; like Kafka, a failed tombstone write is logged, not
+        reported (the group is already gone from this coordinator)."""
+        errors: dict[str, ErrorCode] = {}
+        deletable: list[GroupMetadata] = []
+        for group_id in dict.fromkeys(group_ids):
+            group, errors[group_id] = self._deletable(group_id)
+            if group is not None:
+                group.transition_to(GroupState.DEAD)
+                deletable.append(group)
+        self._cleaner.cleanup(deletable, lambda g: g.offsets.remove_all(), lambda: callback(errors))
+
+    def _deletable(self, group_id: str) -> tuple[GroupMetadata | None, ErrorCode]:
+        """The group if it may be deleted (with NONE), else None and why not."""
+        error = self._catalog.validate(group_id, GroupApi.DELETE_GROUPS)
+        if error is not None:
+            return None, error
+        group = self._catalog.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            missing = self._catalog.group_not_exists(group_id)
+            return None, ErrorCode.GROUP_ID_NOT_FOUND if missing else ErrorCode.NOT_COORDINATOR
+        if not group.is_in(GroupState.EMPTY):
+            return None, ErrorCode.NON_EMPTY_GROUP
+        return group, ErrorCode.NONE
+
+    # -- partitions of __consumer_offsets ------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return self._catalog.partition_for(group_id)
+
+    @property
+    def num_partitions(self) -> int:
+        """How many partitions of __consumer_offsets groups are spread over."""
+        return self._catalog.num_partitions
+
+    def adopt_partition_count(self, num_partitions: int) -> bool:
+        """Spread groups over the partitions ``__consumer_offsets`` really has.
+
+        ``offsets.topic.num.partitions`` only sizes the topic when it is created; once it exists,
+        Kafka maps groups onto its actual partition count, so that changing the setting later does
+        not hide every group committed before. Possible only before any partition is loaded
+        (ValueError after); True if the count changed.
+        """
+        return self._catalog.resize(num_partitions)
+
+    @property
+    def owned_partitions(self) -> frozenset[int]:
+        return self._catalog.owned_partitions
+
+    def begin_loading(self, partition: int) -> None:
+        """This broker leads ``partition`` now and is reading it back."""
+        self._catalog.begin_loading(partition)
+
+    def load_partition(self, partition: int, records: Iterable[LoggedRecord]) -> None:
+        """Take over the groups of ``partition`` from its records (in log order). A corrupt record
+        leaves the partition owned with nothing loaded, as Kafka does after a failed load."""
+        if self._catalog.owns(partition):
+            _log.info("partition already loaded", partition=partition)
+            return
+        self._catalog.begin_loading(partition)
+        try:
+            groups = rebuild_groups(records, self._clock)
+        except DecodeError:
+            _log.exception("loading groups failed", partition=partition)
+            groups = []
+        for group in groups:
+            self._install(partition, group)
+        self._catalog.finish_loading(partition)
+        if groups:
+            _log.info("loaded group partition", partition=partition, groups=len(groups))
+
+    def _install(self, partition: int, group: GroupMetadata) -> None:
+        if self._catalog.partition_for(group.group_id) != partition:
+            _log.warning("skipping a group of another partition", group=group.group_id, partition=partition)
+            return
+        if self._catalog.add(group) is group:
+            self._rebalancer.on_group_loaded(group)
+
+    def unload_partition(self, partition: int) -> None:
+        """Leadership of ``partition`` moved away: its groups are forgotten and whoever waits in
+        JoinGroup or SyncGroup is answered NOT_COORDINATOR."""
+        groups = self._catalog.release(partition)
+        for group in groups:
+            self._rebalancer.on_group_unloaded(group)
+        if groups:  # 50 partitions move at start-up and shutdown: only those with groups are news
+            _log.info("unloaded group partition", partition=partition, groups=len(groups))
+
+    def group(self, group_id: str) -> GroupMetadata | None:
+        """The live group (for inspection and metrics; not to be changed from outside)."""
+        return self._catalog.get(group_id)
+
+    def groups(self) -> list[GroupMetadata]:
+        return self._catalog.groups()
+
+    def shutdown(self) -> None:
+        """Stop serving: every partition is unloaded and later requests get COORDINATOR_NOT_AVAILABLE."""
+        self._catalog.active = False
+        for partition in sorted(self._catalog.owned_partitions):
+            self.unload_partition(partition)

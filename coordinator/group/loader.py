@@ -1,0 +1,77 @@
+"""Rebuilding groups from one partition of ``__consumer_offsets`` (Kafka's ``doLoadGroupsAndOffsets``).
+
+The records are read in log order; the last record of each key wins and a tombstone removes what it
+names. A group's metadata record rebuilds the group (Stable with its members and assignments, or
+Empty); offsets without a live metadata record belong to groups that only store offsets (manual
+assignment), which come back Empty with no protocol type. Keys of unknown versions are skipped.
+
+Kafka remembers, for each offset, the offset of its record *batch*; the records here carry their own
+offset, which orders commits of one partition just as well (two commits of one partition never share
+a batch). Transactional offset commits are not supported: pass only committed, non-control records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import structlog
+
+from coordinator.group.group import GroupMetadata
+from coordinator.group.log import LoggedRecord
+from coordinator.group.offsets import CommitRecord, TopicPartition
+from coordinator.group.records import read_group, read_offset
+from coordinator.group.state import GroupState
+from protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey, decode_key
+from storage.clock import Clock
+
+_log = structlog.get_logger("kipling.groups.loader")
+
+
+class _PartitionReplay:
+    """The state the records leave behind: last offsets per group and partition, last group values."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, dict[TopicPartition, CommitRecord]] = {}
+        self.group_values: dict[str, bytes] = {}
+
+    def apply(self, record: LoggedRecord) -> None:
+        key = decode_key(record.key)
+        if isinstance(key, OffsetCommitKey):
+            self._apply_offset(key, record)
+        elif isinstance(key, GroupMetadataKey):
+            if record.value is None:
+                self.group_values.pop(key.group, None)
+            else:
+                self.group_values[key.group] = bytes(record.value)
+        else:
+            _log.warning(
+                "skipping a record with an unknown key version", version=key.version, offset=record.offset
+            )
+
+    def _apply_offset(self, key: OffsetCommitKey, record: LoggedRecord) -> None:
+        partition = (key.topic, key.partition)
+        if record.value is None:
+            group_offsets = self.offsets.get(key.group)
+            if group_offsets is not None:
+                group_offsets.pop(partition, None)
+                if not group_offsets:
+                    del self.offsets[key.group]
+            return
+        commit = CommitRecord(record.offset, read_offset(bytes(record.value)))
+        self.offsets.setdefault(key.group, {})[partition] = commit
+
+
+def rebuild_groups(records: Iterable[LoggedRecord], clock: Clock) -> list[GroupMetadata]:
+    """Every group the records describe, with its offsets; raises DecodeError on a corrupt record."""
+    replay = _PartitionReplay()
+    for record in records:
+        replay.apply(record)
+    groups = [read_group(group_id, value, clock) for group_id, value in replay.group_values.items()]
+    groups += [
+        GroupMetadata(group_id, GroupState.EMPTY, clock)
+        for group_id in replay.offsets
+        if group_id not in replay.group_values
+    ]
+    for group in groups:
+        group.offsets.initialize(replay.offsets.get(group.group_id, {}))
+    return groups

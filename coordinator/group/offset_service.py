@@ -1,0 +1,135 @@
+"""OffsetCommit and OffsetFetch (Kafka's handleCommitOffsets / handleFetchOffsets / getOffsets).
+
+Who may commit (``validateOffsetCommit``):
+
+* a consumer that does not use group management (generation -1, no member id, no instance id)
+  commits to an Empty group, creating the group if needed (manual assignment, the admin client);
+* otherwise the member must be current (static members by instance id) and of the current
+  generation (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION);
+* a generation ≥ 0 for a group that does not exist is a stale generation: ILLEGAL_GENERATION;
+* while the leader's assignment is awaited (CompletingRebalance) commits answer REBALANCE_IN_PROGRESS;
+  during PreparingRebalance the previous generation may still commit (the heartbeat tells it to
+  rejoin), and a commit counts as a sign of life.
+
+Fetches return the durable offsets whatever the group's state (a group may use Kafka only to store
+offsets), INVALID_OFFSET (-1) for partitions without one; with ``require_stable`` a partition whose
+commit is still being written answers UNSTABLE_OFFSET_COMMIT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from coordinator.group.catalog import GroupApi, GroupCatalog
+from coordinator.group.group import GroupMetadata
+from coordinator.group.offsets import OffsetAndMetadata, TopicPartition
+from coordinator.group.rebalance import Rebalancer
+from coordinator.group.requests import NO_RETENTION_TIME, UNKNOWN_MEMBER_ID, OffsetCommitRequest
+from coordinator.group.results import OffsetFetchResult, PartitionOffset
+from coordinator.group.state import GroupState
+from coordinator.group.store import CommitCallback, GroupStore
+from coordinator.group.validation import validate_current_member
+from protocol.error_codes import ErrorCode
+from storage.clock import Clock
+
+
+class OffsetService:
+    def __init__(
+        self, clock: Clock, catalog: GroupCatalog, store: GroupStore, rebalancer: Rebalancer
+    ) -> None:
+        self._clock = clock
+        self._catalog = catalog
+        self._store = store
+        self._rebalancer = rebalancer
+
+    # -- OffsetCommit -------------------------------------------------------------------------------
+
+    def commit_offsets(self, request: OffsetCommitRequest, callback: CommitCallback) -> None:
+        offsets = self._offsets_of(request)
+        error = self._catalog.validate(request.group_id, GroupApi.OFFSET_COMMIT)
+        if error is not None:
+            callback(dict.fromkeys(offsets, error))
+            return
+        group = self._catalog.get(request.group_id)
+        if group is None:
+            if request.generation_id >= 0:
+                callback(dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION))
+                return
+            group = self._catalog.add(GroupMetadata(request.group_id, GroupState.EMPTY, self._clock))
+        error = self._validate_commit(group, request)
+        if error is not None:
+            callback(dict.fromkeys(offsets, error))
+            return
+        self._commit_in_state(group, request, offsets, callback)
+
+    def _offsets_of(self, request: OffsetCommitRequest) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Commit timestamp now; an expire timestamp only if the commit carried a retention time."""
+        now = self._clock.time_ms()
+        expire = None if request.retention_time_ms == NO_RETENTION_TIME else now + request.retention_time_ms
+        return {
+            (p.topic, p.partition): OffsetAndMetadata(p.offset, p.leader_epoch, p.metadata or "", now, expire)
+            for p in request.partitions
+        }
+
+    @staticmethod
+    def _validate_commit(group: GroupMetadata, request: OffsetCommitRequest) -> ErrorCode | None:
+        if group.is_in(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if request.generation_id < 0 and group.is_in(GroupState.EMPTY):
+            return None
+        is_member_commit = (
+            request.generation_id >= 0
+            or request.member_id != UNKNOWN_MEMBER_ID
+            or request.group_instance_id is not None
+        )
+        if is_member_commit:
+            error = validate_current_member(group, request.member_id, request.group_instance_id)
+            if error is None and request.generation_id != group.generation_id:
+                error = ErrorCode.ILLEGAL_GENERATION
+            return error
+        # No member id and no generation, but the group has members: only members may commit.
+        return ErrorCode.UNKNOWN_MEMBER_ID if not group.is_in(GroupState.EMPTY) else None
+
+    def _commit_in_state(
+        self,
+        group: GroupMetadata,
+        request: OffsetCommitRequest,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        callback: CommitCallback,
+    ) -> None:
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
+            callback(dict.fromkeys(offsets, ErrorCode.REBALANCE_IN_PROGRESS))
+            return
+        if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            self._rebalancer.complete_and_schedule_next_heartbeat_expiration(
+                group, group.get(request.member_id)
+            )
+        self._store.store_offsets(group, offsets, callback)
+
+    # -- OffsetFetch --------------------------------------------------------------------------------
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None, require_stable: bool = False
+    ) -> OffsetFetchResult:
+        """The offsets of ``partitions``, or of every partition with an offset when None."""
+        error = self._catalog.validate(group_id, GroupApi.OFFSET_FETCH)
+        if error is not None:
+            return OffsetFetchResult(group_id, error, {})
+        group = self._catalog.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            return OffsetFetchResult(
+                group_id, ErrorCode.NONE, {tp: PartitionOffset() for tp in partitions or ()}
+            )
+        wanted = list(partitions) if partitions is not None else list(group.offsets.committed)
+        return OffsetFetchResult(
+            group_id, ErrorCode.NONE, {tp: self._offset_of(group, tp, require_stable) for tp in wanted}
+        )
+
+    @staticmethod
+    def _offset_of(group: GroupMetadata, partition: TopicPartition, require_stable: bool) -> PartitionOffset:
+        if require_stable and group.offsets.has_pending(partition):
+            return PartitionOffset(error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
+        offset = group.offsets.get(partition)
+        if offset is None:
+            return PartitionOffset()
+        return PartitionOffset(offset.offset, offset.leader_epoch, offset.metadata)

@@ -1,0 +1,83 @@
+"""The controller seen through the TopicStore interface the admin handlers already speak.
+
+CreateTopics, DeleteTopics and CreatePartitions on the controller listener are the very handlers a
+single node uses (same validation order, error codes and messages, same response shapes); only
+what they call changes: here each call becomes one batch in the metadata log, fsynced before the
+handler answers. Brokers forward their clients' admin requests to these handlers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+
+from metadata.controller.controller import QuorumController
+from metadata.controller.replication_control import CreatableTopic, CreatePartitionsTopic
+from metadata.controller.topic_rules import ManualAssignment
+from metadata.topics import PartitionState, TopicState
+from protocol.error_codes import ErrorCode, KafkaError
+
+__all__ = ["ControllerTopicAdmin"]
+
+
+class ControllerTopicAdmin:
+    """TopicStore's query and change methods, answered by the active controller."""
+
+    def __init__(self, controller: QuorumController) -> None:
+        self._controller = controller
+
+    @property
+    def default_num_partitions(self) -> int:
+        return self._controller.config.default_num_partitions
+
+    @property
+    def default_replication_factor(self) -> int:
+        return self._controller.config.default_replication_factor
+
+    def get(self, name: str) -> TopicState | None:
+        return self._controller.image.get(name)
+
+    def get_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
+        return self._controller.image.get_by_id(topic_id)
+
+    def all(self) -> list[TopicState]:
+        return self._controller.image.all()
+
+    def broker_ids(self) -> list[int]:
+        return self._controller.image.broker_ids()
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str | None],
+        *,
+        assignments: Sequence[ManualAssignment] = (),
+        validate_only: bool = False,
+    ) -> TopicState:
+        wanted = CreatableTopic(name, num_partitions, replication_factor, configs, assignments)
+        [result] = self._controller.create_topics([wanted], validate_only=validate_only)
+        if result.error != ErrorCode.NONE or result.topic is None:
+            raise KafkaError(result.error, result.message)
+        return result.topic
+
+    def delete_topic(self, name: str) -> TopicState:
+        [result] = self._controller.delete_topics([name])
+        if result.error != ErrorCode.NONE or result.topic is None:
+            raise KafkaError(result.error, result.message)
+        return result.topic
+
+    def create_partitions(
+        self,
+        name: str,
+        total_count: int,
+        *,
+        assignments: Sequence[Sequence[int]] | None = None,
+        validate_only: bool = False,
+    ) -> list[PartitionState]:
+        wanted = CreatePartitionsTopic(name, total_count, assignments)
+        [result] = self._controller.create_partitions([wanted], validate_only=validate_only)
+        if result.error != ErrorCode.NONE:
+            raise KafkaError(result.error, result.message)
+        return list(result.partitions)

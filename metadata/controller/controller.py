@@ -1,0 +1,243 @@
+"""The active controller: the one writer of the cluster metadata log (Kafka's QuorumController).
+
+:class:`QuorumController` composes :class:`~metadata.controller.cluster_control.ClusterControl` and
+:class:`~metadata.controller.replication_control.ReplicationControl` over one
+:class:`~metadata.image.MetadataImage` and one
+:class:`~metadata.controller.metadata_log.MetadataLog`. Its methods are synchronous and pure of I/O
+except through the log: each validates against the image, appends one batch, applies it and
+returns the result; nothing is answered before its batch is in the log. Listeners registered with
+:meth:`QuorumController.on_append` hear the last offset of every batch (a long-polling fetch of
+``__cluster_metadata`` hangs off that). Time comes from the injected clock.
+
+While the controller is down
+----------------------------
+Brokers keep the last image they replayed and keep serving with it: leaders stay leaders and keep
+accepting produce, followers keep fetching from the leaders their image names, consumers are served
+by those leaders. What needs the controller stops:
+
+* no leader election: a partition whose leader dies stays unavailable (followers keep fetching from
+  a dead broker, clients get errors) until a controller is back;
+* no new topics, partitions or deletions (forwarded admin requests answer REQUEST_TIMED_OUT); no
+  registrations, so a broker that (re)starts while the controller is down waits: it opens its
+  client listeners only once it is registered, has caught up with the metadata log and is unfenced
+  (as a Kafka broker's start-up does), and it retries every half second meanwhile;
+* no ISR change can be committed: a leader whose follower died proposes the shrink through
+  AlterPartition and keeps waiting for it. Until it is committed the ISR still holds the dead
+  follower, so the high watermark does not advance past what the old ISR has (the dead follower's
+  log end offset), and acks=-1 produce waits and ends in REQUEST_TIMED_OUT; acks=0/1 produce still
+  appends. Equally, a returning follower cannot be added back;
+* nobody is fenced: sessions are not tracked. When a controller starts it replays the log and gives
+  every registered broker a fresh session starting at start-up time, so a live broker has a full
+  broker.session.timeout.ms to heartbeat before being fenced, and a broker that died meanwhile is
+  fenced (and its partitions re-elected) one session timeout after the start.
+
+Epochs, so that a controller quorum can replace this single controller without changing brokers
+--------------------------------------------------------------------------------------------------
+* Every batch is appended with the controller epoch as its epoch (the partition leader epoch of the
+  ``__cluster_metadata`` batch, as KRaft writes its leader epoch there). A controller taking over
+  from another must use a larger epoch (a single controller restarting on its own log may keep its
+  own); a replay refuses a batch whose epoch is older than one already applied, so a deposed
+  controller's late write is rejected by every image, and the constructor refuses to start a
+  controller whose epoch is older than the log's.
+* Broker epochs (the offset of the registration record) are in every broker record, leader epochs
+  and partition epochs in every partition record, so a replay checks each change against the state it
+  applies to and epochs only move forward. A broker's view of "who leads, at which epoch" therefore
+  depends only on the log, never on which controller wrote it.
+* AlterPartition answers NOT_CONTROLLER when a request carries a newer leader or partition epoch
+  than the image: the requester has seen a newer controller's writes, so this one is stale.
+* Sessions and controlled shutdown are soft state rebuilt at start-up, so a failover needs nothing
+  but the log.
+Electing the controller among several (Raft over the metadata log) is what a quorum adds on top; the
+records, the brokers' replay and these rules stay the same.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from metadata.controller.cluster_control import BrokerSessions, ClusterControl, HeartbeatResult
+from metadata.controller.metadata_log import (
+    AppendListener,
+    ControllerFailedError,
+    LogEntry,
+    MetadataLog,
+    MetadataWriter,
+)
+from metadata.controller.replication_control import (
+    AlterPartitionItem,
+    AlterPartitionResponse,
+    CreatableTopic,
+    CreatePartitionsResult,
+    CreatePartitionsTopic,
+    CreateTopicResult,
+    DeleteTopicResult,
+    ReplicationControl,
+)
+from metadata.controller.topic_rules import ConfigValidator, TopicDefaults
+from metadata.image import MetadataImage
+from metadata.producer_id_block import ProducerIdBlock
+from metadata.records import BrokerEndpointRecord
+from server_common.config import validate_topic_configs
+from storage.clock import Clock
+
+_log = structlog.get_logger("kipling.controller")
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    """The controller's settings, with Kafka's defaults."""
+
+    broker_session_timeout_ms: int = 9000
+    default_num_partitions: int = 1
+    default_replication_factor: int = 1
+    unclean_leader_election_enable: bool = False
+    config_validator: ConfigValidator = validate_topic_configs
+
+
+class QuorumController:
+    """The active controller over ``log``, writing at ``controller_epoch``.
+
+    ``records`` is the whole existing log as (offset, epoch, record); it is replayed before anything
+    else. Raises ControllerFailedError if the log holds an epoch newer than ``controller_epoch``.
+    """
+
+    def __init__(
+        self,
+        log: MetadataLog,
+        clock: Clock,
+        controller_epoch: int,
+        cluster_id: str,
+        config: ControllerConfig | None = None,
+        records: Iterable[LogEntry] = (),
+    ) -> None:
+        self._clock = clock
+        self._config = config or ControllerConfig()
+        self._cluster_id = cluster_id
+        self._image = MetadataImage()
+        self._writer = MetadataWriter(log, self._image, controller_epoch)
+        self._sessions = BrokerSessions(self._config.broker_session_timeout_ms)
+        self._replication = ReplicationControl(
+            self._image,
+            self._writer,
+            self._sessions,
+            defaults=TopicDefaults(
+                self._config.default_num_partitions, self._config.default_replication_factor
+            ),
+            config_validator=self._config.config_validator,
+            unclean_leader_election_enable=self._config.unclean_leader_election_enable,
+        )
+        self._cluster = ClusterControl(
+            self._image, self._writer, self._replication, self._sessions, cluster_id
+        )
+        self.replay(records)
+
+    # -- state -----------------------------------------------------------------------------------
+
+    @property
+    def image(self) -> MetadataImage:
+        """The committed metadata (read-only for callers)."""
+        return self._image
+
+    @property
+    def controller_epoch(self) -> int:
+        return self._writer.epoch
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    @property
+    def config(self) -> ControllerConfig:
+        return self._config
+
+    def on_append(self, callback: AppendListener) -> None:
+        """Call ``callback(last_offset)`` after every appended batch."""
+        self._writer.on_append(callback)
+
+    def replay(self, records: Iterable[LogEntry]) -> None:
+        """Apply already-logged (offset, epoch, record) entries, batch by batch, then restart sessions.
+
+        Consecutive entries of one epoch are applied as one batch. Entries already applied are skipped.
+        """
+        for epoch, entries in itertools.groupby(records, key=lambda entry: entry[1]):
+            self._image.apply_batch(((offset, record) for offset, _, record in entries), epoch)
+        if self._image.epoch > self._writer.epoch:
+            raise ControllerFailedError(
+                f"the metadata log holds epoch {self._image.epoch}, newer than this controller's epoch "
+                f"{self._writer.epoch}: another controller has taken over"
+            )
+        self._replication.reload()
+        self._cluster.start_sessions(self._clock.time_ms())
+        _log.info(
+            "controller state loaded",
+            offset=self._image.offset,
+            epoch=self._writer.epoch,
+            brokers=self._image.broker_ids(),
+            topics=len(self._image.all()),
+        )
+
+    # -- brokers ---------------------------------------------------------------------------------
+
+    def register_broker(
+        self,
+        broker_id: int,
+        incarnation_id: uuid.UUID,
+        cluster_id: str,
+        endpoints: Sequence[BrokerEndpointRecord],
+        rack: str | None = None,
+    ) -> int:
+        """BrokerRegistration: returns the broker epoch; raises KafkaError (see ClusterControl)."""
+        return self._cluster.register_broker(
+            broker_id, incarnation_id, cluster_id, endpoints, rack, self._clock.time_ms()
+        )
+
+    def unregister_broker(self, broker_id: int) -> None:
+        """UnregisterBroker: remove a broker for good; raises KafkaError BROKER_ID_NOT_REGISTERED."""
+        self._cluster.unregister_broker(broker_id)
+
+    def heartbeat(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        *,
+        want_fence: bool = False,
+        want_shutdown: bool = False,
+    ) -> HeartbeatResult:
+        """BrokerHeartbeat (see ClusterControl for the state machine)."""
+        return self._cluster.heartbeat(
+            broker_id, broker_epoch, current_metadata_offset, want_fence, want_shutdown, self._clock.time_ms()
+        )
+
+    def tick(self, now_ms: int | None = None) -> list[int]:
+        """Fence the brokers whose session expired by ``now_ms`` (default: the clock); returns their ids."""
+        return self._cluster.fence_stale_brokers(self._clock.time_ms() if now_ms is None else now_ms)
+
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdBlock:
+        """AllocateProducerIds: the next block of producer ids for this broker."""
+        return self._cluster.allocate_producer_ids(broker_id, broker_epoch)
+
+    # -- topics and partitions -------------------------------------------------------------------
+
+    def create_topics(
+        self, topics: Sequence[CreatableTopic], *, validate_only: bool = False
+    ) -> list[CreateTopicResult]:
+        return self._replication.create_topics(topics, validate_only=validate_only)
+
+    def create_partitions(
+        self, topics: Sequence[CreatePartitionsTopic], *, validate_only: bool = False
+    ) -> list[CreatePartitionsResult]:
+        return self._replication.create_partitions(topics, validate_only=validate_only)
+
+    def delete_topics(self, topics: Sequence[str | uuid.UUID]) -> list[DeleteTopicResult]:
+        return self._replication.delete_topics(topics)
+
+    def alter_partition(
+        self, broker_id: int, broker_epoch: int, partitions: Sequence[AlterPartitionItem]
+    ) -> AlterPartitionResponse:
+        return self._replication.alter_partition(broker_id, broker_epoch, partitions)

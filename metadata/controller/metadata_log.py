@@ -1,0 +1,174 @@
+"""The controller's metadata log, and the one path by which a change reaches it and the image.
+
+:class:`MetadataLog` is what the controller needs from the ``__cluster_metadata`` partition: append a
+batch durably and say where the log ends. The real one (a partition log on the controller's disk,
+each batch written with the controller epoch as its partition leader epoch) is wired in elsewhere;
+:class:`InMemoryMetadataLog` is the reference behaviour, used by tests.
+
+:class:`MetadataWriter` is how every controller operation commits: append the batch, then apply it to
+the image at the offsets the log assigned, then tell the listeners. The image never runs ahead of
+the log, so what the controller answers is always what a restart would replay. If an append fails
+the log's content is unknown (a torn write may or may not hold the batch), so the writer refuses all
+later writes: the owner must build a new controller from the log, as Kafka's controller resigns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+
+from metadata.image import MetadataDelta, MetadataImage
+from metadata.records import MetadataRecord
+
+LogEntry = tuple[int, int, MetadataRecord]
+"""(offset, epoch, record): one record of the metadata log with the epoch of its batch."""
+AppendListener = Callable[[int], None]
+"""Called with the last offset of each appended batch."""
+
+_log = structlog.get_logger("kipling.controller.metadata_log")
+
+
+class MetadataLog(Protocol):
+    """The metadata log as the controller writes it."""
+
+    def append(self, records: Sequence[MetadataRecord], epoch: int) -> int:
+        """Durably append ``records`` as one batch written at controller ``epoch``.
+
+        Returns the offset of the batch's FIRST record; the records get consecutive offsets. Raises
+        if the batch is not durable (the caller then treats the log's content as unknown).
+        """
+        ...
+
+    @property
+    def end_offset(self) -> int:
+        """The offset the next appended record will get (0 for an empty log)."""
+        ...
+
+
+class InMemoryMetadataLog:
+    """A MetadataLog in a list of (offset, epoch, record), with a real log's invariants.
+
+    A batch must not be empty, and epochs never go back (a write at an older epoch would be a
+    deposed controller's). ``entries`` lets a test restart a controller on the same log.
+    """
+
+    def __init__(self, entries: Iterable[LogEntry] = ()) -> None:
+        self._entries: list[LogEntry] = list(entries)
+        for expected, (offset, _, _) in enumerate(self._entries):
+            if offset != expected:
+                raise ValueError(
+                    f"log entries must have consecutive offsets from 0, found {offset} at {expected}"
+                )
+
+    @property
+    def end_offset(self) -> int:
+        return len(self._entries)
+
+    @property
+    def last_epoch(self) -> int | None:
+        return self._entries[-1][1] if self._entries else None
+
+    def append(self, records: Sequence[MetadataRecord], epoch: int) -> int:
+        if not records:
+            raise ValueError("a metadata batch holds at least one record")
+        last_epoch = self.last_epoch
+        if last_epoch is not None and epoch < last_epoch:
+            raise ValueError(f"epoch {epoch} is older than the log's last epoch {last_epoch}")
+        first = len(self._entries)
+        self._entries.extend((first + i, epoch, record) for i, record in enumerate(records))
+        return first
+
+    def read(self, start_offset: int = 0) -> list[LogEntry]:
+        """Every entry from ``start_offset`` on."""
+        return self._entries[max(start_offset, 0) :]
+
+    @property
+    def entries(self) -> tuple[LogEntry, ...]:
+        return tuple(self._entries)
+
+
+class ControllerFailedError(Exception):
+    """The controller cannot write: an append failed, or the log and the image disagree.
+
+    Build a new controller by replaying the log; this one must not be used again.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """Where a batch landed and what it changed."""
+
+    first_offset: int
+    last_offset: int
+    delta: MetadataDelta
+
+
+class MetadataWriter:
+    """Appends a batch, then applies it to the image, then notifies: the controller's only write path."""
+
+    def __init__(self, log: MetadataLog, image: MetadataImage, epoch: int) -> None:
+        self._log = log
+        self._image = image
+        self._epoch = epoch
+        self._listeners: list[AppendListener] = []
+        self._failure: str | None = None
+
+    @property
+    def epoch(self) -> int:
+        """The controller epoch every batch is written with."""
+        return self._epoch
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next record will get (a broker epoch is its registration record's offset)."""
+        return self._log.end_offset
+
+    def on_append(self, listener: AppendListener) -> None:
+        self._listeners.append(listener)
+
+    def check_writable(self) -> None:
+        """Raise ControllerFailedError unless the log and the image are in step and nothing failed."""
+        if self._failure is not None:
+            raise ControllerFailedError(self._failure)
+        if self._log.end_offset != self._image.offset + 1:
+            raise ControllerFailedError(
+                f"the metadata log ends at {self._log.end_offset} but the image holds offsets up to "
+                f"{self._image.offset}: replay the whole log before writing"
+            )
+
+    def commit(self, records: Sequence[MetadataRecord]) -> Commit:
+        """Append ``records`` as one batch and apply it; an empty batch changes nothing."""
+        self.check_writable()
+        if not records:
+            return Commit(self.next_offset, self.next_offset - 1, MetadataDelta())
+        expected = self._log.end_offset
+        try:
+            first = self._log.append(records, self._epoch)
+        except Exception as exc:
+            self._fail(f"metadata append failed: {exc!r}")
+            raise
+        if first != expected:
+            self._fail(f"the metadata log put the batch at offset {first}, expected {expected}")
+            raise ControllerFailedError(self._failure)
+        try:
+            delta = self._image.apply_batch(((first + i, r) for i, r in enumerate(records)), self._epoch)
+        except Exception as exc:
+            self._fail(f"the controller's own batch does not replay: {exc}")
+            raise
+        last = first + len(records) - 1
+        self._notify(last)
+        return Commit(first, last, delta)
+
+    def _fail(self, reason: str) -> None:
+        self._failure = reason
+        _log.error("metadata writer failed; the controller must be rebuilt from the log", reason=reason)
+
+    def _notify(self, last_offset: int) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(last_offset)
+            except Exception:
+                _log.exception("metadata append listener failed", last_offset=last_offset)

@@ -1,0 +1,89 @@
+"""Topics and partitions as the controller registers them (Kafka's TopicImage / PartitionRegistration).
+
+The value types every layer shares: the controller builds them from its records, each broker's
+:class:`~metadata.image.MetadataImage` replays them, handlers and the replica manager read them.
+``to_json``/``from_json`` read the topic file of kipling's early single-node releases, imported
+once into the metadata log.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from metadata import topic_names
+
+NO_LEADER = -1
+"""A partition's leader id while no replica may lead it."""
+INITIAL_LEADER_EPOCH = 0
+INITIAL_PARTITION_EPOCH = 0
+
+
+@dataclass
+class PartitionState:
+    """One partition as the controller sees it (Kafka's PartitionRegistration)."""
+
+    partition: int
+    leader_id: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: list[int]
+    isr: list[int]
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> PartitionState:
+        return cls(
+            partition=int(raw["partition"]),
+            leader_id=int(raw["leader_id"]),
+            leader_epoch=int(raw["leader_epoch"]),
+            partition_epoch=int(raw["partition_epoch"]),
+            replicas=[int(r) for r in raw["replicas"]],
+            isr=[int(r) for r in raw["isr"]],
+        )
+
+
+@dataclass
+class TopicState:
+    """One topic: its id, partitions by index, and its topic-level config overrides."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def replication_factor(self) -> int:
+        """The replica count of partition 0 (Kafka keeps it equal for every partition)."""
+        first = self.partitions.get(0)
+        return len(first.replicas) if first is not None else 0
+
+    @property
+    def is_internal(self) -> bool:
+        return topic_names.is_internal(self.name)
+
+    def sorted_partitions(self) -> list[PartitionState]:
+        return [self.partitions[index] for index in sorted(self.partitions)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "topic_id": str(self.topic_id),
+            "configs": dict(self.configs),
+            "partitions": [p.to_json() for p in self.sorted_partitions()],
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> TopicState:
+        partitions = [PartitionState.from_json(p) for p in raw["partitions"]]
+        return cls(
+            name=str(raw["name"]),
+            topic_id=uuid.UUID(raw["topic_id"]),
+            partitions={p.partition: p for p in partitions},
+            configs={str(k): str(v) for k, v in raw.get("configs", {}).items()},
+        )

@@ -1,0 +1,623 @@
+"""The broker's typed configuration, built from ``server.properties`` and ``--override KEY=VALUE``.
+
+``load_config`` reads the file, applies the overrides on top (an override always wins, even when the
+file used another name of the same key, such as ``broker.id`` for ``node.id``), and builds a frozen
+:class:`BrokerConfig`. A key kipling does not know, or accepts without acting on, yields a warning for
+the caller to log; an invalid value raises :class:`ConfigError` so that the broker does not start.
+
+Attribute names are the keys in snake case (``cfg.num_partitions``). Where Kafka lets several keys set
+one thing, the attribute holds the resolved value: ``log_retention_ms`` is already derived from
+``log.retention.ms``/``.minutes``/``.hours`` (and is -1 when unlimited), ``log_roll_ms`` and
+``log_roll_jitter_ms`` likewise, ``log_dirs`` from ``log.dirs`` or ``log.dir``, ``node_id`` from
+``node.id`` or ``broker.id``. Address keys are parsed: ``listeners`` into :class:`Listener` values,
+``metrics_listener`` into ``(host, port)``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from server_common.config.definitions import (
+    ALIASES,
+    BY_NAME,
+    CLEANUP_COMPACT,
+    CLEANUP_DELETE,
+    DEFINITIONS,
+    ROLE_BROKER,
+    ROLE_CONTROLLER,
+    TOPIC_BY_NAME,
+    TOPIC_DEFINITIONS,
+    ConfigEntry,
+    ConfigError,
+    ConfigSource,
+    ConfigSynonym,
+    broker_synonyms,
+    format_value,
+)
+from server_common.config.properties import PropertiesError, parse_overrides, read_properties_file
+
+PLAINTEXT = "PLAINTEXT"
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+"""Kafka's security protocol names; kipling implements only PLAINTEXT."""
+NON_ROUTABLE_HOSTS = ("0.0.0.0", "::")
+
+FOLDED_KEYS = frozenset(
+    {"log.dir", "log.roll.hours", "log.roll.jitter.hours", "log.retention.minutes", "log.retention.hours"}
+)
+"""Keys with no attribute of their own: they only feed a resolved one (log_dirs, log_roll_ms, ...)."""
+
+_LISTENER = re.compile(
+    r"(?P<name>[A-Za-z0-9_-]+)://(?:\[(?P<v6>[^\]]+)\]|(?P<host>[A-Za-z0-9._%-]*)):(?P<port>\d+)"
+)
+_HOST_PORT = re.compile(r"(?:\[(?P<v6>[^\]]+)\]|(?P<host>[A-Za-z0-9._%-]*)):(?P<port>\d+)")
+_VOTER = re.compile(r"(?P<id>\d+)@(?:\[(?P<v6>[^\]]+)\]|(?P<host>[A-Za-z0-9._%-]+)):(?P<port>\d+)")
+_MAX_PORT = 65535
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One ``NAME://host:port`` address. An empty host means every interface (for binding)."""
+
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class QuorumVoter:
+    """One ``id@host:port`` entry of ``controller.quorum.voters``."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """The validated configuration of one kipling node. Build it with :func:`load_config`."""
+
+    node_id: int
+    process_roles: list[str]
+    controller_quorum_voters: list[QuorumVoter]
+    controller_listener_names: list[str]
+    cluster_id: str | None
+    listeners: list[Listener]
+    advertised_listeners: list[Listener]
+    listener_security_protocol_map: dict[str, str]
+    inter_broker_listener_name: str | None
+    metrics_listener: tuple[str, int] | None
+    socket_request_max_bytes: int
+    connections_max_idle_ms: int
+    max_connections: int
+    num_network_threads: int
+    num_io_threads: int
+    num_partitions: int
+    default_replication_factor: int
+    auto_create_topics_enable: bool
+    delete_topic_enable: bool
+    log_dirs: list[Path]
+    message_max_bytes: int
+    log_segment_bytes: int
+    log_roll_ms: int
+    log_roll_jitter_ms: int
+    log_index_interval_bytes: int
+    log_index_size_max_bytes: int
+    log_message_timestamp_type: str
+    log_message_timestamp_before_max_ms: int
+    log_message_timestamp_after_max_ms: int
+    log_preallocate: bool
+    compression_type: str
+    compression_gzip_level: int
+    compression_lz4_level: int
+    compression_zstd_level: int
+    log_retention_ms: int
+    log_retention_bytes: int
+    log_retention_check_interval_ms: int
+    log_cleanup_policy: list[str]
+    log_segment_delete_delay_ms: int
+    log_cleaner_delete_retention_ms: int
+    log_cleaner_min_compaction_lag_ms: int
+    log_cleaner_max_compaction_lag_ms: int
+    log_cleaner_min_cleanable_ratio: float
+    log_local_retention_ms: int
+    log_local_retention_bytes: int
+    log_flush_interval_messages: int
+    log_flush_interval_ms: int | None
+    log_flush_offset_checkpoint_interval_ms: int
+    log_flush_start_offset_checkpoint_interval_ms: int
+    min_insync_replicas: int
+    unclean_leader_election_enable: bool
+    replica_lag_time_max_ms: int
+    replica_fetch_wait_max_ms: int
+    replica_fetch_min_bytes: int
+    replica_fetch_max_bytes: int
+    replica_fetch_response_max_bytes: int
+    replica_fetch_backoff_ms: int
+    replica_high_watermark_checkpoint_interval_ms: int
+    num_replica_fetchers: int
+    replica_socket_timeout_ms: int
+    broker_session_timeout_ms: int
+    broker_heartbeat_interval_ms: int
+    fetch_max_bytes: int
+    max_incremental_fetch_session_cache_slots: int
+    min_incremental_fetch_session_eviction_ms: int
+    fetch_purgatory_purge_interval_requests: int
+    producer_purgatory_purge_interval_requests: int
+    producer_id_expiration_ms: int
+    offsets_topic_num_partitions: int
+    offsets_topic_replication_factor: int
+    offsets_retention_minutes: int
+    group_initial_rebalance_delay_ms: int
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    group_max_size: int
+    offset_metadata_max_bytes: int
+    offsets_commit_timeout_ms: int
+    offsets_retention_check_interval_ms: int
+    values: Mapping[str, object] = field(repr=False, compare=False)
+    """Every defined key's own typed value (as given, else its default), for DescribeConfigs."""
+    explicit_keys: frozenset[str] = field(repr=False, compare=False)
+    """The defined keys that the file or the overrides set (under any of their names)."""
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
+        """Validate raw properties (keys as in a file) into a config, plus warnings to log."""
+        canonical = canonicalize(props)
+        warnings: list[str] = []
+        values: dict[str, object] = {d.name: d.default for d in DEFINITIONS}
+        for key, raw in canonical.items():
+            definition = BY_NAME.get(key)
+            if definition is None:
+                warnings.append(_unknown_key_warning(key))
+                continue
+            values[key] = definition.parse(raw)
+            if definition.ignored:
+                warnings.append(
+                    f"{key} is accepted for compatibility with Kafka but has no effect in kipling"
+                )
+        explicit = frozenset(k for k in canonical if k in BY_NAME)
+        config = _build(values, explicit)
+        if CLEANUP_COMPACT in config.log_cleanup_policy:
+            warnings.append(
+                "log.cleanup.policy includes compact, which kipling does not implement: logs are not "
+                "compacted"
+                + ("" if CLEANUP_DELETE in config.log_cleanup_policy else ", and nothing is ever deleted")
+            )
+        return config, warnings
+
+    @property
+    def is_broker(self) -> bool:
+        return ROLE_BROKER in self.process_roles
+
+    @property
+    def is_controller(self) -> bool:
+        return ROLE_CONTROLLER in self.process_roles
+
+    @property
+    def inter_broker_listener(self) -> Listener | None:
+        """The advertised address other brokers use to reach this one."""
+        return next(
+            (li for li in self.advertised_listeners if li.name == self.inter_broker_listener_name), None
+        )
+
+    def listener(self, name: str) -> Listener:
+        """The bound listener called ``name`` (names are upper case)."""
+        for candidate in self.listeners:
+            if candidate.name == name.upper():
+                return candidate
+        raise KeyError(name)
+
+    def describe(self) -> list[ConfigEntry]:
+        """Every broker key as DescribeConfigs on this broker reports it, sorted by name.
+
+        All keys are read-only: kipling has no dynamic broker configuration. ``broker.id`` is listed
+        as well, with the value of ``node.id``, because tools still ask for it.
+        """
+        entries: list[ConfigEntry] = []
+        for definition in DEFINITIONS:
+            names = (definition.name, *definition.aliases)
+            for name in names:
+                entries.append(
+                    ConfigEntry(
+                        name=name,
+                        value=format_value(self.values[definition.name]),
+                        source=self.source_of(definition.name),
+                        is_sensitive=False,
+                        read_only=True,
+                        doc=definition.doc,
+                        type=definition.type,
+                        synonyms=self.synonyms(broker_synonyms(definition.name)),
+                    )
+                )
+        entries.sort(key=lambda entry: entry.name)
+        return entries
+
+    def source_of(self, key: str) -> ConfigSource:
+        """STATIC_BROKER_CONFIG if the key was set in the file or overrides, else DEFAULT_CONFIG."""
+        return ConfigSource.STATIC_BROKER_CONFIG if key in self.explicit_keys else ConfigSource.DEFAULT_CONFIG
+
+    def synonyms(self, keys: Sequence[str]) -> tuple[ConfigSynonym, ...]:
+        """The values that ``keys`` (highest precedence first) contribute, as DescribeConfigs lists them."""
+        found: list[ConfigSynonym] = []
+        for key in keys:
+            if key in self.explicit_keys:
+                value = format_value(self.values[key])
+                found.append(ConfigSynonym(key, value, ConfigSource.STATIC_BROKER_CONFIG))
+            default = BY_NAME[key].default
+            if default is not None:
+                found.append(ConfigSynonym(key, format_value(default), ConfigSource.DEFAULT_CONFIG))
+        return tuple(found)
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Each topic-level key's value for a topic without overrides, derived from the broker keys."""
+        result: dict[str, str] = {}
+        for topic_def in TOPIC_DEFINITIONS:
+            text = format_value(topic_def.resolve(self.values))
+            assert text is not None, topic_def.name
+            result[topic_def.name] = text
+        return result
+
+
+def load_config(path: Path | None, overrides: Sequence[str] = ()) -> tuple[BrokerConfig, list[str]]:
+    """Read ``path`` (if any), apply ``overrides`` (``KEY=VALUE``) on top, and validate.
+
+    Returns the config and the warnings to log. Raises :class:`ConfigError` for an unreadable or
+    malformed file, a malformed override or an invalid value.
+    """
+    file_props: dict[str, str] = {}
+    if path is not None:
+        try:
+            file_props = read_properties_file(path)
+        except OSError as exc:
+            raise ConfigError(f"Cannot read configuration file {path}: {exc.strerror or exc}") from exc
+        except PropertiesError as exc:
+            raise ConfigError(f"Malformed configuration file {path}: {exc}") from exc
+    try:
+        override_props = parse_overrides(overrides)
+    except PropertiesError as exc:
+        raise ConfigError(str(exc)) from exc
+    # Resolve aliases per layer first, so an override under one name beats the file under another.
+    merged = {**canonicalize(file_props), **canonicalize(override_props)}
+    return BrokerConfig.from_properties(merged)
+
+
+def canonicalize(props: Mapping[str, str]) -> dict[str, str]:
+    """Rename aliases to their key; unknown keys pass through. Refuses an alias that contradicts its key."""
+    result: dict[str, str] = {}
+    for key, raw in props.items():
+        name = ALIASES.get(key)
+        if name is None:
+            result[key] = raw
+            continue
+        if name in props:
+            definition = BY_NAME[name]
+            if definition.parse(props[name]) != definition.parse(raw, key):
+                raise ConfigError(
+                    f"Configurations {name}={props[name]!r} and {key}={raw!r} disagree; "
+                    f"{key} is another name for {name}, set only {name}",
+                    key=key,
+                    value=raw,
+                )
+            continue
+        result[name] = raw
+    return result
+
+
+# -- building ------------------------------------------------------------------------------------
+
+
+def _build(values: Mapping[str, object], explicit: frozenset[str]) -> BrokerConfig:
+    """Turn typed per-key values into a validated :class:`BrokerConfig`."""
+    simple = {
+        d.name.replace(".", "_"): values[d.name]
+        for d in DEFINITIONS
+        if d.name not in FOLDED_KEYS and d.name not in _COMPUTED_KEYS
+    }
+    roles = _list(values["process.roles"])
+    protocol_map = _parse_protocol_map(str(values["listener.security.protocol.map"]))
+    controller_names = [name.upper() for name in _list(values["controller.listener.names"])]
+    listeners = _parse_listeners("listeners", str(values["listeners"]))
+    if not listeners:
+        raise ConfigError.invalid("listeners", str(values["listeners"]), "expected at least one listener")
+    advertised = _advertised_listeners(values, listeners, controller_names, roles)
+    for key, group in (("listeners", listeners), ("advertised.listeners", advertised)):
+        for listener in group:
+            _check_protocol(key, listener, protocol_map)
+    if ROLE_CONTROLLER in roles:
+        _check_names_exist("controller.listener.names", controller_names, listeners)
+    inter_broker = _inter_broker_listener_name(values, advertised, controller_names, roles)
+    voters = _parse_voters(_list(values["controller.quorum.voters"]))
+    node_id = values["node.id"]
+    assert isinstance(node_id, int)
+    _check_quorum(node_id, roles, voters)
+    retention = TOPIC_BY_NAME["retention.ms"].resolve(values)
+    roll = TOPIC_BY_NAME["segment.ms"].resolve(values)
+    jitter = TOPIC_BY_NAME["segment.jitter.ms"].resolve(values)
+    config = BrokerConfig(
+        **simple,
+        process_roles=roles,
+        controller_quorum_voters=voters,
+        controller_listener_names=controller_names,
+        listeners=listeners,
+        advertised_listeners=advertised,
+        listener_security_protocol_map=protocol_map,
+        inter_broker_listener_name=inter_broker,
+        metrics_listener=_parse_metrics_listener(str(values["metrics.listener"])),
+        log_dirs=_log_dirs(values),
+        log_retention_ms=retention,
+        log_roll_ms=roll,
+        log_roll_jitter_ms=jitter,
+        values=dict(values),
+        explicit_keys=explicit,
+    )
+    _check_relations(config)
+    return config
+
+
+_COMPUTED_KEYS = frozenset(
+    {
+        "process.roles",
+        "controller.quorum.voters",
+        "controller.listener.names",
+        "listeners",
+        "advertised.listeners",
+        "listener.security.protocol.map",
+        "inter.broker.listener.name",
+        "metrics.listener",
+        "log.dirs",
+        "log.retention.ms",
+        "log.roll.ms",
+        "log.roll.jitter.ms",
+    }
+)
+"""Keys whose attribute is parsed or resolved rather than copied from the typed value."""
+
+
+def _list(value: object) -> list[str]:
+    assert isinstance(value, list)
+    return [str(item) for item in value]
+
+
+def _unknown_key_warning(key: str) -> str:
+    known = [*BY_NAME, *ALIASES]
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"Unknown configuration {key!r} is ignored{hint}"
+
+
+def _split_host(match: re.Match[str]) -> tuple[str, int]:
+    host = match.group("v6") or match.group("host") or ""
+    return host, int(match.group("port"))
+
+
+def _parse_listeners(key: str, raw: str) -> list[Listener]:
+    """Parse ``NAME://host:port`` entries; names are upper-cased, as Kafka normalises them."""
+    result: list[Listener] = []
+    for entry in (part.strip() for part in raw.split(",")):
+        if not entry:
+            continue
+        match = _LISTENER.fullmatch(entry)
+        if match is None:
+            raise ConfigError.invalid(key, raw, f"{entry!r} is not of the form NAME://host:port")
+        host, port = _split_host(match)
+        if port > _MAX_PORT:
+            raise ConfigError.invalid(key, raw, f"port {port} of {entry!r} is not between 0 and {_MAX_PORT}")
+        listener = Listener(match.group("name").upper(), host, port)
+        if any(other.name == listener.name for other in result):
+            raise ConfigError.invalid(key, raw, f"listener name {listener.name} is used twice")
+        if port != 0 and any((other.host, other.port) == (host, port) for other in result):
+            raise ConfigError.invalid(key, raw, f"{host or '*'}:{port} is used by two listeners")
+        result.append(listener)
+    return result
+
+
+def _parse_protocol_map(raw: str) -> dict[str, str]:
+    key = "listener.security.protocol.map"
+    result: dict[str, str] = {}
+    for entry in (part.strip() for part in raw.split(",")):
+        if not entry:
+            continue
+        name, sep, protocol = entry.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name or protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError.invalid(
+                key,
+                raw,
+                f"{entry!r} is not LISTENER_NAME:PROTOCOL, PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}",
+            )
+        if name in result:
+            raise ConfigError.invalid(key, raw, f"listener name {name} is mapped twice")
+        result[name] = protocol
+    return result
+
+
+def _check_protocol(key: str, listener: Listener, protocol_map: Mapping[str, str]) -> None:
+    protocol = protocol_map.get(listener.name)
+    if protocol is None:
+        raise ConfigError(
+            f"Invalid configuration {key}: listener {listener.name} has no security protocol in "
+            f"listener.security.protocol.map",
+            key=key,
+        )
+    if protocol != PLAINTEXT:
+        raise ConfigError(
+            f"Invalid configuration {key}: listener {listener} uses security protocol {protocol}, "
+            f"but kipling supports only {PLAINTEXT}",
+            key=key,
+            value=str(listener),
+        )
+
+
+def _advertised_listeners(
+    values: Mapping[str, object], listeners: list[Listener], controller_names: list[str], roles: list[str]
+) -> list[Listener]:
+    """The explicit advertised listeners, else the bound ones (minus controller listeners on a broker)."""
+    key = "advertised.listeners"
+    raw = values[key]
+    if raw is not None and str(raw).strip():
+        advertised = _parse_listeners(key, str(raw))
+        bound = {li.name for li in listeners}
+        for listener in advertised:
+            if listener.name not in bound:
+                raise ConfigError.invalid(
+                    key,
+                    str(raw),
+                    f"listener {listener.name} is not one of the listeners ({', '.join(sorted(bound))})",
+                )
+        source = key
+    else:
+        drop = set(controller_names) if ROLE_BROKER in roles else set()
+        advertised = [li for li in listeners if li.name not in drop]
+        raw, source = values["listeners"], "listeners"
+    result = []
+    for listener in advertised:
+        if listener.host in NON_ROUTABLE_HOSTS:
+            hint = "" if source == key else "; set advertised.listeners to an address clients can reach"
+            raise ConfigError.invalid(
+                source,
+                str(raw),
+                f"{listener} cannot be advertised: clients cannot connect to {listener.host}{hint}",
+            )
+        if not listener.host:
+            # As Kafka: an empty host is advertised as this machine's canonical host name.
+            listener = Listener(listener.name, socket.getfqdn(), listener.port)
+        result.append(listener)
+    return result
+
+
+def _check_names_exist(key: str, names: Sequence[str], listeners: Sequence[Listener]) -> None:
+    bound = {li.name for li in listeners}
+    for name in names:
+        if name not in bound:
+            raise ConfigError.invalid(key, ",".join(names), f"{name} is not the name of one of the listeners")
+
+
+def _inter_broker_listener_name(
+    values: Mapping[str, object], advertised: list[Listener], controller_names: list[str], roles: list[str]
+) -> str | None:
+    key = "inter.broker.listener.name"
+    raw = values[key]
+    names = [li.name for li in advertised if li.name not in controller_names]
+    if raw is not None and str(raw).strip():
+        name = str(raw).strip().upper()
+        if ROLE_BROKER in roles and name not in names:
+            raise ConfigError.invalid(
+                key,
+                str(raw),
+                f"expected the name of an advertised, non-controller listener ({', '.join(names)})",
+            )
+        return name
+    if ROLE_BROKER not in roles:
+        return None
+    if not names:
+        raise ConfigError.invalid(
+            "listeners",
+            str(values["listeners"]),
+            "a broker needs at least one listener that is not a controller listener",
+        )
+    return PLAINTEXT if PLAINTEXT in names else names[0]
+
+
+def _parse_voters(entries: list[str]) -> list[QuorumVoter]:
+    key = "controller.quorum.voters"
+    voters: list[QuorumVoter] = []
+    for entry in entries:
+        match = _VOTER.fullmatch(entry)
+        if match is None:
+            raise ConfigError.invalid(key, ",".join(entries), f"{entry!r} is not of the form id@host:port")
+        host, port = _split_host(match)
+        voter = QuorumVoter(int(match.group("id")), host, port)
+        if port > _MAX_PORT:
+            raise ConfigError.invalid(
+                key, ",".join(entries), f"port {port} of {entry!r} is not between 0 and {_MAX_PORT}"
+            )
+        if any(other.node_id == voter.node_id for other in voters):
+            raise ConfigError.invalid(key, ",".join(entries), f"voter id {voter.node_id} appears twice")
+        voters.append(voter)
+    return voters
+
+
+def _check_quorum(node_id: int, roles: list[str], voters: list[QuorumVoter]) -> None:
+    key = "controller.quorum.voters"
+    text = ",".join(f"{v.node_id}@{v.host}:{v.port}" for v in voters)
+    if ROLE_CONTROLLER in roles and voters and all(v.node_id != node_id for v in voters):
+        raise ConfigError.invalid(key, text, f"a controller's node.id ({node_id}) must be one of the voters")
+    if ROLE_CONTROLLER not in roles and not voters:
+        raise ConfigError.invalid(
+            key, text, "a node without the controller role needs the voters to find the controller"
+        )
+
+
+def _parse_metrics_listener(raw: str) -> tuple[str, int] | None:
+    text = raw.strip()
+    if not text:
+        return None
+    match = _HOST_PORT.fullmatch(text)
+    if match is None or int(match.group("port")) > _MAX_PORT:
+        raise ConfigError.invalid(
+            "metrics.listener", raw, f"expected host:port with a port up to {_MAX_PORT}, or empty"
+        )
+    return _split_host(match)
+
+
+def _log_dirs(values: Mapping[str, object]) -> list[Path]:
+    dirs = values["log.dirs"]
+    key = "log.dirs"
+    if dirs is None:
+        key = "log.dir"
+        dirs = [str(values["log.dir"]).strip()]
+    entries = [d for d in _list(dirs) if d]
+    if not entries:
+        raise ConfigError.invalid(key, "", "expected at least one directory")
+    seen: set[str] = set()
+    for entry in entries:
+        absolute = os.path.abspath(entry)
+        if absolute in seen:
+            raise ConfigError.invalid(key, ",".join(entries), f"directory {entry} is listed twice")
+        seen.add(absolute)
+    return [Path(entry) for entry in entries]
+
+
+def _check_relations(cfg: BrokerConfig) -> None:
+    """The rules between keys that Kafka enforces at start-up."""
+    wait = cfg.replica_fetch_wait_max_ms
+    if wait > cfg.replica_socket_timeout_ms:
+        raise ConfigError(
+            f"replica.socket.timeout.ms ({cfg.replica_socket_timeout_ms}) must be at least "
+            f"replica.fetch.wait.max.ms ({wait}), or follower fetches time out while the leader waits",
+            key="replica.socket.timeout.ms",
+            value=str(cfg.replica_socket_timeout_ms),
+        )
+    if wait > cfg.replica_lag_time_max_ms:
+        raise ConfigError(
+            f"replica.fetch.wait.max.ms ({wait}) must be at most replica.lag.time.max.ms "
+            f"({cfg.replica_lag_time_max_ms}), or idle followers keep dropping out of the ISR",
+            key="replica.fetch.wait.max.ms",
+            value=str(wait),
+        )
+    if cfg.group_min_session_timeout_ms > cfg.group_max_session_timeout_ms:
+        raise ConfigError(
+            f"group.min.session.timeout.ms ({cfg.group_min_session_timeout_ms}) must be at most "
+            f"group.max.session.timeout.ms ({cfg.group_max_session_timeout_ms})",
+            key="group.min.session.timeout.ms",
+            value=str(cfg.group_min_session_timeout_ms),
+        )
+    if (
+        cfg.inter_broker_listener_name is not None
+        and cfg.inter_broker_listener_name in cfg.controller_listener_names
+    ):
+        raise ConfigError.invalid(
+            "inter.broker.listener.name",
+            cfg.inter_broker_listener_name,
+            "a controller listener cannot carry broker traffic",
+        )

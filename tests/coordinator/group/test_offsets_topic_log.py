@@ -1,0 +1,122 @@
+"""OffsetsTopicGroupLog: the coordinator's writes go through the broker's real produce path.
+
+A batch must be in the local log of ``__consumer_offsets`` when ``append`` returns, as Kafka appends
+on the request thread before the request that caused the write is answered; only the acks=-1 wait
+(and the callback) come later. Otherwise an answer overtakes the write: a member's LeaveGroup was
+answered before the group's Empty generation was appended, and a broker killed right after brought
+the member back when it loaded the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import uuid
+
+from broker.group_runtime import OFFSETS_TOPIC, OffsetsTopicGroupLog, _read_offsets_partition
+from broker.produce_service import ProduceService
+from broker.replica_manager import ReplicaManager
+from broker.topics import TopicStore
+from coordinator.group import GroupState, MemberIdentity, OffsetsRecord
+from coordinator.group.loader import rebuild_groups
+from metadata.topics import PartitionState, TopicState
+from protocol.error_codes import ErrorCode
+from server_common.config import load_config, to_log_config
+from server_common.purgatory import DelayedOperationPurgatory, FakeScheduler
+from storage.clock import FakeClock
+from storage.log_manager import LogManager
+from tests.broker.test_handlers_produce import StubTopics
+from tests.coordinator.group.helpers import Harness
+
+NODE = 1
+NOW = 1_700_000_000_000
+COMMIT_TIMEOUT_MS = 5000
+
+
+def produce_path(
+    tmp_path: pathlib.Path, topics: object | None = None
+) -> tuple[ProduceService, ReplicaManager, FakeScheduler]:
+    """A ProduceService over a real ReplicaManager; by default ``__consumer_offsets`` has one
+    partition with a single replica here."""
+    config = load_config(None, [f"log.dirs={tmp_path / 'logs'}", f"node.id={NODE}"])[0]
+    clock = FakeClock(NOW)
+    logs = LogManager(config.log_dirs, to_log_config({}, config), clock)
+    if topics is None:
+        store = TopicStore(tmp_path / "meta.json", NODE)
+        store.create_topic(OFFSETS_TOPIC, 1, 1, {})
+        topics = store
+    replicas = ReplicaManager(logs, topics, NODE, config, clock)  # type: ignore[arg-type]
+    scheduler = FakeScheduler()
+    service = ProduceService(replicas, DelayedOperationPurgatory("Produce", scheduler), clock)
+    replicas.add_partition_listener(service.on_partition_changed)
+    return service, replicas, scheduler
+
+
+def log_end(replicas: ReplicaManager) -> int:
+    partition = replicas.get_partition(OFFSETS_TOPIC, 0)
+    assert partition is not None
+    return partition.log.log_end_offset
+
+
+async def test_the_batch_is_in_the_local_log_when_append_returns(tmp_path: pathlib.Path) -> None:
+    service, replicas, _ = produce_path(tmp_path)
+    log = OffsetsTopicGroupLog(service, COMMIT_TIMEOUT_MS)
+    answers: list[tuple[ErrorCode, int]] = []
+    log.append(0, [OffsetsRecord(b"k1", b"v1")], NOW, lambda *a: answers.append(a))
+    log.append(
+        0, [OffsetsRecord(b"k2", b"v2"), OffsetsRecord(b"k3", None)], NOW, lambda *a: answers.append(a)
+    )
+    assert log_end(replicas) == 3  # written during the calls, in call order
+    assert answers == []  # answered later, from the event loop
+    await asyncio.sleep(0)
+    assert answers == [(ErrorCode.NONE, 0), (ErrorCode.NONE, 1)]
+
+
+async def test_the_callback_waits_for_the_commit_but_the_append_does_not(tmp_path: pathlib.Path) -> None:
+    """A follower in the ISR holds the high watermark back: the records are in the leader's log at
+    once, and the answer is the acks=-1 outcome (here the commit timeout)."""
+    state = PartitionState(0, NODE, 0, 0, [NODE, 2], [NODE, 2])
+    topics = StubTopics({OFFSETS_TOPIC: TopicState(OFFSETS_TOPIC, uuid.uuid4(), {0: state}, {})})
+    service, replicas, scheduler = produce_path(tmp_path, topics)
+    log = OffsetsTopicGroupLog(service, COMMIT_TIMEOUT_MS)
+    answers: list[tuple[ErrorCode, int]] = []
+    log.append(0, [OffsetsRecord(b"k", b"v")], NOW, lambda *a: answers.append(a))
+    assert log_end(replicas) == 1
+    await asyncio.sleep(0)
+    assert answers == []
+    scheduler.advance_ms(COMMIT_TIMEOUT_MS)
+    await asyncio.sleep(0)
+    assert answers == [(ErrorCode.REQUEST_TIMED_OUT, -1)]
+
+
+async def test_a_failed_append_is_answered_with_its_error(tmp_path: pathlib.Path) -> None:
+    service, _, _ = produce_path(tmp_path)
+    log = OffsetsTopicGroupLog(service, COMMIT_TIMEOUT_MS)
+    answers: list[tuple[ErrorCode, int]] = []
+    log.append(7, [OffsetsRecord(b"k", b"v")], NOW, lambda *a: answers.append(a))  # no partition 7
+    await asyncio.sleep(0)
+    assert answers == [(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)]
+
+
+async def test_a_group_emptied_by_leave_group_is_empty_in_the_log_when_leave_group_returns(
+    tmp_path: pathlib.Path,
+) -> None:
+    service, replicas, _ = produce_path(tmp_path)
+    harness = Harness()
+    harness.log = OffsetsTopicGroupLog(service, COMMIT_TIMEOUT_MS)  # type: ignore[assignment]
+    harness.coordinator = harness.new_coordinator()
+    harness.coordinator.load_partition(0, [])
+    join = harness.join_new("group")
+    harness.settle()
+    joined = join.value
+    sync = harness.sync("group", joined.member_id, joined.generation_id, {joined.member_id: b"all"})
+    await asyncio.sleep(0)
+    assert sync.value.error is ErrorCode.NONE
+
+    left = harness.coordinator.leave_group("group", [MemberIdentity(joined.member_id, None, None)])
+    assert [m.error for m in left.members] == [ErrorCode.NONE]
+    # what a broker that loaded the partition now (e.g. after a crash) would find
+    partition = replicas.get_partition(OFFSETS_TOPIC, 0)
+    assert partition is not None
+    [group] = rebuild_groups(await _read_offsets_partition(partition), harness.clock)
+    assert (group.state, group.size, group.generation_id) == (GroupState.EMPTY, 0, 2)

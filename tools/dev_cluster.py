@@ -1,0 +1,674 @@
+"""A local multi-broker cluster for development: N broker processes in the foreground, one output.
+
+``kipling dev-cluster`` and ``docker-compose.yml`` must describe the same cluster, or a behaviour seen
+on one would not reproduce on the other. So dev-cluster does not have settings of its own: it reads
+the cluster-wide keys from the very files the compose file mounts (``config/cluster/broker-*.properties``)
+and rewrites only what differs between containers and one machine's loopback interface: who a node
+is and where it listens (:data:`NODE_KEYS`). Each broker is an ordinary ``python -m broker`` process
+given a generated ``cluster.properties`` (the cluster-wide keys) plus ``--override`` for its node keys.
+
+The supervisor works like ``docker-compose up``: every child's output is shown line by line behind a
+``broker-i |`` tag, Ctrl-C or SIGTERM stops every broker gracefully (SIGTERM, then SIGKILL after a
+timeout), and a broker that exits on its own stops the others, so a half-dead cluster never lingers.
+Each broker runs in its own process group: Ctrl-C in the terminal reaches only the supervisor, which
+then stops the brokers in order, and a broker's own children (follower processes) can be killed with
+it if it has to be killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from broker.startup import StartupError, check_log_dirs
+from server_common.config import BrokerConfig, ConfigError
+from server_common.config.properties import PropertiesError, read_properties_file
+
+LOOPBACK = "127.0.0.1"
+CLIENT_LISTENER = "PLAINTEXT"
+CONTROLLER_LISTENER = "CONTROLLER"
+CONTROLLER_NODE_ID = 1
+"""The node that also runs the controller (a single voter until a quorum of controllers exists)."""
+CONTROLLER_PORT_OFFSET = 100
+"""Default controller port: the base client port plus this, clear of the brokers' client ports."""
+DEFAULT_DATA_DIR = Path("kipling-cluster")
+DEFAULT_BASE_PORT = 9092
+DEFAULT_METRICS_BASE_PORT = 9404
+DEFAULT_STOP_TIMEOUT_S = 30.0
+"""As docker-compose.yml's ``stop_grace_period``: time for a controlled shutdown (up to 10 s), the
+follower processes handing their logs back and every log being flushed, on a busy machine too."""
+CLUSTER_FILE_PATTERN = "broker-*.properties"
+GENERATED_SETTINGS_FILE = "cluster.properties"
+MAX_PORT = 65535
+
+NODE_KEYS = frozenset(
+    {
+        "node.id",
+        "broker.id",
+        "process.roles",
+        "controller.quorum.voters",
+        "controller.listener.names",
+        "listeners",
+        "advertised.listeners",
+        "listener.security.protocol.map",
+        "inter.broker.listener.name",
+        "metrics.listener",
+        "log.dirs",
+        "log.dir",
+    }
+)
+"""Keys that say who a node is and where it listens. The compose files set them for containers and
+dev-cluster sets them for loopback; every other key is cluster-wide and taken from the files as is."""
+
+EXIT_STOPPED = 0
+EXIT_BROKER_FAILED = 1
+EXIT_CANNOT_START = 2
+
+
+class DevClusterError(Exception):
+    """A cluster that cannot start; the message says what to change. Raised before anything runs."""
+
+
+# -- layout: which broker listens where ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterLayout:
+    """What the command line asks for: how many brokers, where their data goes, which ports."""
+
+    brokers: int
+    data_dir: Path = DEFAULT_DATA_DIR
+    base_port: int = DEFAULT_BASE_PORT
+    metrics_base_port: int = DEFAULT_METRICS_BASE_PORT
+    controller_port: int | None = None
+    host: str = LOOPBACK
+
+    @property
+    def effective_controller_port(self) -> int:
+        if self.controller_port is not None:
+            return self.controller_port
+        return self.base_port + CONTROLLER_PORT_OFFSET
+
+
+@dataclass(frozen=True)
+class BrokerSpec:
+    """One broker of the dev cluster: its identity, addresses and log directory."""
+
+    node_id: int
+    host: str
+    port: int
+    metrics_port: int
+    controller_port: int
+    log_dir: Path
+
+    @property
+    def name(self) -> str:
+        return f"broker-{self.node_id}"
+
+    @property
+    def is_controller(self) -> bool:
+        return self.node_id == CONTROLLER_NODE_ID
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def node_properties(self) -> dict[str, str]:
+        """The :data:`NODE_KEYS` of this broker, as ``--override`` values."""
+        listeners = [f"{CLIENT_LISTENER}://{self.host}:{self.port}"]
+        if self.is_controller:
+            listeners.append(f"{CONTROLLER_LISTENER}://{self.host}:{self.controller_port}")
+        return {
+            "node.id": str(self.node_id),
+            "process.roles": "broker,controller" if self.is_controller else "broker",
+            "controller.quorum.voters": f"{CONTROLLER_NODE_ID}@{self.host}:{self.controller_port}",
+            "controller.listener.names": CONTROLLER_LISTENER,
+            "listeners": ",".join(listeners),
+            # Empty: advertise the bound client listener, which is already a reachable address.
+            "advertised.listeners": "",
+            "listener.security.protocol.map": f"{CONTROLLER_LISTENER}:PLAINTEXT,{CLIENT_LISTENER}:PLAINTEXT",
+            "inter.broker.listener.name": CLIENT_LISTENER,
+            "metrics.listener": f"{self.host}:{self.metrics_port}",
+            "log.dirs": str(self.log_dir),
+        }
+
+    def ports(self) -> list[tuple[int, str]]:
+        """Every port this broker binds, with what it is for (for clear errors)."""
+        found = [(self.port, f"{self.name} client port"), (self.metrics_port, f"{self.name} metrics port")]
+        if self.is_controller:
+            found.append((self.controller_port, f"{self.name} controller port"))
+        return found
+
+
+def broker_specs(layout: ClusterLayout) -> list[BrokerSpec]:
+    """Broker i (1-based) listens on base-port + i - 1 and metrics-base-port + i - 1."""
+    if layout.brokers < 1:
+        raise DevClusterError(f"--brokers must be at least 1, not {layout.brokers}")
+    data_dir = layout.data_dir.resolve()
+    return [
+        BrokerSpec(
+            node_id=i,
+            host=layout.host,
+            port=layout.base_port + i - 1,
+            metrics_port=layout.metrics_base_port + i - 1,
+            controller_port=layout.effective_controller_port,
+            log_dir=data_dir / f"broker-{i}",
+        )
+        for i in range(1, layout.brokers + 1)
+    ]
+
+
+def bootstrap_servers(specs: Sequence[BrokerSpec]) -> str:
+    """The line clients need: ``bootstrap.servers=host:port,...``."""
+    return "bootstrap.servers=" + ",".join(spec.bootstrap for spec in specs)
+
+
+# -- configuration: the cluster-wide keys come from the compose files ----------------------------
+
+
+def default_cluster_config_dir() -> Path:
+    """``config/cluster`` of the working directory, else of the source tree kipling runs from."""
+    candidates = [
+        Path.cwd() / "config" / "cluster",
+        Path(__file__).resolve().parents[1] / "config" / "cluster",
+    ]
+    return next((c for c in candidates if c.is_dir()), candidates[0])
+
+
+def cluster_files(config_dir: Path) -> list[Path]:
+    """The per-broker files of the compose cluster (``broker-*.properties``), sorted by name."""
+    files = sorted(config_dir.glob(CLUSTER_FILE_PATTERN))
+    if not files:
+        raise DevClusterError(f"no {CLUSTER_FILE_PATTERN} files in {config_dir} (see --cluster-config)")
+    return files
+
+
+def cluster_wide(props: Mapping[str, str]) -> dict[str, str]:
+    """The keys of one broker file that are the same on every broker (all but :data:`NODE_KEYS`)."""
+    return {key: value.strip() for key, value in props.items() if key not in NODE_KEYS}
+
+
+def read_cluster_settings(config_dir: Path) -> dict[str, str]:
+    """The cluster-wide keys shared by every ``broker-*.properties`` file of ``config_dir``.
+
+    The files must agree: a key set differently on two brokers is not cluster-wide, and guessing
+    which one dev-cluster should use would make the two clusters differ silently.
+    """
+    settings: dict[str, str] | None = None
+    first: Path | None = None
+    for path in cluster_files(config_dir):
+        try:
+            props = cluster_wide(read_properties_file(path))
+        except (OSError, PropertiesError) as exc:
+            raise DevClusterError(f"cannot read {path}: {exc}") from exc
+        if settings is None:
+            settings, first = props, path
+            continue
+        for key in sorted(set(settings) | set(props)):
+            if settings.get(key) != props.get(key):
+                raise DevClusterError(
+                    f"{key} differs between {first} ({settings.get(key)!r}) and {path} "
+                    f"({props.get(key)!r}); cluster-wide keys must be identical in every broker file"
+                )
+    assert settings is not None
+    return settings
+
+
+_REPLICATION_FACTOR_KEYS = (
+    "default.replication.factor",
+    "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+)
+_MIN_ISR_KEYS = {
+    "min.insync.replicas": "default.replication.factor",
+    "transaction.state.log.min.isr": ("transaction.state.log.replication.factor"),
+}
+
+
+def fit_to_cluster(settings: Mapping[str, str], brokers: int) -> tuple[dict[str, str], list[str]]:
+    """Lower replication factors (and their min ISR) that a cluster of ``brokers`` cannot meet.
+
+    The cluster files describe three brokers; ``--brokers 1`` with their replication factor of 3
+    would refuse every topic creation (INVALID_REPLICATION_FACTOR). Returns the settings to run
+    with and one note per change, so that the console says what differs from the files.
+    """
+    fitted = dict(settings)
+    notes: list[str] = []
+    for key in _REPLICATION_FACTOR_KEYS:
+        value = fitted.get(key, "").strip()
+        if value.lstrip("-").isdigit() and int(value) > brokers:
+            fitted[key] = str(brokers)
+            notes.append(f"{key}={brokers} (the cluster files say {value}; this cluster has {brokers})")
+    for key, factor_key in _MIN_ISR_KEYS.items():
+        value, factor = fitted.get(key, "").strip(), fitted.get(factor_key, "").strip()
+        if value.isdigit() and factor.isdigit() and int(value) > int(factor):
+            fitted[key] = factor
+            notes.append(f"{key}={factor} (the cluster files say {value}; at most {factor_key})")
+    return fitted, notes
+
+
+def broker_properties(spec: BrokerSpec, settings: Mapping[str, str]) -> dict[str, str]:
+    """Everything one broker runs with: the cluster-wide keys plus its own node keys."""
+    return {**settings, **spec.node_properties()}
+
+
+def load_broker_configs(
+    specs: Sequence[BrokerSpec], settings: Mapping[str, str]
+) -> list[tuple[BrokerConfig, list[str]]]:
+    """Validate every broker's configuration with the broker's own loader, before starting any.
+
+    Raises :class:`DevClusterError` naming the broker whose configuration the broker would refuse.
+    """
+    configs = []
+    for spec in specs:
+        try:
+            configs.append(BrokerConfig.from_properties(broker_properties(spec, settings)))
+        except ConfigError as exc:
+            raise DevClusterError(f"{spec.name}: {exc}") from exc
+    return configs
+
+
+def write_settings_file(data_dir: Path, settings: Mapping[str, str], source: Path) -> Path:
+    """Write the cluster-wide keys as the ``--config`` file every broker reads."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / GENERATED_SETTINGS_FILE
+    lines = [
+        f"# Written by `kipling dev-cluster` from {source}/{CLUSTER_FILE_PATTERN}; rewritten at every",
+        "# start. Node keys (ids, roles, listeners, log.dirs, metrics) are passed with --override.",
+        *(f"{key}={value}" for key, value in settings.items()),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def broker_command(spec: BrokerSpec, settings_file: Path, log_level: str = "INFO") -> list[str]:
+    """The argv of one broker process."""
+    argv = [sys.executable, "-m", "broker", "--config", str(settings_file), "--log-level", log_level]
+    for key, value in spec.node_properties().items():
+        argv += ["--override", f"{key}={value}"]
+    return argv
+
+
+# -- ports: refuse to start when one is taken ----------------------------------------------------
+
+
+def check_ports(host: str, ports: Sequence[tuple[int, str]]) -> None:
+    """Raise :class:`DevClusterError` naming the first port that is invalid, repeated or in use.
+
+    Checked before any broker starts, so a clash never leaves half a cluster running.
+    """
+    seen: dict[int, str] = {}
+    for port, what in ports:
+        if not 1 <= port <= MAX_PORT:
+            raise DevClusterError(f"port {port} ({what}) is not between 1 and {MAX_PORT}")
+        if port in seen:
+            raise DevClusterError(f"port {port} is both the {seen[port]} and the {what}; choose other ports")
+        seen[port] = what
+    for port, what in ports:
+        if port_in_use(host, port):
+            raise DevClusterError(f"port {port} ({what}) is already in use on {host}; nothing was started")
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether binding ``host:port`` fails, with SO_REUSEADDR as the broker binds (so that a port
+    left in TIME_WAIT by the previous run is not reported as taken)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+# -- output: docker-compose style tagged lines ---------------------------------------------------
+
+_COLOURS = (36, 33, 32, 35, 34, 96, 93, 92, 95, 94)
+"""ANSI foreground colours given to the brokers' tags in turn."""
+SUPERVISOR_NAME = "dev-cluster"
+
+
+class Console:
+    """The command's output: child lines behind a fixed-width ``name |`` tag, coloured on a terminal.
+
+    Child lines go to ``out``, the supervisor's own notices to ``err``. A closed ``out`` (``| head``)
+    is not an error: output stops, the children keep being drained and supervised.
+    """
+
+    def __init__(self, names: Sequence[str], out: TextIO, err: TextIO, colour: bool | None = None) -> None:
+        self._out = out
+        self._err = err
+        self._width = max(len(name) for name in (*names, SUPERVISOR_NAME))
+        use_colour = colour if colour is not None else _is_terminal(out)
+        self._tags = {
+            name: self._tag(name, _COLOURS[i % len(_COLOURS)], use_colour) for i, name in enumerate(names)
+        }
+        self._supervisor_tag = self._tag(SUPERVISOR_NAME, 1, use_colour)  # 1: bold
+        self._closed = False
+
+    def _tag(self, name: str, colour: int, use_colour: bool) -> str:
+        text = f"{name:<{self._width}} |"
+        return f"\x1b[{colour}m{text}\x1b[0m " if use_colour else text + " "
+
+    def lines(self, name: str, lines: Sequence[str]) -> None:
+        """Write complete lines of one child's output."""
+        tag = self._tags[name]
+        self._write(self._out, "".join(f"{tag}{line}\n" for line in lines))
+
+    def plain(self, text: str) -> None:
+        """Write an untagged line to ``out`` (the bootstrap servers line, meant to be copied)."""
+        self._write(self._out, text + "\n")
+
+    def notice(self, text: str) -> None:
+        """Write one of the supervisor's own messages."""
+        self._write(self._err, f"{self._supervisor_tag}{text}\n")
+
+    def _write(self, stream: TextIO, text: str) -> None:
+        if self._closed and stream is self._out:
+            return
+        try:
+            stream.write(text)
+            stream.flush()
+        except BrokenPipeError:
+            self._closed = True
+            _silence(stream)
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    return stream.isatty() and not os.environ.get("NO_COLOR")
+
+
+def _silence(stream: TextIO) -> None:
+    """Point a stream whose reader went away at /dev/null, so that flushing it at exit is quiet."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+
+
+class LineSplitter:
+    """Turns a child's output chunks into complete lines; any line length, any chunk boundary."""
+
+    def __init__(self) -> None:
+        self._partial = b""
+
+    def feed(self, chunk: bytes) -> list[str]:
+        data = self._partial + chunk
+        *complete, self._partial = data.split(b"\n")
+        return [_decode(line) for line in complete]
+
+    def flush(self) -> list[str]:
+        """The unterminated last line, if any (at end of output)."""
+        rest, self._partial = self._partial, b""
+        return [_decode(rest)] if rest else []
+
+
+def _decode(line: bytes) -> str:
+    return line.rstrip(b"\r").decode("utf-8", errors="replace")
+
+
+# -- supervision ---------------------------------------------------------------------------------
+
+READ_CHUNK = 65536
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+GROUP_POLL_S = 0.05
+
+
+@dataclass
+class Child:
+    """One running broker process and the task copying its output."""
+
+    name: str
+    process: asyncio.subprocess.Process
+    pump: asyncio.Task[None]
+    exited_on_its_own: bool = False
+    killed: bool = False
+    """Its whole process group got SIGKILL: nothing of it is left to stop."""
+
+    @property
+    def running(self) -> bool:
+        return self.process.returncode is None
+
+
+@dataclass
+class Supervisor:
+    """Runs the brokers until a stop signal or until one of them exits, then stops them all."""
+
+    commands: Sequence[tuple[str, Sequence[str]]]
+    console: Console
+    stop_timeout_s: float = DEFAULT_STOP_TIMEOUT_S
+    env: Mapping[str, str] | None = None
+    children: list[Child] = field(default_factory=list, init=False)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    """Set by the first stop signal: stop the brokers gracefully."""
+    _force: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    """Set by a second stop signal: kill what is still running instead of waiting."""
+
+    async def run(self) -> int:
+        """Exit status: 0 when stopped by a signal, 1 when a broker exited on its own or could not
+        be started."""
+        loop = asyncio.get_running_loop()
+        for sig in STOP_SIGNALS:
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        try:
+            started = await self._start_all()
+            failed = not started or await self._wait_for_stop_or_exit()
+            await self._stop_all()
+        finally:
+            for sig in STOP_SIGNALS:
+                loop.remove_signal_handler(sig)
+        return EXIT_BROKER_FAILED if failed else EXIT_STOPPED
+
+    def _on_signal(self, sig: int) -> None:
+        self.request_stop(f"{signal.Signals(sig).name} received")
+
+    def request_stop(self, reason: str) -> None:
+        """Stop the brokers gracefully; asked a second time, kill whatever is still running."""
+        if self._stop.is_set():
+            self.console.notice(f"{reason} again: killing the brokers now")
+            self._force.set()
+            return
+        self.console.notice(f"{reason}: stopping the brokers")
+        self._stop.set()
+
+    async def _start_all(self) -> bool:
+        env = dict(self.env if self.env is not None else os.environ, PYTHONUNBUFFERED="1")
+        for name, argv in self.commands:
+            try:
+                process = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.STDOUT,
+                    env=env,
+                    process_group=0,
+                )
+            except OSError as exc:
+                self.console.notice(f"cannot start {name}: {exc}")
+                return False
+            assert process.stdout is not None
+            pump = asyncio.create_task(self._pump(name, process.stdout), name=f"output of {name}")
+            self.children.append(Child(name, process, pump))
+            self.console.notice(f"started {name} (pid {process.pid})")
+        return True
+
+    async def _pump(self, name: str, stream: asyncio.StreamReader) -> None:
+        splitter = LineSplitter()
+        while chunk := await stream.read(READ_CHUNK):
+            if lines := splitter.feed(chunk):
+                self.console.lines(name, lines)
+        if rest := splitter.flush():
+            self.console.lines(name, rest)
+
+    async def _wait_for_stop_or_exit(self) -> bool:
+        """Wait for a stop signal or a broker's exit; True if a broker exited on its own."""
+        stop = asyncio.create_task(self._stop.wait())
+        exits = {asyncio.create_task(child.process.wait()): child for child in self.children}
+        await asyncio.wait({stop, *exits}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        for task in exits:
+            task.cancel()
+        failed = False
+        for child in self.children:
+            if not child.running and not self._stop.is_set():
+                child.exited_on_its_own = True
+                failed = True
+                self.console.notice(
+                    f"{child.name} exited on its own ({_describe_exit(child.process.returncode)}); "
+                    "stopping the other brokers"
+                )
+        return failed
+
+    async def _stop_all(self) -> None:
+        """SIGTERM every running broker, SIGKILL whatever is left at the deadline (or on a second
+        signal), then make sure nothing of any broker's process group survives."""
+        deadline = time.monotonic() + self.stop_timeout_s
+        for child in self.children:
+            if child.running:
+                with contextlib.suppress(ProcessLookupError):
+                    child.process.send_signal(signal.SIGTERM)
+        await asyncio.gather(*(self._await_exit(child, deadline) for child in self.children))
+        await asyncio.gather(*(self._reap_group(child, deadline) for child in self.children))
+        for child in self.children:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(deadline - time.monotonic(), 1.0)):
+                    await child.pump
+            if not child.exited_on_its_own:
+                self.console.notice(f"{child.name} stopped ({_describe_exit(child.process.returncode)})")
+
+    async def _await_exit(self, child: Child, deadline: float) -> None:
+        if await self._wait_until(child.process.wait(), deadline):
+            return
+        self.console.notice(f"{child.name} did not stop in time: killing it")
+        _kill_group(child.process.pid)
+        child.killed = True
+        await child.process.wait()
+
+    async def _reap_group(self, child: Child, deadline: float) -> None:
+        """Stop processes the broker left behind in its group (e.g. follower processes)."""
+        pgid = child.process.pid
+        if child.killed or not _group_alive(pgid):
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGTERM)
+        while _group_alive(pgid) and time.monotonic() < deadline and not self._force.is_set():
+            await asyncio.sleep(GROUP_POLL_S)
+        if _group_alive(pgid):
+            self.console.notice(f"processes left by {child.name} did not stop in time: killing them")
+            _kill_group(pgid)
+
+    async def _wait_until(self, awaitable: Awaitable[object], deadline: float) -> bool:
+        """Await ``awaitable`` until ``deadline`` or a forced stop; True if it completed."""
+        task = asyncio.ensure_future(awaitable)
+        force = asyncio.create_task(self._force.wait())
+        await asyncio.wait(
+            {task, force}, timeout=max(deadline - time.monotonic(), 0), return_when=asyncio.FIRST_COMPLETED
+        )
+        force.cancel()
+        if task.done():
+            return True
+        task.cancel()
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    return f"exit code {code}"
+
+
+# -- the whole command ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DevClusterOptions:
+    """Everything ``kipling dev-cluster`` was asked for."""
+
+    layout: ClusterLayout
+    cluster_config_dir: Path
+    stop_timeout_s: float = DEFAULT_STOP_TIMEOUT_S
+    log_level: str = "INFO"
+
+
+def run_dev_cluster(options: DevClusterOptions, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Start the cluster and supervise it in the foreground; returns the exit status."""
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    try:
+        specs, settings_file, notices = prepare(options)
+    except DevClusterError as exc:
+        err.write(f"dev-cluster: {exc}\n")
+        return EXIT_CANNOT_START
+    console = Console([spec.name for spec in specs], out, err)
+    for notice in notices:
+        console.notice(notice)
+    _announce(console, specs, settings_file, options.cluster_config_dir)
+    commands = [(spec.name, broker_command(spec, settings_file, options.log_level)) for spec in specs]
+    supervisor = Supervisor(commands, console, options.stop_timeout_s)
+    return asyncio.run(supervisor.run())
+
+
+def prepare(options: DevClusterOptions) -> tuple[list[BrokerSpec], Path, list[str]]:
+    """Everything that can fail before a broker starts, in an order that leaves no trace on failure:
+    the layout, the cluster files, every broker's configuration, the ports, then the log
+    directories (created, and checked to be writable directories) and the settings file.
+
+    Returns the brokers, the settings file and the notices to print: replication settings lowered
+    to fit a smaller cluster, then the configuration warnings (each once).
+    """
+    specs = broker_specs(options.layout)
+    settings, fitted = fit_to_cluster(read_cluster_settings(options.cluster_config_dir), len(specs))
+    notices = [f"lowered {note}" for note in fitted]
+    notices += [
+        f"configuration warning: {w}"
+        for w in sorted({w for _, ws in load_broker_configs(specs, settings) for w in ws})
+    ]
+    check_ports(options.layout.host, [port for spec in specs for port in spec.ports()])
+    for spec in specs:
+        try:
+            check_log_dirs([spec.log_dir])
+        except StartupError as exc:
+            raise DevClusterError(f"{spec.name}: {exc}") from exc
+    data_dir = options.layout.data_dir.resolve()
+    try:
+        settings_file = write_settings_file(data_dir, settings, options.cluster_config_dir)
+    except OSError as exc:
+        raise DevClusterError(f"cannot write to the data directory {data_dir}: {exc}") from exc
+    return specs, settings_file, notices
+
+
+def _announce(console: Console, specs: Sequence[BrokerSpec], settings_file: Path, source: Path) -> None:
+    """Say where everything is before the brokers' own output starts scrolling."""
+    console.plain(bootstrap_servers(specs))
+    console.notice(f"cluster-wide settings from {source}/{CLUSTER_FILE_PATTERN} (copied to {settings_file})")
+    for spec in specs:
+        controller = f", controller {spec.host}:{spec.controller_port}" if spec.is_controller else ""
+        console.notice(
+            f"{spec.name}: node.id={spec.node_id}, client {spec.bootstrap}{controller}, "
+            f"metrics http://{spec.host}:{spec.metrics_port}/metrics, data {spec.log_dir}"
+        )
+    console.notice("Ctrl-C stops every broker gracefully")
