@@ -46,6 +46,7 @@ PLAINTEXT = "PLAINTEXT"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 """Kafka's security protocol names; kipling implements only PLAINTEXT."""
 NON_ROUTABLE_HOSTS = ("0.0.0.0", "::")
+LOOPBACK = "127.0.0.1"
 
 FOLDED_KEYS = frozenset(
     {"log.dir", "log.roll.hours", "log.roll.jitter.hours", "log.retention.minutes", "log.retention.hours"}
@@ -80,6 +81,10 @@ class QuorumVoter:
     node_id: int
     host: str
     port: int
+
+
+INTERNAL_CONTROLLER_LISTENER = Listener("CONTROLLER", LOOPBACK, 0)
+"""A combined node's controller listener when none is configured (BrokerConfig.controller_listener)."""
 
 
 @dataclass(frozen=True)
@@ -202,6 +207,35 @@ class BrokerConfig:
     @property
     def is_controller(self) -> bool:
         return ROLE_CONTROLLER in self.process_roles
+
+    @property
+    def controller_listener(self) -> Listener | None:
+        """Where this node's controller listens: the first of controller.listener.names, or, on a
+        combined node configured without one (a single node), a listener of its own on loopback
+        with a port the system picks, reachable by this process alone."""
+        if not self.is_controller:
+            return None
+        for listener in self.listeners:
+            if listener.name in self.controller_listener_names:
+                return listener
+        return INTERNAL_CONTROLLER_LISTENER
+
+    @property
+    def quorum_voters(self) -> list[QuorumVoter]:
+        """controller.quorum.voters, or, when it is empty on a controller, this node alone: a
+        single node is a KRaft cluster of one, the only voter of its own quorum."""
+        if self.controller_quorum_voters or self.controller_listener is None:
+            return list(self.controller_quorum_voters)
+        listener = self.controller_listener
+        return [QuorumVoter(self.node_id, listener.host or LOOPBACK, listener.port)]
+
+    @property
+    def is_voter(self) -> bool:
+        return self.is_controller and any(v.node_id == self.node_id for v in self.quorum_voters)
+
+    def client_listeners(self) -> list[Listener]:
+        """The bound listeners that serve clients and brokers (every one but the controller's)."""
+        return [li for li in self.listeners if li.name not in self.controller_listener_names]
 
     @property
     def inter_broker_listener(self) -> Listener | None:
