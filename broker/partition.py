@@ -355,10 +355,6 @@ class Partition:
         """``fn(partition)`` runs after every change of LEO, HW, log start offset, epoch or leadership."""
         self._listeners.append(fn)
 
-    def remove_listener(self, fn: PartitionListener) -> None:
-        if fn in self._listeners:
-            self._listeners.remove(fn)
-
     def _notify(self) -> None:
         for listener in list(self._listeners):
             try:

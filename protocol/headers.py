@@ -62,7 +62,3 @@ def peek_api(frame: bytes | bytearray | memoryview) -> tuple[int, int] | None:
 
 def read_request_header(io: BytesIO, version: int) -> MessageData:
     return REQUEST_HEADER.codec(version).read(io)
-
-
-def write_response_header(io: BytesIO, correlation_id: int, version: int) -> None:
-    RESPONSE_HEADER.codec(version).write({"correlation_id": correlation_id}, io)

@@ -8,7 +8,6 @@ exist, which are compact, nullable or tagged — and compiles it once, on first 
 
 from __future__ import annotations
 
-import functools
 import re
 import struct
 import uuid
@@ -351,10 +350,3 @@ def metadata_record(type_id: int, name: str, valid: str, flexible: str, *fields:
     request/response registry of :mod:`protocol.messages`.
     """
     return MessageSpec(type_id, name, "metadata", valid, flexible, tuple(fields))
-
-
-@functools.cache
-def snake_case(kafka_name: str) -> str:
-    """Kafka's CamelCase field name → kipling's snake_case (``TopicId`` → ``topic_id``)."""
-    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", kafka_name)
-    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()

@@ -337,10 +337,6 @@ class DelayedOperationPurgatory:
         """How many parked operations watch ``key``."""
         return len(self._watchers.get(key, ()))
 
-    @property
-    def is_shut_down(self) -> bool:
-        return self._shut_down
-
     def __repr__(self) -> str:
         return f"DelayedOperationPurgatory({self.name!r}, delayed={self.num_delayed}, watched={self.watched})"
 

@@ -70,10 +70,6 @@ class BrokerServer:
             self._metrics.connections.dec()
             self._metrics.connections_closed.labels(connection.close_reason).inc()
 
-    @property
-    def connection_count(self) -> int:
-        return len(self._connections)
-
     async def stop(self, grace_s: float = 10.0) -> None:
         for server in self._servers:
             server.close()

@@ -83,9 +83,6 @@ class GroupCatalog:
     def owns(self, partition: int) -> bool:
         return partition in self._owned
 
-    def is_loading(self, partition: int) -> bool:
-        return partition in self._loading
-
     @property
     def any_loading(self) -> bool:
         return bool(self._loading)

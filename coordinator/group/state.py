@@ -29,10 +29,6 @@ class GroupState(StrEnum):
     STABLE = "Stable"
     DEAD = "Dead"
 
-    @property
-    def valid_previous_states(self) -> frozenset[GroupState]:
-        return _VALID_PREVIOUS[self]
-
     def may_follow(self, current: GroupState) -> bool:
         """True if a group in ``current`` may move to this state (GroupMetadata.assertValidTransition)."""
         return current in _VALID_PREVIOUS[self]
