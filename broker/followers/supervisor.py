@@ -1,22 +1,33 @@
 """The broker's follower processes: start them, route partitions to them, restart them, stop them.
 
-A broker runs ``num.replica.fetchers`` follower processes (DESIGN.md section 1). A followed
+A broker runs up to ``num.replica.fetchers`` follower processes (DESIGN.md section 1). A followed
 partition always goes to the same one, Kafka's fetcher id
 ``abs(31 * topic.hashCode() + partition) % num.replica.fetchers`` (broker/followers/fetcher_ids.py),
 which then owns the partition's log until it hands it back.
 
+The processes start lazily. :meth:`FollowerSupervisor.start` only prepares (the metrics
+directory); a fetcher id's process is launched, sent ``configure`` with the current broker epoch
+and supervised from the first time a partition of that fetcher id is added. A broker follows
+nothing until the metadata gives it a follower replica, and a single node never does, so a single
+node is one process; a broker of a cluster runs processes only for the fetcher ids it uses. A
+launch that fails is raised to the ``add_partitions`` caller: the slot is left as if never
+launched (no process, no supervising task), its partitions stay in the table (so
+``remove_partitions`` and ``stop()`` hand their logs back), and the next partition added to that
+fetcher id tries the launch again.
+
 :class:`FollowerSupervisor` keeps the *assignment table*: per followed partition, the entry last
 sent in ``add_partitions``, whose handover is updated from the follower's ``offsets`` reports.
-That table is what survives a follower crash. When a process dies the supervisor logs its exit
-code at ERROR, waits a backoff (doubling up to a maximum while restarts keep failing fast),
-starts a new process and sends it ``configure`` (with the current broker epoch) and every
+That table is what survives a follower crash. When a launched process dies the supervisor logs
+its exit code at ERROR, waits a backoff (doubling up to a maximum while restarts keep failing
+fast), starts a new process and sends it ``configure`` (with the current broker epoch) and every
 partition of its fetcher id. Their handovers are then *unclean*: built from the last reported
 offsets, which may be behind the files (or the files may end in a torn write), so the new process
 recovers each log from its recovery point as crash recovery does (storage/handover.py).
 
-Requests to one process are serialised by a per-process lock, so a restart never interleaves with
-an add or a remove. While a process is down, ``add_partitions`` only records the entry (the restart
-sends it) and ``remove_partitions`` answers from the table: no process has those files open then.
+Requests to one process are serialised by a per-process lock, so a launch or a restart never
+interleaves with an add or a remove. While a process is down, ``add_partitions`` only records the
+entry (the restart sends it) and ``remove_partitions`` answers from the table: no process has those
+files open then.
 """
 
 from __future__ import annotations
@@ -106,7 +117,11 @@ class FollowedPartition:
 
 @dataclass(eq=False)
 class _Slot:
-    """One fetcher id: its current process (None while down) and the lock ordering its requests."""
+    """One fetcher id: its current process (None while down) and the lock ordering its requests.
+
+    ``supervisor_task`` is None until the slot's first process is launched (lazily, see the module
+    docstring); from then on it restarts the process whenever it dies.
+    """
 
     fetcher_id: int
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -186,7 +201,7 @@ class FollowerSupervisor:
         return dict(self._failed)
 
     def process_ids(self) -> dict[int, int | None]:
-        """Fetcher id -> pid of its running process (None while it is down)."""
+        """Fetcher id -> pid of its running process (None while it is down or not launched yet)."""
         return {slot.fetcher_id: slot.process.pid if slot.process else None for slot in self._slots}
 
     def restart_count(self, fetcher_id: int) -> int:
@@ -195,21 +210,22 @@ class FollowerSupervisor:
     # -- lifecycle -----------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start every follower process and send it ``configure`` (and its partitions, if any)."""
+        """Prepare the metrics directory; processes start as their fetcher ids get partitions.
+
+        Only a fetcher id that already has partitions (added before ``start``) gets its process
+        now; if that fails, everything is stopped and the error raised.
+        """
         if self._started:
             raise RuntimeError("FollowerSupervisor.start() called twice")
         self._started = True
         self._clean_metrics_dir()
+        pending = [slot for slot in self._slots if self._partitions_of(slot)]
         try:
-            await asyncio.gather(*(self._first_launch(slot) for slot in self._slots))
+            await asyncio.gather(*(self._launch_locked(slot) for slot in pending))
         except BaseException:
             await self.stop()
             raise
-        for slot in self._slots:
-            slot.supervisor_task = asyncio.create_task(
-                self._supervise(slot), name=f"supervise-{slot.fetcher_id}"
-            )
-        self._logger.info("follower processes started", count=self.num_fetchers)
+        self._logger.info("follower supervisor started", fetcher_ids=self.num_fetchers, launched=len(pending))
 
     async def stop(self) -> dict[TopicPartition, LogHandover]:
         """Shut every process down (SIGKILL after the timeout); the handovers of every followed log.
@@ -247,9 +263,26 @@ class FollowerSupervisor:
                 self._logger.exception("a cancelled removal of partitions failed")
         return claimed
 
-    async def _first_launch(self, slot: _Slot) -> None:
+    async def _launch_locked(self, slot: _Slot) -> None:
         async with slot.lock:
-            slot.process = await self._launch(slot)
+            if slot.supervisor_task is None and not self._stopping:
+                await self._first_launch(slot)
+
+    async def _first_launch(self, slot: _Slot) -> None:
+        """Launch the slot's first process and supervise it; the caller holds ``slot.lock``.
+
+        On failure nothing of the slot is left started (``_launch`` kills the process) and the
+        error propagates; the slot's partitions stay in the table.
+        """
+        process = await self._launch(slot)
+        slot.process = process  # no await between these two: a cancellation cannot split them
+        slot.supervisor_task = asyncio.create_task(self._supervise(slot), name=f"supervise-{slot.fetcher_id}")
+        self._logger.info(
+            "follower process started",
+            fetcher_id=slot.fetcher_id,
+            pid=process.pid,
+            partitions=len(self._partitions_of(slot)),
+        )
 
     def _clean_metrics_dir(self, *, remove: bool = False) -> None:
         """Delete the children's metric files (of earlier runs, or at stop); only ``*.db`` files go.
@@ -307,12 +340,15 @@ class FollowerSupervisor:
             log_level=self._log_level,
             log_json=self._log_json,
         )
+        sent: list[TopicPartition] = []
         try:
             await process.request(CONFIGURE, self._settings.to_json(), self._request_timeout_s)
             entries = [self._assignments[tp] for tp in self._partitions_of(slot)]
             if entries:
+                sent = [entry.topic_partition for entry in entries]
                 await self._send_add(slot, process, entries)
         except BaseException:
+            self._mark_unclean(sent)  # it may have opened them, and now it is killed
             process.kill()
             await process.stop(self._shutdown_timeout_s)
             forget_process(self.metrics_dir, process.pid)
@@ -364,9 +400,14 @@ class FollowerSupervisor:
             partitions=len(partitions),
         )
         forget_process(self.metrics_dir, process.pid)
-        for tp in partitions:
-            entry = self._assignments[tp]
-            self._assignments[tp] = replace(entry, handover=entry.handover.unclean())
+        self._mark_unclean(partitions)
+
+    def _mark_unclean(self, tps: Iterable[TopicPartition]) -> None:
+        """A process that may have written these logs is gone: their handovers need recovery."""
+        for tp in tps:
+            entry = self._assignments.get(tp)
+            if entry is not None:
+                self._assignments[tp] = replace(entry, handover=entry.handover.unclean())
 
     def _partitions_of(self, slot: _Slot) -> list[TopicPartition]:
         return [tp for tp in self._assignments if self.fetcher_id_for(*tp) == slot.fetcher_id]
@@ -379,6 +420,11 @@ class FollowerSupervisor:
         The entries are in the table before anything is sent, so a process that dies meanwhile
         gets them from its restart. A log a process could not open is reported through the
         failure callback.
+
+        A fetcher id without a process yet gets one now (once :meth:`start` was called), which
+        is sent ``configure`` and every partition of its fetcher id. If that launch fails, the
+        error is raised here once every other fetcher id got its entries; the failed fetcher id's
+        entries stay in the table and the next call for that fetcher id launches again.
         """
         by_slot: dict[int, list[FollowedPartition]] = {}
         for entry in entries:
@@ -389,10 +435,29 @@ class FollowerSupervisor:
             self._assignments[tp] = entry
             self._failed.pop(tp, None)
             by_slot.setdefault(self.fetcher_id_for(*tp), []).append(entry)
-        await asyncio.gather(*(self._add_to(self._slots[fid], group) for fid, group in by_slot.items()))
+        results = await asyncio.gather(
+            *(self._add_to(self._slots[fid], group) for fid, group in by_slot.items()),
+            return_exceptions=True,
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
 
     async def _add_to(self, slot: _Slot, entries: list[FollowedPartition]) -> None:
         async with slot.lock:
+            if slot.supervisor_task is None:  # never launched: the launch sends the slot's whole table
+                if self._started and not self._stopping:
+                    try:
+                        await self._first_launch(slot)
+                    except Exception as exc:
+                        self._logger.error(
+                            "could not start follower process",
+                            fetcher_id=slot.fetcher_id,
+                            partitions=len(self._partitions_of(slot)),
+                            error=repr(exc),
+                        )
+                        raise
+                return
             process = slot.process
             if process is None:
                 return  # down: the restart sends the whole table
@@ -482,7 +547,10 @@ class FollowerSupervisor:
         await process.wait()
 
     async def set_broker_epoch(self, epoch: int) -> None:
-        """The broker's new epoch goes into later Fetch requests (and into ``configure`` on restarts)."""
+        """The broker's new epoch goes into later Fetch requests (and into ``configure`` at launches).
+
+        A fetcher id whose process is down or not launched yet only gets it in that ``configure``.
+        """
         self._settings = replace(self._settings, broker_epoch=epoch)
         await asyncio.gather(*(self._send_epoch(slot, epoch) for slot in self._slots))
 

@@ -1,12 +1,14 @@
-"""FollowerSupervisor: Kafka's fetcher id, the assignment table, failures reported by a real child."""
+"""FollowerSupervisor: Kafka's fetcher id, the assignment table, lazy launches, a real child's failures."""
 
 from __future__ import annotations
 
 import asyncio
 import ctypes
 import json
+import os
 import pathlib
 import random
+import signal
 import string
 import struct
 from collections.abc import AsyncIterator
@@ -22,7 +24,7 @@ from broker.followers.supervisor import (
     FollowerSupervisor,
     fetcher_id_for,
 )
-from client.replica_messages import REMOVE_PARTITIONS, FollowerSettings, PartitionAssignment
+from client.replica_messages import CONFIGURE, REMOVE_PARTITIONS, FollowerSettings, PartitionAssignment
 from server_common.config.broker_config import BrokerConfig
 from server_common.java_hash import java_string_hash
 from storage.checkpoint import CLEAN_SHUTDOWN_MARKER
@@ -30,6 +32,9 @@ from storage.config import LogConfig
 from storage.handover import LogHandover
 from tests.follower.network_leader import NetworkLeader
 from tests.follower.process_helpers import T0, Broker, until
+
+PROCESS_TIMEOUT_S = 60.0
+"""Bound on waits that include starting a Python child (slow on a loaded machine, never a budget)."""
 
 # -- fetcher ids -----------------------------------------------------------------------------------------
 
@@ -123,12 +128,49 @@ async def test_while_a_process_is_down_the_table_answers(tmp_path: pathlib.Path)
         FollowerSupervisor(1, 0, FollowerSettings())
 
 
-async def test_start_fails_cleanly_when_the_child_cannot_run(tmp_path: pathlib.Path) -> None:
+async def test_start_launches_nothing_and_stop_without_a_process_returns_nothing(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A broker follows nothing until the metadata says so: a single node stays one process."""
+    supervisor = FollowerSupervisor(
+        1, 3, FollowerSettings(), python_executable=str(tmp_path / "no-python"), metrics_dir=tmp_path / "m"
+    )
+    await supervisor.start()  # the child could not even run: nothing tried to start it
+    assert supervisor.process_ids() == {0: None, 1: None, 2: None}
+    assert (tmp_path / "m").is_dir()
+    registry = CollectorRegistry()
+    supervisor.register_collector(registry)
+    assert registry.get_sample_value("kafka_server_replicafetchermanager_failedpartitionscount") is None
+    await supervisor.set_broker_epoch(4)  # recorded for a later launch; nobody to send it to now
+    async with asyncio.timeout(10):  # nothing to shut down: no wait on a process
+        assert await supervisor.stop() == {}
+    assert supervisor.process_ids() == {0: None, 1: None, 2: None}
+    assert not (tmp_path / "m").exists()
+
+
+async def test_a_launch_that_fails_is_raised_by_add_partitions_and_leaves_no_slot_started(
+    tmp_path: pathlib.Path,
+) -> None:
     supervisor = FollowerSupervisor(
         1, 1, FollowerSettings(), python_executable=str(tmp_path / "no-python"), metrics_dir=tmp_path / "m"
     )
+    await supervisor.start()
+    entries = [FollowedPartition(handover(("t", p), tmp_path), 2, "h", 1, 0, 0) for p in range(2)]
     with pytest.raises(OSError):
-        await supervisor.start()
+        await supervisor.add_partitions([entries[0]])
+    assert supervisor.process_ids() == {0: None}
+    assert supervisor.restart_count(0) == 0
+    assert supervisor._slots[0].supervisor_task is None  # no restart loop of a slot never launched
+    assert supervisor.assignments[("t", 0)] == entries[0]  # still the supervisor's to hand back
+
+    with pytest.raises(OSError):  # the next partition of that fetcher id tries the launch again
+        await supervisor.add_partitions([entries[1]])
+    assert supervisor._slots[0].supervisor_task is None
+    assert await supervisor.remove_partitions([("t", 1)]) == {("t", 1): entries[1].handover}
+
+    async with asyncio.timeout(10):
+        handovers = await supervisor.stop()
+    assert handovers == {("t", 0): entries[0].handover.unclean()}
     assert supervisor.process_ids() == {0: None}
     assert not (tmp_path / "m").exists()
 
@@ -226,16 +268,126 @@ async def test_a_removal_whose_caller_is_cancelled_still_hands_its_logs_over_at_
         await until(lambda: not broker.supervisor.assignments[T0].handover.clean)  # offsets reported
 
         removal = asyncio.create_task(broker.supervisor.remove_partitions([T0]))
-        await asyncio.wait_for(sent.wait(), 30)
+        async with asyncio.timeout(30):
+            await sent.wait()
         removal.cancel()
         with pytest.raises(asyncio.CancelledError):
             await removal
 
-        handovers = await asyncio.wait_for(broker.supervisor.stop(), 60)
+        async with asyncio.timeout(60):
+            handovers = await broker.supervisor.stop()
         assert handovers[T0].clean and handovers[T0].log_end_offset == 3
         for handover in handovers.values():
             broker.manager.external_log_closed(handover)
         broker.manager.shutdown()
         assert (tmp_path / "logs" / CLEAN_SHUTDOWN_MARKER).exists()
+    finally:
+        await broker.close()
+
+
+# -- lazy launches ----------------------------------------------------------------------------------------
+
+
+def partitions_of(fetcher_id: int, num_fetchers: int, count: int) -> list[tuple[str, int]]:
+    """The first ``count`` partitions of topic "t" that Kafka's formula gives to ``fetcher_id``."""
+    found = [("t", p) for p in range(1000) if fetcher_id_for("t", p, num_fetchers) == fetcher_id]
+    return found[:count]
+
+
+async def test_a_process_is_launched_for_exactly_the_fetcher_id_of_an_added_partition(
+    tmp_path: pathlib.Path, leader: NetworkLeader
+) -> None:
+    broker = Broker(tmp_path, leader, num_fetchers=3)
+    try:
+        await broker.supervisor.start()
+        assert broker.supervisor.process_ids() == {0: None, 1: None, 2: None}
+        await broker.supervisor.set_broker_epoch(9)  # before the launch: recorded, then configured
+
+        tps = partitions_of(2, 3, 2)
+        logs = {tp: leader.log(tp, [(0, 2)]) for tp in tps}
+        async with asyncio.timeout(PROCESS_TIMEOUT_S):  # two adds race for the first launch
+            await asyncio.gather(*(broker.supervisor.add_partitions([broker.entry(tp)]) for tp in tps))
+        pids = broker.supervisor.process_ids()
+        assert pids[2] is not None and (pids[0], pids[1]) == (None, None)
+        for tp in tps:
+            await until(broker.replicated(tp, logs[tp]), PROCESS_TIMEOUT_S)
+        snapshot = await broker.supervisor.snapshot(2)
+        assert {(p["topic"], p["partition"]) for p in snapshot["partitions"]} == set(tps)
+        assert snapshot["fetchers"][0]["broker_epoch"] == 9
+        assert broker.supervisor.restart_count(2) == 0  # one launch, not one per add
+
+        os.kill(pids[2], signal.SIGKILL)  # a launched slot is supervised: it comes back
+        await until(lambda: broker.supervisor.restart_count(2) == 1, PROCESS_TIMEOUT_S)
+        restarted = broker.supervisor.process_ids()
+        assert restarted[2] not in (None, pids[2]) and (restarted[0], restarted[1]) == (None, None)
+        logs[tps[0]].append(3)
+        await until(broker.replicated(tps[0], logs[tps[0]]), PROCESS_TIMEOUT_S)
+
+        async with asyncio.timeout(PROCESS_TIMEOUT_S):
+            handovers = await broker.supervisor.stop()
+        assert {tp: h.log_end_offset for tp, h in handovers.items()} == {tps[0]: 5, tps[1]: 2}
+        assert all(h.clean for h in handovers.values())
+        assert broker.supervisor.process_ids() == {0: None, 1: None, 2: None}
+        for handover in handovers.values():
+            broker.manager.external_log_closed(handover)
+    finally:
+        await broker.close()
+
+
+async def test_partitions_added_before_start_get_their_process_at_start(
+    tmp_path: pathlib.Path, leader: NetworkLeader
+) -> None:
+    broker = Broker(tmp_path, leader, num_fetchers=2)
+    try:
+        (tp,) = partitions_of(1, 2, 1)
+        log = leader.log(tp, [(0, 2)])
+        await broker.supervisor.add_partitions([broker.entry(tp)])  # not started: only recorded
+        assert broker.supervisor.process_ids() == {0: None, 1: None}
+        async with asyncio.timeout(PROCESS_TIMEOUT_S):
+            await broker.supervisor.start()
+        pids = broker.supervisor.process_ids()
+        assert pids[0] is None and pids[1] is not None
+        await until(broker.replicated(tp, log), PROCESS_TIMEOUT_S)
+    finally:
+        await broker.close()
+
+
+async def test_a_launch_cancelled_midway_leaves_no_process_and_the_next_add_launches(
+    tmp_path: pathlib.Path, leader: NetworkLeader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configuring = asyncio.Event()
+    launched: list[int] = []
+    original = FollowerProcess.request
+
+    async def request(self: FollowerProcess, message_type: str, *args: Any, **kwargs: Any) -> Any:
+        if message_type == CONFIGURE:
+            launched.append(self.pid)
+            if len(launched) == 1:  # the first launch hangs until its caller is cancelled
+                configuring.set()
+                await asyncio.Event().wait()
+        return await original(self, message_type, *args, **kwargs)
+
+    monkeypatch.setattr(FollowerProcess, "request", request)
+    broker = Broker(tmp_path, leader)
+    try:
+        await broker.supervisor.start()
+        log = leader.log(T0, [(0, 2)])
+        adding = asyncio.create_task(broker.supervisor.add_partitions([broker.entry(T0)]))
+        async with asyncio.timeout(PROCESS_TIMEOUT_S):
+            await configuring.wait()
+        adding.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await adding
+
+        assert broker.supervisor.process_ids() == {0: None}
+        assert broker.supervisor._slots[0].supervisor_task is None
+        with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
+            os.kill(launched[0], 0)
+        assert T0 in broker.supervisor.assignments
+
+        async with asyncio.timeout(PROCESS_TIMEOUT_S):
+            await broker.supervisor.add_partitions([broker.supervisor.assignments[T0]])
+        assert broker.supervisor.process_ids()[0] == launched[1]
+        await until(broker.replicated(T0, log), PROCESS_TIMEOUT_S)
     finally:
         await broker.close()
