@@ -50,10 +50,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from enum import Enum, IntEnum
+from enum import Enum
 from typing import Generic, Protocol, TypeVar
 
-from broker.fetch_session.partition import NO_EPOCH, PartitionFetchParams
+from broker.fetch_session.partition import PartitionFetchParams
+from protocol.sentinels import NO_LEADER_EPOCH, IsolationLevel
 from server_common.purgatory import DelayedOperation
 
 R = TypeVar("R")
@@ -63,13 +64,6 @@ CONSUMER_REPLICA_ID = -1
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 """``end_offset_for_epoch`` answers (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET) when it cannot tell."""
-
-
-class IsolationLevel(IntEnum):
-    """The Fetch request's IsolationLevel (v4+)."""
-
-    READ_UNCOMMITTED = 0
-    READ_COMMITTED = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +276,7 @@ class DelayedFetch(DelayedOperation, Generic[R]):
             return FetchCompletion.OFFLINE_LOG_DIR  # E
         request = status.params
         if (
-            request.current_leader_epoch != NO_EPOCH
+            request.current_leader_epoch != NO_LEADER_EPOCH
             and request.current_leader_epoch != partition.leader_epoch
         ):
             return FetchCompletion.LEADER_EPOCH_MISMATCH  # G
@@ -304,7 +298,7 @@ class DelayedFetch(DelayedOperation, Generic[R]):
             available = min(
                 partition.bytes_available(fetch_offset, end_offset, request.max_bytes), request.max_bytes
             )
-        if request.last_fetched_epoch != NO_EPOCH and _diverges(partition, request):
+        if request.last_fetched_epoch != NO_LEADER_EPOCH and _diverges(partition, request):
             return FetchCompletion.DIVERGING_EPOCH  # F
         return max(available, 0)  # D
 

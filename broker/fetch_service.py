@@ -67,7 +67,6 @@ from broker.delayed_fetch import (
     FetchablePartition,
     FetchParams,
     FetchPartitionStatus,
-    IsolationLevel,
 )
 from broker.fetch_session import (
     CachedPartition,
@@ -80,13 +79,13 @@ from broker.fetch_session import (
     PartitionFetchResult,
     TopicPartitionKey,
 )
-from broker.fetch_session.partition import NO_EPOCH
 from broker.partition import Partition, PartitionRead
 from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.messages.fetch import FETCH_NODE_ENDPOINTS_VERSION as NODE_ENDPOINTS_VERSION
 from protocol.records.batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK
 from protocol.records.compression import CompressionType
+from protocol.sentinels import NO_LEADER_EPOCH, IsolationLevel
 from server_common.purgatory import DelayedOperationPurgatory
 from storage.slices import FileSlice
 
@@ -556,7 +555,7 @@ def _follower_error(partition: Partition, replica_id: int, current_leader_epoch:
         partition=partition.index,
         replica_id=replica_id,
     )
-    if current_leader_epoch != NO_EPOCH:
+    if current_leader_epoch != NO_LEADER_EPOCH:
         return ErrorCode.UNKNOWN_LEADER_EPOCH
     return ErrorCode.NOT_LEADER_OR_FOLLOWER
 

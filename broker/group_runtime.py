@@ -299,24 +299,14 @@ def _bytes(value: bytes | memoryview | None) -> bytes | None:
     return None if value is None else bytes(value)
 
 
-class TopicCreator(Protocol):
-    def create_topic(
-        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str | None]
-    ) -> TopicState: ...
-
-
-def single_node_offsets_topic_creator(
-    topics: TopicCreator, num_partitions: int, replication_factor: int
-) -> OffsetsTopicCreator:
-    """A single node creates the topic in its own store, with at most one replica (it is the only
-    broker): the quickstart's offsets.topic.replication.factor=1 whatever the setting says."""
-
-    async def create() -> None:
-        if replication_factor > 1:
-            _log.info(
-                "single node: __consumer_offsets gets one replica",
-                offsets_topic_replication_factor=replication_factor,
-            )
-        topics.create_topic(OFFSETS_TOPIC, num_partitions, 1, dict(OFFSETS_TOPIC_CONFIGS))
-
-    return create
+def offsets_topic_replication_factor(configured: int, cluster_of_one: bool) -> int:
+    """``offsets.topic.replication.factor``, or 1 on a cluster of one (a single node with no
+    controller.quorum.voters): the quickstart's setting, whatever the file says, since no second
+    broker can ever hold a replica there. In a cluster the setting stands, and Kafka's rule with
+    it: creating ``__consumer_offsets`` fails until that many brokers are registered."""
+    if cluster_of_one and configured > 1:
+        _log.info(
+            "single node: __consumer_offsets gets one replica", offsets_topic_replication_factor=configured
+        )
+        return 1
+    return configured

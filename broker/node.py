@@ -1,23 +1,28 @@
-"""Composition of a broker that is part of a cluster (``controller.quorum.voters`` is set).
+"""The composition root: any kipling node, built from ``process.roles`` and its listeners.
 
-Used only by the entry point (``broker/__main__.py``); like it, this module builds and wires
-objects and holds no logic of its own. A cluster node is a broker, optionally with the controller
-role (``process.roles`` includes ``controller`` and its id is among the voters):
+Used only by the entry point (``broker/__main__.py``); like it, this module builds and wires objects
+and holds no logic of its own. There is one kind of node, as in Kafka 4 (KRaft only):
 
-* the **controller** owns the ``__cluster_metadata`` log in the first log dir and serves, on its
-  ``CONTROLLER`` listener, BrokerRegistration, BrokerHeartbeat, AlterPartition, the admin
-  requests brokers forward, and Fetch of the metadata log;
-* the **broker** registers with the controller and heartbeats (``BrokerLifecycleManager``),
-  fetches and replays the metadata log (``MetadataLoader``), leads the partitions the metadata
-  gives it and hands the ones it follows to its follower processes (``ReplicaTransitions``,
-  ``FollowerSupervisor``), sends ISR changes to the controller (``AlterPartitionManager``), and
-  serves clients once its metadata has caught up.
+* the **controller** role (``process.roles`` has ``controller`` and this node is a voter) owns the
+  ``__cluster_metadata-0`` log in the first log dir and serves, on its controller listener,
+  BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds, the admin requests
+  brokers forward, and Fetch of the metadata log;
+* the **broker** role registers with the controller and heartbeats (``BrokerLifecycleManager``),
+  fetches and replays the metadata log (``MetadataLoader``), leads the partitions the metadata gives
+  it and hands the ones it follows to its follower processes (``ReplicaTransitions``,
+  ``FollowerSupervisor``, which starts a process only once a partition is followed), sends ISR
+  changes to the controller (``AlterPartitionManager``), and serves clients once its metadata has
+  caught up.
 
-Start order matters: controller first (brokers register with it), then the follower processes
-(the first metadata publication hands them partitions), then the metadata loader and the
-registration; the client listeners open only once the metadata has caught up. Stop order is the
-reverse, beginning with a controlled shutdown so that leadership moves before clients lose this
-broker.
+A **single node** is the same code: a combined node with no ``controller.quorum.voters`` is the only
+voter of its own quorum (``BrokerConfig.quorum_voters``), on its controller listener or, when none is
+configured, on a loopback port of its own. On its first start it imports the topic file of kipling's
+earlier single-node releases into the metadata log (:mod:`metadata.legacy_import`).
+
+Start order matters: controller first (brokers register with it), then the follower supervisor,
+the metadata loader and the registration; the client listeners open only once the metadata has
+caught up and the controller unfenced this broker. Stop order is the reverse, beginning with a
+controlled shutdown so that leadership moves before clients lose this broker.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from broker.assembly import build_data_plane, build_group_coordination, group_handlers, housekeeping_tasks
+from broker.assembly import build_data_plane, build_group_coordination, housekeeping_tasks
 from broker.cluster.alter_partition_manager import AlterPartitionManager
 from broker.cluster.controller_channel import BrokerListener, ControllerChannel
 from broker.cluster.lifecycle import BrokerLifecycleManager
@@ -42,25 +47,14 @@ from broker.fetch_session.context import FetchManager
 from broker.fetch_session.metrics import FetchSessionCacheMetrics
 from broker.followers import FollowerSupervisor
 from broker.followers.settings import follower_settings
-from broker.group_runtime import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS, GroupCoordinatorRuntime
-from broker.handlers.allocate_producer_ids import AllocateProducerIdsHandler
-from broker.handlers.alter_partition import AlterPartitionHandler
-from broker.handlers.api_versions import ApiVersionsHandler
-from broker.handlers.base import Handler
-from broker.handlers.broker_heartbeat import BrokerHeartbeatHandler
-from broker.handlers.broker_registration import BrokerRegistrationHandler
-from broker.handlers.create_partitions import CreatePartitionsHandler
-from broker.handlers.create_topics import CreateTopicsHandler
-from broker.handlers.delete_topics import DeleteTopicsHandler
-from broker.handlers.describe_configs import DescribeConfigsHandler
-from broker.handlers.fetch import FetchHandler
-from broker.handlers.forwarding import ForwardingHandler, effect_of
-from broker.handlers.init_producer_id import InitProducerIdHandler
-from broker.handlers.list_offsets import ListOffsetsHandler
-from broker.handlers.metadata import BrokerEndpoint, MetadataHandler
-from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
-from broker.handlers.produce import ProduceHandler
-from broker.handlers.registry import HandlerRegistry
+from broker.group_runtime import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_CONFIGS,
+    GroupCoordinatorRuntime,
+    offsets_topic_replication_factor,
+)
+from broker.handler_sets import broker_handlers, controller_handlers
+from broker.handlers.metadata import BrokerEndpoint
 from broker.meta_properties import ensure_meta_properties
 from broker.metadata_partition import MetadataPartitionSource, PartitionMetadataLog
 from broker.metrics_endpoint import MetricsEndpoint
@@ -71,10 +65,10 @@ from broker.request_metrics import RequestMetrics
 from broker.server.dispatcher import RequestDispatcher
 from broker.server.listener import BrokerServer
 from broker.startup import bound
-from metadata.controller.admin import ControllerTopicAdmin
 from metadata.controller.controller import ControllerConfig, QuorumController
 from metadata.controller.partition_log import next_controller_epoch, read_metadata_log
 from metadata.image import MetadataImage
+from metadata.legacy_import import legacy_records, read_legacy_metadata, set_aside
 from metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 from metadata.topics import TopicState
 from protocol.api_keys import ApiKey
@@ -87,7 +81,7 @@ from storage.clock import Clock, SystemClock
 from storage.config import LogConfig
 from storage.log_manager import LogManager
 
-__all__ = ["ClusterBroker", "build_cluster_broker"]
+__all__ = ["Node", "build_node"]
 
 log = structlog.get_logger("kipling.broker")
 
@@ -117,13 +111,10 @@ class ControllerNode:
 
 
 @dataclass
-class ClusterBroker:
-    """A composed cluster node: what to start and stop, in order."""
+class BrokerNode:
+    """The broker role of this node: what serves clients and replicates partitions."""
 
-    config: BrokerConfig
-    log_manager: LogManager
     replicas: ReplicaManager
-    controller: ControllerNode | None
     channel: ControllerChannel
     supervisor: FollowerSupervisor
     loader: MetadataLoader
@@ -131,19 +122,11 @@ class ClusterBroker:
     alter_partitions: AlterPartitionManager
     purgatories: list[DelayedOperationPurgatory]
     servers: list[BrokerServer]
-    metrics_endpoint: MetricsEndpoint | None
     producer_ids: ControllerProducerIdManager
     groups: GroupCoordinatorRuntime
     tasks: list[PeriodicTask] = field(default_factory=list)
 
-    async def start(self) -> None:
-        if self.controller is not None:
-            controller_listener = str(_controller_listener(self.config))
-            await bound("listeners", [controller_listener], self.controller.server.start())
-            self.controller.tick.start()
-        if self.metrics_endpoint is not None and self.config.metrics_listener is not None:
-            host, port = self.config.metrics_listener
-            await bound("metrics.listener", [f"{host}:{port}"], self.metrics_endpoint.start())
+    async def start(self, config: BrokerConfig) -> None:
         await self.supervisor.start()
         self.alter_partitions.start()
         self.loader.start()
@@ -153,38 +136,84 @@ class ClusterBroker:
         self.lifecycle.nudge()
         await self.lifecycle.wait_unfenced()  # as Kafka's broker startup: serve once unfenced
         self.producer_ids.prefetch()  # the first InitProducerId need not wait for a block
-        for listener, server in zip(_served(self.config), self.servers, strict=True):
+        for listener, server in zip(config.client_listeners(), self.servers, strict=True):
             await bound("listeners", [str(listener)], server.start())
         for task in self.tasks:
             task.start()
-        log.info("broker started", node_id=self.config.node_id, broker_epoch=self.lifecycle.broker_epoch)
 
-    async def abort(self) -> None:
-        for server in self.servers:
-            await server.stop()
-        await self._stop_background()
-        await self._close_logs()
-
-    async def stop(self) -> None:
-        log.info("shutting down")
+    async def stop_serving(self) -> None:
+        """Move leadership away (controlled shutdown), then stop answering clients."""
         await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
         for task in self.tasks:
             task.stop()
         await self.groups.stop()  # before the purgatories: group timers are cancelled, not expired
         for purgatory in self.purgatories:
-            purgatory.shutdown()
+            purgatory.shutdown()  # answer parked fetches/produces now rather than at their deadlines
+        await self.stop_listening()
+
+    async def stop_listening(self) -> None:
         for server in self.servers:
             await server.stop()
-        await self._stop_background()
-        await self._close_logs()
-        log.info("shutdown complete")
 
-    async def _stop_background(self) -> None:
+    async def stop_background(self) -> None:
         await self.producer_ids.close()
         await self.lifecycle.stop()
         await self.loader.stop()
         await self.alter_partitions.stop()
         await self.channel.close()
+
+    async def close_logs(self, log_manager: LogManager) -> None:
+        self.replicas.shutdown()
+        for handover in (await self.supervisor.stop()).values():
+            log_manager.external_log_closed(handover)
+
+
+@dataclass
+class Node:
+    """A composed node, a controller, a broker or both: what to start and stop, in order."""
+
+    config: BrokerConfig
+    log_manager: LogManager
+    controller: ControllerNode | None
+    broker: BrokerNode | None
+    metrics_endpoint: MetricsEndpoint | None
+
+    async def start(self) -> None:
+        if self.controller is not None:
+            listener = self.config.controller_listener
+            await bound("listeners", [str(listener)], self.controller.server.start())
+            self.controller.tick.start()
+        if self.metrics_endpoint is not None and self.config.metrics_listener is not None:
+            host, port = self.config.metrics_listener
+            await bound("metrics.listener", [f"{host}:{port}"], self.metrics_endpoint.start())
+        if self.broker is not None:
+            await self.broker.start(self.config)
+        log.info(
+            "node started",
+            node_id=self.config.node_id,
+            roles=self.config.process_roles,
+            broker_epoch=self.broker.lifecycle.broker_epoch if self.broker else None,
+            log_dirs=[str(d) for d in self.config.log_dirs],
+        )
+
+    async def abort(self) -> None:
+        """Undo a start that failed or was interrupted: close what listens, then the logs."""
+        if self.broker is not None:
+            await self.broker.stop_listening()
+        await self._stop_background()
+        await self._close_logs()
+
+    async def stop(self) -> None:
+        log.info("shutting down")
+        if self.broker is not None:
+            await self.broker.stop_serving()
+        await self._stop_background()
+        await self._close_logs()
+        log.info("shutdown complete")
+
+    async def _stop_background(self) -> None:
+        if self.broker is not None:
+            await self.broker.stop_background()
         if self.controller is not None:
             self.controller.tick.stop()
             self.controller.purgatory.shutdown()
@@ -193,37 +222,48 @@ class ClusterBroker:
             await self.metrics_endpoint.stop()
 
     async def _close_logs(self) -> None:
-        self.replicas.shutdown()
-        for handover in (await self.supervisor.stop()).values():
-            self.log_manager.external_log_closed(handover)
+        if self.broker is not None:
+            await self.broker.close_logs(self.log_manager)
         if self.controller is not None:
             self.controller.partition.close()
         self.log_manager.shutdown()
 
 
-def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
+def build_node(config: BrokerConfig) -> Node:
+    """The node ``config`` describes; nothing is started (see :meth:`Node.start`)."""
     registry = CollectorRegistry()
     clock = SystemClock()
     cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config.cluster_id)
     image = MetadataImage()
 
-    def topic_log_config(topic: TopicState) -> LogConfig:
-        return to_log_config(topic.configs, config)
-
     def log_config_by_name(name: str) -> LogConfig:
-        topic = image.get(name)
         if name == METADATA_TOPIC:
             return to_log_config(METADATA_LOG_CONFIG_OVERRIDES, config)
+        topic = image.get(name)
         return to_log_config(topic.configs if topic else {}, config)
 
     log_manager = LogManager(
         config.log_dirs, to_log_config({}, config), clock, topic_configs=log_config_by_name
     )
-    controller = (
-        _build_controller(config, cluster_id, log_manager, clock)
-        if config.is_controller and config.node_id in {v.node_id for v in config.controller_quorum_voters}
+    controller = _build_controller(config, cluster_id, log_manager, clock) if config.is_voter else None
+    broker = (
+        _build_broker(config, cluster_id, image, log_manager, clock, registry, controller)
+        if config.is_broker
         else None
     )
+    endpoint = MetricsEndpoint(registry, *config.metrics_listener) if config.metrics_listener else None
+    return Node(config, log_manager, controller, broker, endpoint)
+
+
+def _build_broker(
+    config: BrokerConfig,
+    cluster_id: str,
+    image: MetadataImage,
+    log_manager: LogManager,
+    clock: Clock,
+    registry: CollectorRegistry,
+    controller: ControllerNode | None,
+) -> BrokerNode:
     channel = ControllerChannel(
         _controller_address(config, controller), client_id=f"broker-{config.node_id}-controller-channel"
     )
@@ -234,6 +274,9 @@ def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
     def broker_epoch() -> int:
         return lifecycle_ref[0].broker_epoch if lifecycle_ref else -1
 
+    def topic_log_config(topic: TopicState) -> LogConfig:
+        return to_log_config(topic.configs, config)
+
     alter_partitions = AlterPartitionManager(channel, broker_id=config.node_id, broker_epoch=broker_epoch)
     replicas = ReplicaManager(
         log_manager,
@@ -243,7 +286,6 @@ def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
         clock,
         alter_partition=alter_partitions,
         broker_eligibility=_eligibility(image),
-        manage_topics=False,
     )
     supervisor = FollowerSupervisor(
         config.node_id,
@@ -286,37 +328,22 @@ def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
     groups = build_group_coordination(
         config, clock, replicas, plane, image, brokers, _offsets_topic_creator(channel, loader, config)
     )
-    handler_registry = HandlerRegistry([])
-
-    def forwarded(local: Handler) -> Handler:
-        return ForwardingHandler(local, channel, loader, effect_of(local.api_key))
-
-    handlers: list[Handler] = [
-        ApiVersionsHandler(handler_registry.api_ranges),
-        MetadataHandler(
-            image,
-            brokers=brokers,
-            cluster_id=cluster_id,
-            controller_id=lambda: _any_live_broker(image, config.node_id),
-            auto_create_topics_enable=config.auto_create_topics_enable,
-            auto_create=_auto_creator(channel, loader),
-        ),
-        forwarded(CreateTopicsHandler(image, config)),  # type: ignore[arg-type]
-        forwarded(DeleteTopicsHandler(image, config.delete_topic_enable)),  # type: ignore[arg-type]
-        forwarded(CreatePartitionsHandler(image)),  # type: ignore[arg-type]
-        DescribeConfigsHandler(image, config),  # type: ignore[arg-type]
-        ProduceHandler(plane.produce_service),
-        FetchHandler(plane.fetch_service, brokers=lambda: brokers(_client_listener(config).name)),
-        ListOffsetsHandler(replicas),
-        OffsetForLeaderEpochHandler(replicas),
-        InitProducerIdHandler(producer_ids),
-        *group_handlers(groups, image),
-    ]
-    for handler in handlers:
-        handler_registry.register(handler)
-    for listener in config.listeners:
-        if listener.name in config.controller_listener_names:
-            continue
+    handler_registry = broker_handlers(
+        config,
+        cluster_id=cluster_id,
+        image=image,
+        channel=channel,
+        loader=loader,
+        plane=plane,
+        replicas=replicas,
+        producer_ids=producer_ids,
+        groups=groups,
+        brokers=brokers,
+        controller_id=lambda: _any_live_broker(image, config.node_id),
+        auto_create=_auto_creator(channel, loader),
+        client_listener=_client_listener(config).name,
+    )
+    for listener in config.client_listeners():
         servers.append(
             BrokerServer(
                 RequestDispatcher(handler_registry, request_metrics, listener.name),
@@ -326,13 +353,9 @@ def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
                 idle_timeout_ms=config.connections_max_idle_ms,
             )
         )
-    endpoint = MetricsEndpoint(registry, *config.metrics_listener) if config.metrics_listener else None
     tasks = [*housekeeping_tasks(config, replicas, log_manager), *groups.tasks]
-    return ClusterBroker(
-        config,
-        log_manager,
+    return BrokerNode(
         replicas,
-        controller,
         channel,
         supervisor,
         loader,
@@ -340,7 +363,6 @@ def build_cluster_broker(config: BrokerConfig) -> ClusterBroker:
         alter_partitions,
         [*plane.purgatories, *groups.purgatories],
         servers,
-        endpoint,
         producer_ids,
         groups.runtime,
         tasks,
@@ -385,6 +407,8 @@ def _build_controller(
         ),
         records,
     )
+    if not records:
+        _import_legacy_metadata(config, controller)
     loop = asyncio.get_running_loop()
     purgatory = DelayedOperationPurgatory("ControllerFetch", loop)
     source = MetadataPartitionSource(partition)
@@ -401,21 +425,9 @@ def _build_controller(
         fetch_max_bytes=config.fetch_max_bytes,
     )
     partition.add_listener(fetch_service.on_partition_changed)
-    admin = ControllerTopicAdmin(controller)
-    registry = HandlerRegistry([])
-    for handler in (
-        ApiVersionsHandler(registry.api_ranges),
-        FetchHandler(fetch_service),
-        BrokerRegistrationHandler(controller),
-        BrokerHeartbeatHandler(controller),
-        AlterPartitionHandler(controller),
-        AllocateProducerIdsHandler(controller),
-        CreateTopicsHandler(admin, config),  # type: ignore[arg-type]
-        DeleteTopicsHandler(admin, config.delete_topic_enable),  # type: ignore[arg-type]
-        CreatePartitionsHandler(admin),  # type: ignore[arg-type]
-    ):
-        registry.register(handler)
-    listener = _controller_listener(config)
+    registry = controller_handlers(config, controller, fetch_service)
+    listener = config.controller_listener
+    assert listener is not None  # a voter has the controller role
     request_metrics = RequestMetrics(CollectorRegistry())
     server = BrokerServer(
         RequestDispatcher(registry, request_metrics, listener.name),
@@ -433,18 +445,26 @@ def _build_controller(
     return ControllerNode(controller, partition, server, purgatory, tick)
 
 
-def _controller_listener(config: BrokerConfig) -> Listener:
-    for listener in config.listeners:
-        if listener.name in config.controller_listener_names:
-            return listener
-    raise ValueError("the controller role needs a listener named in controller.listener.names")
+def _import_legacy_metadata(config: BrokerConfig, controller: QuorumController) -> None:
+    """A new metadata log in a log dir of an earlier single-node release: import its topics."""
+    legacy = read_legacy_metadata(config.log_dirs[0], config.node_id)
+    if legacy is None:
+        return
+    controller.import_records(legacy_records(legacy, config.node_id))
+    moved = set_aside(legacy)
+    log.info(
+        "imported the topics of an earlier single-node release into the metadata log",
+        topics=len(legacy.topics),
+        next_producer_id=legacy.next_producer_id,
+        set_aside=[str(path) for path in moved],
+    )
 
 
 def _controller_address(
     config: BrokerConfig, controller: ControllerNode | None
 ) -> Callable[[], tuple[str, int]]:
-    """Where the controller is: the voter's address, or this node's own bound controller port."""
-    voter = config.controller_quorum_voters[0]
+    """Where the controller is: the first voter's address, or this node's own bound controller port."""
+    voter = config.quorum_voters[0]
 
     def address() -> tuple[str, int]:
         if controller is not None and voter.node_id == config.node_id and controller.server.bound:
@@ -466,7 +486,7 @@ def _registered_listeners(config: BrokerConfig, servers: Sequence[BrokerServer])
     """The advertised listeners, with the bound port where the configured one was 0."""
     bound = {
         li.name: server.bound[0][1]
-        for li, server in zip(_served(config), servers, strict=False)
+        for li, server in zip(config.client_listeners(), servers, strict=False)
         if server.bound
     }
     return [
@@ -474,10 +494,6 @@ def _registered_listeners(config: BrokerConfig, servers: Sequence[BrokerServer])
         for li in config.advertised_listeners
         if li.name not in config.controller_listener_names
     ]
-
-
-def _served(config: BrokerConfig) -> list[Listener]:
-    return [li for li in config.listeners if li.name not in config.controller_listener_names]
 
 
 def _live_brokers(image: MetadataImage) -> Callable[[str], list[BrokerEndpoint]]:
@@ -520,7 +536,9 @@ def _offsets_topic_creator(
         channel,
         loader,
         config.offsets_topic_num_partitions,
-        config.offsets_topic_replication_factor,
+        offsets_topic_replication_factor(
+            config.offsets_topic_replication_factor, cluster_of_one=not config.controller_quorum_voters
+        ),
         OFFSETS_TOPIC_CONFIGS,
     )
 

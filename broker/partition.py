@@ -55,6 +55,7 @@ from broker.replica_state import (
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.errors import CorruptRecordError, UnsupportedMagicError
 from protocol.records.batch import RecordBatchHeader
+from protocol.sentinels import NO_LEADER_EPOCH, IsolationLevel
 from storage.clock import Clock
 from storage.errors import (
     InvalidRecordError,
@@ -75,9 +76,6 @@ from storage.producer_state import (
 from storage.segment import LogSegment
 
 __all__ = [
-    "NO_EPOCH",
-    "READ_COMMITTED",
-    "READ_UNCOMMITTED",
     "AlterPartitionSender",
     "AppendResult",
     "Partition",
@@ -85,12 +83,8 @@ __all__ = [
     "TimestampAndOffset",
 ]
 
-NO_EPOCH = -1
-"""Absent CurrentLeaderEpoch / LastFetchedEpoch, and the undefined epoch in answers."""
 UNKNOWN_OFFSET = -1
 NO_TIMESTAMP = -1
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
@@ -160,7 +154,7 @@ class TimestampAndOffset(NamedTuple):
     leader_epoch: int
 
 
-NOT_FOUND = TimestampAndOffset(NO_TIMESTAMP, UNKNOWN_OFFSET, NO_EPOCH)
+NOT_FOUND = TimestampAndOffset(NO_TIMESTAMP, UNKNOWN_OFFSET, NO_LEADER_EPOCH)
 
 
 def _error_read(code: ErrorCode) -> PartitionRead:
@@ -519,7 +513,7 @@ class Partition:
         """Kafka's order: an offline log, then the request's CurrentLeaderEpoch, then leadership."""
         if self.is_offline:
             return ErrorCode.KAFKA_STORAGE_ERROR
-        if current_leader_epoch != NO_EPOCH:
+        if current_leader_epoch != NO_LEADER_EPOCH:
             if current_leader_epoch < self.leader_epoch:
                 return ErrorCode.FENCED_LEADER_EPOCH
             if current_leader_epoch > self.leader_epoch:
@@ -528,18 +522,22 @@ class Partition:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.NONE
 
-    def end_offset_for(self, isolation_level: int, is_follower: bool) -> int:
+    def end_offset_for(self, isolation_level: IsolationLevel, is_follower: bool) -> int:
         """What a reader may read up to: LEO for a follower, else HW (LSO for READ_COMMITTED)."""
         if is_follower:
             return self.log.log_end_offset
-        return self.last_stable_offset if isolation_level == READ_COMMITTED else self.log.high_watermark
+        return (
+            self.last_stable_offset
+            if isolation_level == IsolationLevel.READ_COMMITTED
+            else self.log.high_watermark
+        )
 
     def read(
         self,
         fetch_offset: int,
         max_bytes: int,
         *,
-        isolation_level: int,
+        isolation_level: IsolationLevel,
         is_follower: bool,
         min_one_batch: bool,
         current_leader_epoch: int,
@@ -564,9 +562,13 @@ class Partition:
             None,
             log.log_end_offset,
         )
-        if last_fetched_epoch != NO_EPOCH:
+        if last_fetched_epoch != NO_LEADER_EPOCH:
             epoch, end_offset = self.end_offset_for_epoch(last_fetched_epoch)
-            if epoch == NO_EPOCH or end_offset == UNKNOWN_OFFSET or fetch_offset < empty.log_start_offset:
+            if (
+                epoch == NO_LEADER_EPOCH
+                or end_offset == UNKNOWN_OFFSET
+                or fetch_offset < empty.log_start_offset
+            ):
                 return _error_read(ErrorCode.OFFSET_OUT_OF_RANGE)
             if epoch < last_fetched_epoch or end_offset < fetch_offset:
                 return empty._replace(diverging_epoch=(epoch, end_offset))
@@ -595,7 +597,7 @@ class Partition:
         """(largest epoch <= ``epoch``, its end offset) from the leader epoch cache; (-1, -1) if unknown."""
         found_epoch, end_offset = self.log.leader_epoch_cache.end_offset_for(epoch, self.log.log_end_offset)
         if end_offset == UNKNOWN_OFFSET:
-            return NO_EPOCH, UNKNOWN_OFFSET
+            return NO_LEADER_EPOCH, UNKNOWN_OFFSET
         return found_epoch, end_offset
 
     def on_older_segment(self, offset: int, end_offset: int) -> bool:
@@ -654,7 +656,7 @@ class Partition:
         self,
         timestamp: int,
         *,
-        isolation_level: int | None,
+        isolation_level: IsolationLevel | None,
         current_leader_epoch: int,
         require_leader: bool = True,
     ) -> TimestampAndOffset:

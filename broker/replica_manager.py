@@ -1,11 +1,11 @@
-"""The partitions this broker leads, kept in step with the topic metadata.
+"""The partitions this broker leads, kept in step with the metadata by the replica transitions.
 
-The ReplicaManager listens to the :class:`~broker.topics.TopicStore`: a created topic (or new
-partitions) gets a log and a :class:`~broker.partition.Partition` for each partition this node
-leads; a deleted topic loses them, files included. At construction it does the same for every
-topic already known, opening the logs the LogManager loaded from disk (with their producer state
-rebuilt). Request handlers look partitions up here and ask :meth:`partition_error` which Kafka error
-a partition they cannot serve deserves.
+As the metadata loader replays the metadata log, :class:`~broker.replica_transitions.ReplicaTransitions`
+calls :meth:`ReplicaManager.lead` for each partition this node comes to lead (its log is opened, or
+created, with its producer state rebuilt), :meth:`ReplicaManager.stop_leading` when leadership moves
+away, and :meth:`ReplicaManager.on_topic_deleted` when a topic goes (files included). Request
+handlers look partitions up here and ask :meth:`partition_error` which Kafka error a partition they
+cannot serve deserves.
 
 A partition whose log cannot be created or opened (disk error, a directory left by an older topic
 of the same name) is reported as KAFKA_STORAGE_ERROR; its files are never deleted automatically.
@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Hashable, Iterable
+from typing import Protocol
 
 import structlog
 
 from broker.partition import AlterPartitionSender, Partition
 from broker.replica_state import BrokerEligibility
-from broker.topics import TopicStore
 from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.errors import ProtocolError
@@ -42,28 +42,26 @@ LeadershipListener = Callable[[Partition, bool], None]
 TopicPartition = tuple[str, int]
 
 
+class TopicLookup(Protocol):
+    def get(self, name: str) -> TopicState | None: ...
+
+
 class ReplicaManager:
-    """Partitions led here, by name and by topic id; a :class:`~broker.topics.TopicListener`."""
+    """Partitions led here, by name and by topic id."""
 
     def __init__(
         self,
         log_manager: LogManager,
-        topics: TopicStore,
+        topics: TopicLookup,
         node_id: int,
         broker_config: BrokerConfig,
         clock: Clock,
         *,
         alter_partition: AlterPartitionSender | None = None,
         broker_eligibility: BrokerEligibility | None = None,
-        manage_topics: bool = True,
     ) -> None:
-        """``alter_partition`` and ``broker_eligibility`` go to every partition (see :class:`Partition`).
-
-        With ``manage_topics`` (a single node) the manager follows the TopicStore's events and leads
-        every partition assigned here. In a cluster it does not: the metadata loader's transitions
-        call :meth:`lead` and :meth:`stop_leading` as leadership moves (broker/replica_transitions.py),
-        and ``topics`` only answers lookups.
-        """
+        """``alter_partition`` and ``broker_eligibility`` go to every partition (see :class:`Partition`);
+        ``topics`` (the broker's metadata image) answers lookups."""
         self._log_manager = log_manager
         self._alter_partition = alter_partition
         self._broker_eligibility = broker_eligibility
@@ -76,30 +74,7 @@ class ReplicaManager:
         self._failed: set[TopicPartition] = set()
         self._listeners: list[PartitionListener] = []
         self._leadership_listeners: list[LeadershipListener] = []
-        if manage_topics:
-            topics.subscribe(self)
-            self._delete_stray_logs()
-            for topic in topics.all():
-                self._create_partitions(topic, topic.sorted_partitions())
-        _log.info("replica manager started", node_id=node_id, partitions=len(self._partitions))
-
-    def _delete_stray_logs(self) -> None:
-        """Deal with logs the metadata does not know (Kafka's stray logs).
-
-        A crash between persisting a topic deletion and removing its directories leaves such logs
-        behind: they are deleted, as the deletion intended. A log of another incarnation of a
-        topic (a different topic id) is set aside as "-stray" with its data, so that the current
-        topic is served under its name and nothing is destroyed unasked.
-        """
-        for log in self._log_manager.all_logs():
-            topic = self._topics.get(log.topic)
-            if topic is None or log.partition not in topic.partitions:
-                _log.warning(
-                    "deleting the log of a deleted partition", topic=log.topic, partition=log.partition
-                )
-                self._log_manager.delete_log(log.topic, log.partition)
-            elif log.topic_id is not None and log.topic_id != topic.topic_id:
-                self._log_manager.mark_stray(log.topic, log.partition)
+        _log.info("replica manager started", node_id=node_id)
 
     # -- lookups ---------------------------------------------------------------------------------
 
@@ -161,13 +136,7 @@ class ReplicaManager:
             except Exception:
                 _log.exception("leadership listener failed", topic=partition.topic, partition=partition.index)
 
-    # -- TopicListener ---------------------------------------------------------------------------
-
-    def on_topic_created(self, topic: TopicState) -> None:
-        self._create_partitions(topic, topic.sorted_partitions())
-
-    def on_partitions_created(self, topic: TopicState, partitions: list[PartitionState]) -> None:
-        self._create_partitions(topic, partitions)
+    # -- topic deletion --------------------------------------------------------------------------
 
     def on_topic_deleted(self, topic: TopicState) -> None:
         """Remove the partitions first (waiters then find them gone), then delete their logs."""

@@ -22,8 +22,8 @@ from typing import TextIO, TypeVar
 import structlog
 
 from broker.meta_properties import MetaPropertiesError
-from broker.topics import TopicMetadataError
 from metadata.controller.metadata_log import ControllerFailedError
+from metadata.legacy_import import LegacyMetadataError
 from server_common.config import ConfigError
 from server_common.config.properties import PropertiesError
 from storage.errors import StorageError
@@ -124,7 +124,7 @@ def as_startup_error(exc: BaseException) -> StartupError:
         return StartupError("invalid configuration", str(exc), EXIT_INVALID_CONFIG)
     if isinstance(exc, MetaPropertiesError):
         return StartupError(exc.key, str(exc))
-    if isinstance(exc, (StorageError, TopicMetadataError)):
+    if isinstance(exc, (StorageError, LegacyMetadataError)):
         return StartupError(LOG_DIRS, str(exc))
     if isinstance(exc, ControllerFailedError):
         return StartupError("controller", f"the metadata log cannot be used: {exc}")

@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from metadata.controller.topic_rules import ZERO_UUID
 from metadata.records import (
     BrokerEndpointRecord,
     ConfigRecord,
@@ -46,6 +45,7 @@ from metadata.records import (
     UnregisterBrokerRecord,
 )
 from metadata.topics import NO_LEADER, PartitionState, TopicState
+from protocol.sentinels import ZERO_UUID
 
 NO_OFFSET = -1
 """The offset of an image that has applied no record."""
@@ -242,7 +242,7 @@ class MetadataImage:
             return NotImplemented
         return self._state() == other._state()
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable; typeshed declares __hash__ a method
 
     def __repr__(self) -> str:
         return (

@@ -180,7 +180,7 @@ MetadataRecord = (
 )
 """Any record of the metadata log."""
 
-RECORD_CLASSES: dict[int, type] = {
+RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
     cls.RECORD_TYPE: cls
     for cls in (
         RegisterBrokerRecord,

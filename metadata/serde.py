@@ -63,12 +63,12 @@ def record_from_wire(value: bytes | memoryview | None) -> MetadataRecord:
     if cls is None:
         raise ProtocolError(f"metadata record type {frame.record_type} has no domain class")
     fields = {f.name: _from_wire(f.name, frame.data[f.name]) for f in dataclasses.fields(cls)}
-    return cls(**fields)  # type: ignore[no-any-return]
+    return cls(**fields)
 
 
 def _to_wire(record: MetadataRecord) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for f in dataclasses.fields(record):  # type: ignore[arg-type]
+    for f in dataclasses.fields(record):
         value = getattr(record, f.name)
         if f.name == "endpoints":
             value = [dataclasses.asdict(e) for e in value]

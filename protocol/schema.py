@@ -21,6 +21,7 @@ from construct import Construct, ConstructError
 from protocol import types as t
 from protocol.data import MessageData
 from protocol.errors import DecodeError, EncodeError, UnsupportedVersionError
+from protocol.sentinels import ZERO_UUID
 from protocol.wire import SegmentedBytesIO
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+)|(\+))?$")
@@ -167,7 +168,7 @@ def _implicit_default(type_name: str) -> Any:
         "string": "",
         "bytes": b"",
         "records": None,
-        "uuid": uuid.UUID(int=0),
+        "uuid": ZERO_UUID,
     }[type_name]
 
 

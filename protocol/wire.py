@@ -17,7 +17,6 @@ from protocol.errors import DecodeError, EncodeError
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
-ZERO_UUID = uuid.UUID(int=0)
 
 
 def remaining(io: BytesIO) -> int:

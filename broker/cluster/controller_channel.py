@@ -27,6 +27,7 @@ from metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
+from protocol.sentinels import NO_LEADER_EPOCH, IsolationLevel
 
 __all__ = [
     "AlterPartitionItem",
@@ -288,7 +289,7 @@ class ControllerChannel:
             "max_wait_ms": max_wait_ms,
             "min_bytes": 1,
             "max_bytes": max_bytes,
-            "isolation_level": 0,
+            "isolation_level": IsolationLevel.READ_UNCOMMITTED,
             "session_id": 0,
             "session_epoch": -1,
             "topics": [
@@ -297,7 +298,7 @@ class ControllerChannel:
                     "partitions": [
                         {
                             "partition": METADATA_PARTITION,
-                            "current_leader_epoch": -1,
+                            "current_leader_epoch": NO_LEADER_EPOCH,
                             "fetch_offset": fetch_offset,
                             "last_fetched_epoch": last_fetched_epoch,
                             "log_start_offset": -1,

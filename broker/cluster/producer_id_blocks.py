@@ -21,7 +21,8 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from broker.producer_ids import ProducerIdBlock, ProducerIdsUnavailableError
+from broker.producer_ids import ProducerIdsUnavailableError
+from metadata.producer_id_block import ProducerIdBlock
 from protocol.error_codes import ErrorCode
 
 PREFETCH_FRACTION = 0.9

@@ -27,7 +27,6 @@ from broker.fetch_session.context import (
 )
 from broker.fetch_session.metrics import FetchSessionCacheMetrics
 from broker.fetch_session.partition import (
-    ZERO_TOPIC_ID,
     CachedPartition,
     PartitionFetchParams,
     PartitionFetchResult,
@@ -51,7 +50,6 @@ __all__ = [
     "INVALID_SESSION_ID",
     "NUM_SHARDS",
     "TOPIC_ID_VERSION",
-    "ZERO_TOPIC_ID",
     "CachedPartition",
     "Epoch",
     "FetchContext",

@@ -20,15 +20,11 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 from protocol.error_codes import ErrorCode
-
-ZERO_TOPIC_ID = uuid.UUID(int=0)
-"""Kafka's ``Uuid.ZERO_UUID``: the key has no topic id (fetch v12 and older)."""
+from protocol.sentinels import NO_LEADER_EPOCH, ZERO_UUID
 
 INVALID_HIGH_WATERMARK = -1
 INVALID_LOG_START_OFFSET = -1
 NO_PREFERRED_READ_REPLICA = -1
-NO_EPOCH = -1
-"""Absent CurrentLeaderEpoch / LastFetchedEpoch / DivergingEpoch.Epoch, as on the wire."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -49,12 +45,12 @@ class TopicPartitionKey:
 
     @property
     def has_topic_id(self) -> bool:
-        return self.topic_id != ZERO_TOPIC_ID
+        return self.topic_id != ZERO_UUID
 
     @property
     def watch_key(self) -> Hashable:
         """What identifies this key: (id, partition) when it has an id, else (name, partition)."""
-        if self.topic_id != ZERO_TOPIC_ID:
+        if self.topic_id != ZERO_UUID:
             return (self.topic_id, self.partition)
         return (self.topic_name, self.partition)
 
@@ -65,7 +61,7 @@ class TopicPartitionKey:
             return True
         if self.partition != other.partition or self.topic_id != other.topic_id:
             return False
-        return self.topic_id != ZERO_TOPIC_ID or self.topic_name == other.topic_name
+        return self.topic_id != ZERO_UUID or self.topic_name == other.topic_name
 
     def __hash__(self) -> int:
         return self._hash
@@ -79,7 +75,7 @@ class TopicPartitionKey:
         A name, once known, is never looked up again: Kafka keeps a resolved name even after the
         metadata forgets the topic (testResolveUnknownPartitions).
         """
-        if self.topic_name is not None or self.topic_id == ZERO_TOPIC_ID:
+        if self.topic_name is not None or self.topic_id == ZERO_UUID:
             return self
         name = resolve_topic_name(self.topic_id)
         return self if name is None else self.with_name(name)
@@ -97,8 +93,8 @@ class PartitionFetchParams:
     log_start_offset: int = INVALID_LOG_START_OFFSET
     """The follower's own log start offset; -1 from consumers."""
     max_bytes: int
-    current_leader_epoch: int = NO_EPOCH
-    last_fetched_epoch: int = NO_EPOCH
+    current_leader_epoch: int = NO_LEADER_EPOCH
+    last_fetched_epoch: int = NO_LEADER_EPOCH
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,7 +118,7 @@ class PartitionFetchResult:
     last_stable_offset: int = -1
     log_start_offset: int = INVALID_LOG_START_OFFSET
     records_size: int = 0
-    diverging_epoch: int = NO_EPOCH
+    diverging_epoch: int = NO_LEADER_EPOCH
     preferred_read_replica: int = NO_PREFERRED_READ_REPLICA
     skipped_for_budget: bool = False
     erroneous: bool = False

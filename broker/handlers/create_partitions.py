@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Any
 
 from broker.handlers.base import Handler, RequestContext
-from broker.topics import TopicStore
+from metadata.controller.admin import TopicAdmin
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -25,7 +25,7 @@ class CreatePartitionsHandler(Handler):
     min_version = 0
     max_version = 3
 
-    def __init__(self, topics: TopicStore) -> None:
+    def __init__(self, topics: TopicAdmin) -> None:
         self._topics = topics
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
@@ -38,6 +38,10 @@ class CreatePartitionsHandler(Handler):
         return {"throttle_time_ms": 0, "results": results}
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
+        return self.error_body(ctx, request, code)
+
+    @staticmethod
+    def error_body(ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         """Every topic of the request carries ``code`` (CreatePartitions has no top-level error)."""
         topics = request.topics if request is not None else []
         return {"throttle_time_ms": 0, "results": [_result(t.name, code, None) for t in topics]}

@@ -13,12 +13,13 @@ from collections import Counter
 from typing import Any
 
 from broker.handlers.base import Handler, RequestContext
-from broker.topics import TopicStore
-from metadata.controller.topic_rules import MAX_PARTITIONS_PER_REQUEST, ZERO_UUID
+from metadata.controller.admin import TopicAdmin
+from metadata.controller.topic_rules import MAX_PARTITIONS_PER_REQUEST
 from metadata.topics import TopicState
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
+from protocol.sentinels import ZERO_UUID
 from server_common.config import BrokerConfig, ConfigEntry, describe_topic_configs
 
 
@@ -27,7 +28,7 @@ class CreateTopicsHandler(Handler):
     min_version = 2
     max_version = 7
 
-    def __init__(self, topics: TopicStore, config: BrokerConfig) -> None:
+    def __init__(self, topics: TopicAdmin, config: BrokerConfig) -> None:
         self._topics = topics
         self._config = config
 
@@ -47,12 +48,15 @@ class CreateTopicsHandler(Handler):
         return {"throttle_time_ms": 0, "topics": results}
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
-        """Every topic of the request carries ``code`` (CreateTopics has no top-level error)."""
-        return self._error_body(request, code, None)
+        return self.error_body(ctx, request, code)
 
-    def _error_body(
-        self, request: MessageData | None, code: ErrorCode, message: str | None
-    ) -> dict[str, Any]:
+    @staticmethod
+    def error_body(ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
+        """Every topic of the request carries ``code`` (CreateTopics has no top-level error)."""
+        return CreateTopicsHandler._error_body(request, code, None)
+
+    @staticmethod
+    def _error_body(request: MessageData | None, code: ErrorCode, message: str | None) -> dict[str, Any]:
         topics = request.topics if request is not None else []
         return {"throttle_time_ms": 0, "topics": [_error_result(t.name, code, message) for t in topics]}
 

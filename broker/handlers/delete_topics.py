@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.handlers.base import Handler, RequestContext
-from broker.topics import TopicStore
-from metadata.controller.topic_rules import ZERO_UUID
+from metadata.controller.admin import TopicAdmin
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
+from protocol.sentinels import ZERO_UUID
 
 FIRST_VERSION_WITH_DELETION_DISABLED = 3
 
@@ -55,7 +55,7 @@ class DeleteTopicsHandler(Handler):
     min_version = 1
     max_version = 6
 
-    def __init__(self, topics: TopicStore, delete_topic_enable: bool) -> None:
+    def __init__(self, topics: TopicAdmin, delete_topic_enable: bool) -> None:
         self._topics = topics
         self._delete_topic_enable = delete_topic_enable
 
@@ -80,11 +80,16 @@ class DeleteTopicsHandler(Handler):
         return {"throttle_time_ms": 0, "responses": results}
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
-        """Every topic of the request carries ``code`` (DeleteTopics has no top-level error)."""
-        return self._error_body(ctx, request, code, None)
+        return self.error_body(ctx, request, code)
 
+    @staticmethod
+    def error_body(ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
+        """Every topic of the request carries ``code`` (DeleteTopics has no top-level error)."""
+        return DeleteTopicsHandler._error_body(ctx, request, code, None)
+
+    @staticmethod
     def _error_body(
-        self, ctx: RequestContext, request: MessageData | None, code: ErrorCode, message: str | None
+        ctx: RequestContext, request: MessageData | None, code: ErrorCode, message: str | None
     ) -> dict[str, Any]:
         if request is None:
             entries: list[tuple[str | None, uuid.UUID]] = []

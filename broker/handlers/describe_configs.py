@@ -22,7 +22,7 @@ from enum import IntEnum
 from typing import Any
 
 from broker.handlers.base import Handler, RequestContext
-from broker.topics import TopicStore
+from broker.handlers.metadata import TopicLookup
 from metadata import topic_names
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
@@ -46,7 +46,7 @@ class DescribeConfigsHandler(Handler):
     min_version = 1
     max_version = 4
 
-    def __init__(self, topics: TopicStore, config: BrokerConfig) -> None:
+    def __init__(self, topics: TopicLookup, config: BrokerConfig) -> None:
         self._topics = topics
         self._config = config
         self._describers: dict[int, Callable[[str], list[ConfigEntry]]] = {

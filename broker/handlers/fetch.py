@@ -12,11 +12,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from broker.delayed_fetch import IsolationLevel
 from broker.fetch_response import BrokerList, encode_response, response_body
 from broker.fetch_service import FetchRequest, FetchService
 from broker.fetch_session import (
-    ZERO_TOPIC_ID,
     FetchResponseParts,
     PartitionFetchParams,
     PartitionFetchResult,
@@ -28,6 +26,7 @@ from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.messages.fetch import FETCH_TOPIC_ID_VERSION as TOPIC_ID_VERSION
+from protocol.sentinels import ZERO_UUID, IsolationLevel
 
 REPLICA_STATE_VERSION = 15
 """v15 moved ReplicaId into the tagged ReplicaState (KIP-903)."""
@@ -127,4 +126,4 @@ def _topic(version: int, topic: MessageData) -> tuple[uuid.UUID, str | None]:
     """(topic id, name) of a request topic: the id from v13 (name resolved later), else the name."""
     if version >= TOPIC_ID_VERSION:
         return topic.topic_id, None
-    return ZERO_TOPIC_ID, topic.topic
+    return ZERO_UUID, topic.topic

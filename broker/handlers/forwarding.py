@@ -12,9 +12,8 @@ topic of the request, which clients retry.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 import structlog
 
@@ -25,10 +24,10 @@ from metadata.image import MetadataImage
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
+from protocol.sentinels import ZERO_UUID
 
 __all__ = ["ForwardingHandler", "effect_of"]
 
-ZERO_UUID = uuid.UUID(int=0)
 MIN_WAIT_S = 0.05
 
 Effect = Callable[[MetadataImage], bool]
@@ -37,16 +36,27 @@ EffectOf = Callable[[MessageData, MessageData], Effect]
 _log = structlog.get_logger("kipling.forwarding")
 
 
+class ForwardedApi(Protocol):
+    """The controller's handler class of a forwarded API: its versions and its error shape."""
+
+    api_key: ClassVar[ApiKey]
+    min_version: ClassVar[int]
+    max_version: ClassVar[int]
+
+    @staticmethod
+    def error_body(ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any: ...
+
+
 class ForwardingHandler(Handler):
-    """Forwards one admin API to the controller; ``local`` gives its versions and error shape."""
+    """Forwards one admin API to the controller, serving the versions the controller's handler does."""
 
     def __init__(
-        self, local: Handler, channel: ControllerChannel, loader: MetadataLoader, effect: EffectOf
+        self, api: ForwardedApi, channel: ControllerChannel, loader: MetadataLoader, effect: EffectOf
     ) -> None:
-        self.api_key = local.api_key  # type: ignore[misc]
-        self.min_version = local.min_version  # type: ignore[misc]
-        self.max_version = local.max_version  # type: ignore[misc]
-        self._local = local
+        self.api_key = api.api_key  # type: ignore[misc]
+        self.min_version = api.min_version  # type: ignore[misc]
+        self.max_version = api.max_version  # type: ignore[misc]
+        self._api = api
         self._channel = channel
         self._loader = loader
         self._effect = effect
@@ -59,13 +69,13 @@ class ForwardingHandler(Handler):
             _log.warning(
                 "controller unavailable for a forwarded request", api=self.api_key.name, error=str(exc)
             )
-            return self._local.error_response(ctx, request, ErrorCode.REQUEST_TIMED_OUT)
+            return self._api.error_body(ctx, request, ErrorCode.REQUEST_TIMED_OUT)
         if not getattr(request, "validate_only", False):
             await self._loader.wait_for(self._effect(request, response), timeout_s)
         return response
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
-        return self._local.error_response(ctx, request, code)
+        return self._api.error_body(ctx, request, code)
 
 
 def _created_topics(request: MessageData, response: MessageData) -> Effect:

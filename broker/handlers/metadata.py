@@ -31,11 +31,11 @@ import structlog
 
 from broker.handlers.base import Handler, RequestContext
 from metadata import topic_names
-from metadata.controller.topic_rules import ZERO_UUID
 from metadata.topics import NO_LEADER, PartitionState, TopicState
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
+from protocol.sentinels import ZERO_UUID
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 """Kafka's "not computed" value for topic/cluster authorized operations."""
@@ -72,17 +72,17 @@ class MetadataHandler(Handler):
         cluster_id: str,
         controller_id: int | Callable[[], int],
         auto_create_topics_enable: bool,
-        auto_create: TopicCreator | None = None,
+        auto_create: TopicCreator,
     ) -> None:
         """``brokers(listener)`` lists the live brokers with their address on the listener a request
-        came in on. ``auto_create`` creates a topic for auto-creation; by default the local store's
-        ``create_topic`` (a single node), in a cluster the forwarding to the controller."""
+        came in on. ``auto_create`` creates a topic for auto-creation (a CreateTopics forwarded to the
+        controller)."""
         self._topics = topics
         self._brokers = brokers
         self._cluster_id = cluster_id
         self._controller_id = controller_id if callable(controller_id) else (lambda: controller_id)
         self._auto_create_topics_enable = auto_create_topics_enable
-        self._auto_create = auto_create or _local_creator(topics)
+        self._auto_create = auto_create
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         version = ctx.api_version
@@ -182,7 +182,7 @@ class MetadataHandler(Handler):
 
 
 class TopicLookup(Protocol):
-    """Topic metadata (the local TopicStore, or the broker's copy of the cluster metadata)."""
+    """Topic metadata: the broker's image of the cluster metadata."""
 
     def get(self, name: str) -> TopicState | None: ...
 
@@ -193,14 +193,6 @@ class TopicLookup(Protocol):
 
 TopicCreator = Callable[[str], Awaitable[TopicState]]
 """Auto-create a topic with the broker defaults; raises KafkaError with the reason it cannot."""
-
-
-def _local_creator(topics: Any) -> TopicCreator:
-    async def create(name: str) -> TopicState:
-        created: TopicState = topics.create_topic(name, -1, -1, {})
-        return created
-
-    return create
 
 
 def _check_request(version: int, request: MessageData) -> None:

@@ -17,13 +17,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from protocol.sentinels import NO_LEADER_EPOCH
+
 UNKNOWN_MEMBER_ID = ""
 """Kafka's ``JoinGroupRequest.UNKNOWN_MEMBER_ID``: a member that has no id yet."""
 NO_GENERATION = -1
 """The generation of a consumer that does not use group management (manual assignment)."""
 NO_RETENTION_TIME = -1
 """OffsetCommit v2-4's ``DEFAULT_RETENTION_TIME``: use offsets.retention.minutes."""
-NO_LEADER_EPOCH = -1
 
 
 class JoinProtocol(NamedTuple):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from coordinator.group.requests import UNKNOWN_MEMBER_ID
 from protocol.error_codes import ErrorCode
+from protocol.sentinels import NO_LEADER_EPOCH
 
 TopicPartition = tuple[str, int]
 NO_LEADER = ""
@@ -73,7 +74,7 @@ class PartitionOffset:
     """One partition of an OffsetFetch answer; leader epoch -1 means none."""
 
     offset: int = INVALID_OFFSET
-    leader_epoch: int = -1
+    leader_epoch: int = NO_LEADER_EPOCH
     metadata: str = ""
     error: ErrorCode = ErrorCode.NONE
 

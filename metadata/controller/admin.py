@@ -1,15 +1,16 @@
-"""The controller seen through the TopicStore interface the admin handlers already speak.
+"""The controller as the admin handlers see it: :class:`TopicAdmin`, which the controller answers.
 
-CreateTopics, DeleteTopics and CreatePartitions on the controller listener are the very handlers a
-single node uses (same validation order, error codes and messages, same response shapes); only
-what they call changes: here each call becomes one batch in the metadata log, fsynced before the
-handler answers. Brokers forward their clients' admin requests to these handlers.
+CreateTopics, DeleteTopics and CreatePartitions on the controller listener call these methods (same
+validation order, error codes and messages as Kafka's controller); each change becomes one batch in
+the metadata log, fsynced before the handler answers. Brokers forward their clients' admin requests
+to these handlers.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from metadata.controller.controller import QuorumController
 from metadata.controller.replication_control import CreatableTopic, CreatePartitionsTopic
@@ -17,11 +18,44 @@ from metadata.controller.topic_rules import ManualAssignment
 from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode, KafkaError
 
-__all__ = ["ControllerTopicAdmin"]
+__all__ = ["ControllerTopicAdmin", "TopicAdmin"]
+
+
+class TopicAdmin(Protocol):
+    """What the admin handlers ask of the controller."""
+
+    @property
+    def default_num_partitions(self) -> int: ...
+
+    def get(self, name: str) -> TopicState | None: ...
+
+    def get_by_id(self, topic_id: uuid.UUID) -> TopicState | None: ...
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str | None],
+        *,
+        assignments: Sequence[ManualAssignment] = (),
+        validate_only: bool = False,
+    ) -> TopicState: ...
+
+    def delete_topic(self, name: str) -> TopicState: ...
+
+    def create_partitions(
+        self,
+        name: str,
+        total_count: int,
+        *,
+        assignments: Sequence[Sequence[int]] | None = None,
+        validate_only: bool = False,
+    ) -> list[PartitionState]: ...
 
 
 class ControllerTopicAdmin:
-    """TopicStore's query and change methods, answered by the active controller."""
+    """:class:`TopicAdmin` answered by the active controller."""
 
     def __init__(self, controller: QuorumController) -> None:
         self._controller = controller

@@ -81,7 +81,7 @@ from metadata.controller.replication_control import (
 from metadata.controller.topic_rules import ConfigValidator, TopicDefaults
 from metadata.image import MetadataImage
 from metadata.producer_id_block import ProducerIdBlock
-from metadata.records import BrokerEndpointRecord
+from metadata.records import BrokerEndpointRecord, MetadataRecord
 from server_common.config import validate_topic_configs
 from storage.clock import Clock
 
@@ -180,6 +180,18 @@ class QuorumController:
             brokers=self._image.broker_ids(),
             topics=len(self._image.all()),
         )
+
+    def import_records(self, records: Sequence[MetadataRecord]) -> None:
+        """Write ``records`` as the first batch of a new metadata log: metadata this node kept
+        before it had one (see :mod:`metadata.legacy_import`). Raises ControllerFailedError if the
+        log is not empty, so nothing already decided is ever overwritten."""
+        if self._writer.next_offset != 0:
+            raise ControllerFailedError(
+                f"cannot import metadata into a log that already ends at {self._writer.next_offset}"
+            )
+        self._writer.commit(records)
+        self._replication.reload()
+        _log.info("metadata imported", records=len(records), topics=len(self._image.all()))
 
     # -- brokers ---------------------------------------------------------------------------------
 

@@ -29,12 +29,11 @@ from dataclasses import dataclass
 
 from metadata import topic_names
 from protocol.error_codes import ErrorCode, KafkaError
+from protocol.sentinels import ZERO_UUID
 from server_common.config import ConfigError
 
 MAX_PARTITIONS_PER_REQUEST = 10_000
 """Kafka's MAX_PARTITIONS_PER_BATCH: more partitions than this in one request is a POLICY_VIOLATION."""
-ZERO_UUID = uuid.UUID(int=0)
-"""The "no topic id" value on the wire; never a topic's id."""
 USE_DEFAULT = -1
 """A CreateTopics partition count or replication factor of -1 means the broker's default."""
 

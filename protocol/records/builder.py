@@ -15,7 +15,6 @@ from protocol.records.batch import (
     CONTROL_MASK,
     CURRENT_MAGIC,
     LOG_OVERHEAD,
-    NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
@@ -26,6 +25,7 @@ from protocol.records.batch import (
 )
 from protocol.records.compression import CompressionType
 from protocol.records.compression import compress as compress_with
+from protocol.sentinels import NO_LEADER_EPOCH
 
 _HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")
 _BASE = struct.Struct(">qiib")
@@ -80,7 +80,7 @@ def build_batch(
     records: Sequence[Record],
     *,
     base_offset: int = 0,
-    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    partition_leader_epoch: int = NO_LEADER_EPOCH,
     attributes: int = 0,
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = NO_PRODUCER_EPOCH,

@@ -13,8 +13,9 @@ import struct
 from typing import NamedTuple
 
 from protocol.errors import CorruptRecordError
-from protocol.records.batch import NO_PARTITION_LEADER_EPOCH, NO_SEQUENCE
+from protocol.records.batch import NO_SEQUENCE
 from protocol.records.builder import Record, build_batch
+from protocol.sentinels import NO_LEADER_EPOCH
 
 _KEY = struct.Struct(">hh")
 _END_TXN_MARKER = struct.Struct(">hi")
@@ -87,7 +88,7 @@ def build_end_txn_marker_batch(
     coordinator_epoch: int,
     timestamp: int,
     base_offset: int = 0,
-    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    partition_leader_epoch: int = NO_LEADER_EPOCH,
 ) -> bytes:
     """The one-record transactional control batch a partition leader appends for WriteTxnMarkers."""
     marker = Record(

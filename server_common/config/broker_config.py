@@ -22,6 +22,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from server_common.config.definitions import (
     ALIASES,
@@ -352,7 +353,9 @@ def canonicalize(props: Mapping[str, str]) -> dict[str, str]:
 
 def _build(values: Mapping[str, object], explicit: frozenset[str]) -> BrokerConfig:
     """Turn typed per-key values into a validated :class:`BrokerConfig`."""
-    simple = {
+    # Each value has its definition's type (parsed and validated per key): one that the
+    # corresponding BrokerConfig field declares, which object cannot say for a dict of them.
+    simple: dict[str, Any] = {
         d.name.replace(".", "_"): values[d.name]
         for d in DEFINITIONS
         if d.name not in FOLDED_KEYS and d.name not in _COMPUTED_KEYS
@@ -377,6 +380,7 @@ def _build(values: Mapping[str, object], explicit: frozenset[str]) -> BrokerConf
     retention = TOPIC_BY_NAME["retention.ms"].resolve(values)
     roll = TOPIC_BY_NAME["segment.ms"].resolve(values)
     jitter = TOPIC_BY_NAME["segment.jitter.ms"].resolve(values)
+    assert isinstance(retention, int) and isinstance(roll, int) and isinstance(jitter, int)
     config = BrokerConfig(
         **simple,
         process_roles=roles,

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry
 
 from broker.fetch_session import (
-    ZERO_TOPIC_ID,
     FetchContext,
     FetchManager,
     FetchResponseParts,
@@ -21,6 +20,7 @@ from broker.fetch_session import (
     TopicPartitionKey,
 )
 from protocol.error_codes import ErrorCode
+from protocol.sentinels import ZERO_UUID
 from storage.clock import FakeClock
 
 FOO_ID = uuid.UUID(int=0xF00)
@@ -29,7 +29,7 @@ BAR_ID = uuid.UUID(int=0xBA7)
 
 def tp(topic: str, partition: int) -> TopicPartitionKey:
     """A key without topic id (fetch v12 and older)."""
-    return TopicPartitionKey(ZERO_TOPIC_ID, topic, partition)
+    return TopicPartitionKey(ZERO_UUID, topic, partition)
 
 
 def tid(topic_id: uuid.UUID, topic: str | None, partition: int) -> TopicPartitionKey:

@@ -19,11 +19,10 @@ from broker.delayed_fetch import (
     FetchCompletion,
     FetchParams,
     FetchPartitionStatus,
-    IsolationLevel,
 )
 from broker.fetch_session import FetchSession, PartitionFetchParams, SessionId, TopicPartitionKey
-from broker.fetch_session.partition import ZERO_TOPIC_ID
 from broker.metrics_purgatory import FETCH_EXPIRES, DelayedFetchMetrics
+from protocol.sentinels import ZERO_UUID, IsolationLevel
 from server_common.purgatory import DelayedOperationPurgatory, FakeScheduler
 
 RECORD_BYTES = 100
@@ -457,7 +456,7 @@ def session_with(*keys: TopicPartitionKey) -> tuple[FetchSession, list[Any]]:
 
 
 def tpk(partition: int) -> TopicPartitionKey:
-    return TopicPartitionKey(ZERO_TOPIC_ID, "t", partition)
+    return TopicPartitionKey(ZERO_UUID, "t", partition)
 
 
 def test_i_idle_session_fetch_wakes_through_the_session_waiter(h):

@@ -15,10 +15,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from broker.delayed_fetch import IsolationLevel
 from broker.fetch_service import FetchRequest, FetchService, PartitionPayload
 from broker.fetch_session import (
-    ZERO_TOPIC_ID,
     FetchContext,
     FetchManager,
     FetchResponseParts,
@@ -35,6 +33,7 @@ from broker.topics import TopicListener
 from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.records import CompressionType, Record, build_batch
+from protocol.sentinels import ZERO_UUID, IsolationLevel
 from server_common.config import load_config, to_log_config
 from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import FakeClock
@@ -148,7 +147,7 @@ def fetch_env(tmp_path: pathlib.Path, *, fetch_max_bytes: int = 50 * 1024 * 1024
 
 
 def key(topic: str, index: int = 0) -> TopicPartitionKey:
-    return TopicPartitionKey(ZERO_TOPIC_ID, topic, index)
+    return TopicPartitionKey(ZERO_UUID, topic, index)
 
 
 def fp(offset: int = 0, max_bytes: int = BIG, **kwargs: int) -> PartitionFetchParams:

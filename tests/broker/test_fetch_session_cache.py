@@ -383,12 +383,13 @@ def test_a_client_that_creates_a_session_on_every_fetch_does_not_degrade_the_cac
 
 def test_dirty_set_is_rebuilt_after_a_burst() -> None:
     """After every partition was dirty once, later fetches must not pay for the burst's table."""
-    from broker.fetch_session.partition import ZERO_TOPIC_ID, PartitionFetchParams, TopicPartitionKey
+    from broker.fetch_session.partition import PartitionFetchParams, TopicPartitionKey
     from broker.fetch_session.session import FetchSession
+    from protocol.sentinels import ZERO_UUID
 
     session = FetchSession(7, privileged=False, uses_topic_ids=False, now_ms=0)
     params = PartitionFetchParams(fetch_offset=0, max_bytes=1)
-    cached = [session.append(TopicPartitionKey(ZERO_TOPIC_ID, "t", i), params) for i in range(10_000)]
+    cached = [session.append(TopicPartitionKey(ZERO_UUID, "t", i), params) for i in range(10_000)]
     for c in cached:
         session.mark_dirty(c)
     assert len(session.dirty_in_order()) == 10_000

@@ -9,7 +9,6 @@ import pytest
 from broker.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
-    ZERO_TOPIC_ID,
     CachedPartition,
     PartitionFetchResult,
     TopicPartitionKey,
@@ -17,6 +16,7 @@ from broker.fetch_session import (
 )
 from broker.fetch_session.session import MAX_EPOCH, is_full_request
 from protocol.error_codes import ErrorCode
+from protocol.sentinels import ZERO_UUID
 from tests.broker.fetch_session_helpers import BAR_ID, FOO_ID, params, result, tid, tp
 
 # -- epochs (3.1) ----------------------------------------------------------------------------------
@@ -91,7 +91,7 @@ def test_a_resolved_name_stays_when_metadata_forgets_it() -> None:
 def test_key_str_names_unknown_topics_by_id() -> None:
     assert str(tp("foo", 2)) == "foo-2"
     assert str(tid(FOO_ID, None, 2)) == f"<unknown {FOO_ID}>-2"
-    assert TopicPartitionKey(ZERO_TOPIC_ID, None, 0).watch_key == (None, 0)
+    assert TopicPartitionKey(ZERO_UUID, None, 0).watch_key == (None, 0)
     assert tid(uuid.UUID(int=5), "x", 1).watch_key == (uuid.UUID(int=5), 1)
 
 

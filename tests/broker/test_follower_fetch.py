@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 import pytest
 from prometheus_client import CollectorRegistry
 
-from broker.delayed_fetch import IsolationLevel
 from broker.fetch_service import FetchRequest, FetchService
 from broker.fetch_session import (
     FetchContext,
@@ -35,6 +34,7 @@ from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.errors import ProtocolError
 from protocol.records.batch import read_header
+from protocol.sentinels import IsolationLevel
 from server_common.config import load_config, to_log_config
 from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import FakeClock

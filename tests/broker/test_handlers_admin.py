@@ -26,10 +26,10 @@ from broker.handlers.metadata import (
 from broker.handlers.registry import HandlerRegistry
 from broker.replica_manager import ReplicaManager
 from broker.topics import METADATA_FILE_NAME, TopicStore
-from metadata.controller.topic_rules import ZERO_UUID
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
 from protocol.messages import REQUESTS, RESPONSES
+from protocol.sentinels import ZERO_UUID
 from server_common.config import BrokerConfig
 from storage.clock import FakeClock
 from storage.config import LogConfig

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from broker.delayed_fetch import IsolationLevel
 from broker.fetch_response import response_body
 from broker.fetch_session import FetchResponseParts, PartitionFetchResult, TopicPartitionKey
 from broker.handlers.base import EncodedResponse, RequestContext
@@ -28,6 +27,7 @@ from protocol.api import decode_response, encode_request
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.messages import REQUESTS, RESPONSES
+from protocol.sentinels import IsolationLevel
 from protocol.wire import ExternalBytes
 from storage.slices import FileSlice
 from tests.broker.test_fetch_service import NODE, FetchEnv, batch, fetch_env, log_bytes

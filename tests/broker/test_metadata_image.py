@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 import pytest
 
-from metadata.controller.topic_rules import ZERO_UUID
 from metadata.image import (
     NO_EPOCH,
     NO_OFFSET,
@@ -34,6 +33,7 @@ from metadata.records import (
     UnregisterBrokerRecord,
 )
 from metadata.topics import NO_LEADER, PartitionState
+from protocol.sentinels import ZERO_UUID
 
 EPOCH = 3
 T1 = uuid.UUID(int=1)

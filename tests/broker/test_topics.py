@@ -11,9 +11,9 @@ import pytest
 
 from broker.topics import METADATA_FILE_NAME, TopicMetadataError, TopicStore
 from metadata import topic_names
-from metadata.controller.topic_rules import ZERO_UUID
 from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode, KafkaError
+from protocol.sentinels import ZERO_UUID
 
 NODE = 1
 

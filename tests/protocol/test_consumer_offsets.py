@@ -13,6 +13,7 @@ from protocol import consumer_offsets as co
 from protocol.data import to_plain
 from protocol.errors import DecodeError, EncodeError
 from protocol.schema import MessageSpec
+from protocol.sentinels import NO_LEADER_EPOCH
 from tests.protocol.strategies import message_strategy, with_defaults
 
 VALUE_SPECS = [co.OFFSET_COMMIT_VALUE_SPEC, co.GROUP_METADATA_VALUE_SPEC]
@@ -71,7 +72,7 @@ def test_offset_commit_value_with_an_expire_timestamp_is_version_1() -> None:
     )
     assert value == b"\x00\x01" + struct.pack(">q", 42) + kafka_string("") + struct.pack(">qq", 1000, 2000)
     decoded = co.decode_offset_commit_value(value)
-    assert decoded.version == 1 and decoded.data.leader_epoch == co.NO_LEADER_EPOCH
+    assert decoded.version == 1 and decoded.data.leader_epoch == NO_LEADER_EPOCH
 
 
 def test_group_metadata_value_version_3_bytes() -> None:

@@ -13,6 +13,7 @@ import pytest
 from metadata.controller import topic_rules
 from metadata.controller.topic_rules import ClusterBrokers, NewPartition, TopicDefaults, TopicNames
 from protocol.error_codes import ErrorCode, KafkaError
+from protocol.sentinels import ZERO_UUID
 from server_common.config import validate_topic_configs
 
 
@@ -90,4 +91,4 @@ def test_topic_names_track_collisions() -> None:
 def test_new_topic_ids_avoid_ids_in_use_and_zero() -> None:
     taken = {uuid.uuid4() for _ in range(5)}
     fresh = topic_rules.new_topic_id(taken)
-    assert fresh not in taken and fresh != topic_rules.ZERO_UUID
+    assert fresh not in taken and fresh != ZERO_UUID

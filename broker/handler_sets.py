@@ -1,0 +1,113 @@
+"""The APIs each listener of a node serves, declared once.
+
+A node has at most two kinds of listener: the **controller** listener (brokers register, heartbeat,
+send ISR changes, take producer id blocks, forward admin requests and fetch the metadata log) and
+the **client** listeners of the broker role (every API a Kafka client or another broker sends).
+ApiVersions on each answers exactly the APIs registered there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from broker.assembly import DataPlane, GroupCoordination, group_handlers
+from broker.cluster.controller_channel import ControllerChannel
+from broker.cluster.metadata_loader import MetadataLoader
+from broker.cluster.producer_id_blocks import ControllerProducerIdManager
+from broker.fetch_service import FetchService
+from broker.handlers.allocate_producer_ids import AllocateProducerIdsHandler
+from broker.handlers.alter_partition import AlterPartitionHandler
+from broker.handlers.api_versions import ApiVersionsHandler
+from broker.handlers.base import Handler
+from broker.handlers.broker_heartbeat import BrokerHeartbeatHandler
+from broker.handlers.broker_registration import BrokerRegistrationHandler
+from broker.handlers.create_partitions import CreatePartitionsHandler
+from broker.handlers.create_topics import CreateTopicsHandler
+from broker.handlers.delete_topics import DeleteTopicsHandler
+from broker.handlers.describe_configs import DescribeConfigsHandler
+from broker.handlers.fetch import FetchHandler
+from broker.handlers.forwarding import ForwardedApi, ForwardingHandler, effect_of
+from broker.handlers.init_producer_id import InitProducerIdHandler
+from broker.handlers.list_offsets import ListOffsetsHandler
+from broker.handlers.metadata import BrokerEndpoint, MetadataHandler, TopicCreator
+from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
+from broker.handlers.produce import ProduceHandler
+from broker.handlers.registry import HandlerRegistry
+from broker.replica_manager import ReplicaManager
+from metadata.controller.admin import ControllerTopicAdmin
+from metadata.controller.controller import QuorumController
+from metadata.image import MetadataImage
+from server_common.config import BrokerConfig
+
+__all__ = ["broker_handlers", "controller_handlers", "registry_of"]
+
+FORWARDED_APIS: tuple[ForwardedApi, ...] = (CreateTopicsHandler, DeleteTopicsHandler, CreatePartitionsHandler)
+"""Admin APIs only the controller may carry out: a broker forwards them (KIP-590)."""
+
+
+def registry_of(handlers: Iterable[Handler]) -> HandlerRegistry:
+    """``handlers`` and ApiVersions, which advertises exactly them."""
+    registry = HandlerRegistry([])
+    registry.register(ApiVersionsHandler(registry.api_ranges))
+    for handler in handlers:
+        registry.register(handler)
+    return registry
+
+
+def controller_handlers(
+    config: BrokerConfig, controller: QuorumController, metadata_fetch: FetchService
+) -> HandlerRegistry:
+    """The controller listener's APIs."""
+    admin = ControllerTopicAdmin(controller)
+    return registry_of(
+        [
+            FetchHandler(metadata_fetch),
+            BrokerRegistrationHandler(controller),
+            BrokerHeartbeatHandler(controller),
+            AlterPartitionHandler(controller),
+            AllocateProducerIdsHandler(controller),
+            CreateTopicsHandler(admin, config),
+            DeleteTopicsHandler(admin, config.delete_topic_enable),
+            CreatePartitionsHandler(admin),
+        ]
+    )
+
+
+def broker_handlers(
+    config: BrokerConfig,
+    *,
+    cluster_id: str,
+    image: MetadataImage,
+    channel: ControllerChannel,
+    loader: MetadataLoader,
+    plane: DataPlane,
+    replicas: ReplicaManager,
+    producer_ids: ControllerProducerIdManager,
+    groups: GroupCoordination,
+    brokers: Callable[[str], Sequence[BrokerEndpoint]],
+    controller_id: Callable[[], int],
+    auto_create: TopicCreator,
+    client_listener: str,
+) -> HandlerRegistry:
+    """The client listeners' APIs: the data plane, groups, metadata, and forwarded admin requests."""
+    forwarded = [ForwardingHandler(api, channel, loader, effect_of(api.api_key)) for api in FORWARDED_APIS]
+    return registry_of(
+        [
+            MetadataHandler(
+                image,
+                brokers=brokers,
+                cluster_id=cluster_id,
+                controller_id=controller_id,
+                auto_create_topics_enable=config.auto_create_topics_enable,
+                auto_create=auto_create,
+            ),
+            *forwarded,
+            DescribeConfigsHandler(image, config),
+            ProduceHandler(plane.produce_service),
+            FetchHandler(plane.fetch_service, brokers=lambda: brokers(client_listener)),
+            ListOffsetsHandler(replicas),
+            OffsetForLeaderEpochHandler(replicas),
+            InitProducerIdHandler(producer_ids),
+            *group_handlers(groups, image),
+        ]
+    )
