@@ -16,9 +16,9 @@ from typing import Any
 
 from client.connection import KafkaConnection
 from client.errors import error_code, raise_for_error
-from client.fetch_session import ZERO_UUID
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
+from protocol.sentinels import ZERO_UUID
 
 DEFAULT_TIMEOUT_MS = 30_000
 METADATA_MIN_VERSION = 1

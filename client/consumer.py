@@ -35,6 +35,7 @@ from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
 from protocol.records import DecodedRecord, iter_all_records, iter_batches
+from protocol.sentinels import IsolationLevel
 
 DEFAULT_MAX_WAIT_MS = 500
 DEFAULT_MIN_BYTES = 1
@@ -102,7 +103,7 @@ class Consumer:
         min_bytes: int = DEFAULT_MIN_BYTES,
         max_bytes: int = DEFAULT_MAX_BYTES,
         partition_max_bytes: int = DEFAULT_PARTITION_MAX_BYTES,
-        isolation_level: int = 0,
+        isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
         rack_id: str = "",
     ) -> None:
         self._connection = connection

@@ -35,6 +35,7 @@ import structlog
 
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
+from protocol.sentinels import NO_LEADER_EPOCH, ZERO_UUID, IsolationLevel
 
 SessionId = NewType("SessionId", int)
 SessionEpoch = NewType("SessionEpoch", int)
@@ -46,9 +47,6 @@ INITIAL_EPOCH = SessionEpoch(0)
 FINAL_EPOCH = SessionEpoch(-1)
 """A full request that closes the given session and creates none."""
 MAX_EPOCH = 2**31 - 1
-
-ZERO_UUID = uuid.UUID(int=0)
-"""Topic id meaning "unknown": such partitions force a request version below 13."""
 
 TOPIC_IDS_MIN_FETCH_VERSION = 13
 SESSIONS_MIN_FETCH_VERSION = 7
@@ -120,8 +118,8 @@ class PartitionData(NamedTuple):
     fetch_offset: int
     max_bytes: int
     log_start_offset: int = -1
-    current_leader_epoch: int = -1
-    last_fetched_epoch: int = -1
+    current_leader_epoch: int = NO_LEADER_EPOCH
+    last_fetched_epoch: int = NO_LEADER_EPOCH
     topic_id: uuid.UUID = ZERO_UUID
 
 
@@ -445,7 +443,7 @@ def fetch_request_body(
     max_wait_ms: int,
     min_bytes: int,
     max_bytes: int = 0x7FFFFFFF,
-    isolation_level: int = 0,
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
     replica_id: int = -1,
     replica_epoch: int = -1,
     rack_id: str = "",
@@ -516,7 +514,6 @@ __all__ = [
     "INITIAL_EPOCH",
     "INVALID_SESSION_ID",
     "LEGACY",
-    "ZERO_UUID",
     "FetchMetadata",
     "FetchRequestBuilder",
     "FetchRequestData",

@@ -18,6 +18,7 @@ from client.errors import error_code
 from client.fetch_session import TopicPartition
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
+from protocol.sentinels import IsolationLevel
 
 EARLIEST_TIMESTAMP = -2
 """ListOffsets sentinel: the log start offset."""
@@ -26,8 +27,6 @@ LATEST_TIMESTAMP = -1
 NO_OFFSET = -1
 """What the broker answers when no record has a timestamp at or after the one asked for."""
 
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
 CONSUMER_REPLICA_ID = -1
 
 
@@ -50,7 +49,7 @@ async def list_offsets(
     connection: KafkaConnection,
     timestamps: Mapping[TopicPartition, int],
     *,
-    isolation_level: int = READ_UNCOMMITTED,
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
     timeout_s: float | None = None,
 ) -> dict[TopicPartition, ListedOffset]:
     """Ask the connected broker (the leader of every partition given) for each partition's offset.
@@ -88,8 +87,6 @@ __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "NO_OFFSET",
-    "READ_COMMITTED",
-    "READ_UNCOMMITTED",
     "ListedOffset",
     "list_offsets",
 ]

@@ -24,7 +24,6 @@ from typing import Any
 from client.connection import KafkaConnection
 from client.errors import UnsupportedApiVersionError
 from client.fetch_session import (
-    ZERO_UUID,
     FetchRequestData,
     FetchSessionHandler,
     PartitionData,
@@ -42,6 +41,7 @@ from follower.leader_endpoint import (
 )
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode, KafkaError
+from protocol.sentinels import NO_LEADER_EPOCH, ZERO_UUID, IsolationLevel
 
 FETCH_MAX_VERSION = 17
 FETCH_MIN_VERSION = 4
@@ -162,7 +162,9 @@ class NetworkLeaderEndpoint:
             max_bytes=self.partition_max_bytes,
             log_start_offset=params.log_start_offset,
             current_leader_epoch=params.current_leader_epoch,
-            last_fetched_epoch=-1 if params.last_fetched_epoch is None else params.last_fetched_epoch,
+            last_fetched_epoch=NO_LEADER_EPOCH
+            if params.last_fetched_epoch is None
+            else params.last_fetched_epoch,
             topic_id=ZERO_UUID if params.topic_id is None else params.topic_id,
         )
 
@@ -248,7 +250,7 @@ class NetworkLeaderEndpoint:
         topic, partition = tp
         body = {
             "replica_id": self.replica_id,
-            "isolation_level": 0,
+            "isolation_level": IsolationLevel.READ_UNCOMMITTED,
             "topics": [
                 {
                     "name": topic,

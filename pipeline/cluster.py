@@ -27,7 +27,7 @@ from client.connection import KafkaConnection
 from client.connection_pool import ConnectionPool
 from client.errors import ClientError, KafkaResponseError
 from client.fetch_session import TopicPartition
-from client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_UNCOMMITTED, list_offsets
+from client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, list_offsets
 from pipeline.errors import KiplingOptionError
 from pipeline.options import (
     Assign,
@@ -38,6 +38,7 @@ from pipeline.options import (
     Subscription,
 )
 from protocol.error_codes import ErrorCode
+from protocol.sentinels import IsolationLevel
 
 T = TypeVar("T")
 
@@ -55,7 +56,7 @@ class ClusterClient:
         *,
         retries: int = 3,
         retry_interval_ms: int = 1000,
-        isolation_level: int = READ_UNCOMMITTED,
+        isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
     ) -> None:
         self.settings = settings
         self.retries = retries
@@ -232,7 +233,7 @@ class BrokerSession:
         *,
         retries: int = 3,
         retry_interval_ms: int = 1000,
-        isolation_level: int = READ_UNCOMMITTED,
+        isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
     ) -> None:
         self.client = ClusterClient(
             settings, retries=retries, retry_interval_ms=retry_interval_ms, isolation_level=isolation_level

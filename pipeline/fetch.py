@@ -51,6 +51,7 @@ from pipeline.offsets import DataLossReporter, OffsetRange
 from pipeline.options import BrokerAddress, ConnectionSettings
 from protocol.error_codes import ErrorCode
 from protocol.records import DecodedRecord
+from protocol.sentinels import IsolationLevel
 
 _log = structlog.get_logger("kipling.pipeline.fetch")
 
@@ -75,7 +76,7 @@ class ReadTask:
     poll_timeout_ms: int = 120_000
     max_partition_fetch_bytes: int = 1_048_576
     fetch_max_wait_ms: int = 500
-    isolation_level: int = 0
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
     retries: int = 3
     retry_interval_ms: int = 1000
 

@@ -21,9 +21,10 @@ from typing import Any, Literal
 import structlog
 
 from client.fetch_session import TopicPartition
-from client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_UNCOMMITTED
+from client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from pipeline.errors import KiplingOptionError
 from protocol.records import CompressionType
+from protocol.sentinels import IsolationLevel
 
 Mode = Literal["batch", "stream", "any"]
 """Which query kind the options are validated for ("any": only what both kinds share, at ``load()``)."""
@@ -264,7 +265,7 @@ class ReadOptions:
     fetch_offset_retry_interval_ms: int = DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS
     max_partition_fetch_bytes: int = DEFAULT_MAX_PARTITION_FETCH_BYTES
     fetch_max_wait_ms: int = DEFAULT_FETCH_MAX_WAIT_MS
-    isolation_level: int = READ_UNCOMMITTED
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
 
 
 @dataclass(frozen=True, slots=True)
@@ -605,10 +606,10 @@ def _no_match_strategy(params: Mapping[str, str]) -> NoMatchStrategy:
         ) from None
 
 
-def _isolation_level(params: Mapping[str, str]) -> int:
+def _isolation_level(params: Mapping[str, str]) -> IsolationLevel:
     raw = params.get(ISOLATION_LEVEL, "read_uncommitted").strip().lower()
     if raw == "read_uncommitted":
-        return READ_UNCOMMITTED
+        return IsolationLevel.READ_UNCOMMITTED
     if raw == "read_committed":
         raise KiplingOptionError(
             "kafka.isolation.level=read_committed is not supported by the kipling source yet (it would need "

@@ -39,12 +39,12 @@ from metadata.image import MetadataDelta, MetadataImage, MetadataReplayError
 from metadata.serde import decode_metadata_batches
 from protocol.error_codes import ErrorCode
 from protocol.errors import ProtocolError
+from protocol.sentinels import NO_LEADER_EPOCH
 
 __all__ = ["MetadataLoader"]
 
 DEFAULT_FETCH_MAX_WAIT_MS = 500
 RETRY_BACKOFF_S = 0.2
-NO_EPOCH = -1
 
 Publisher = Callable[[MetadataDelta, MetadataImage], Awaitable[None]]
 InitialPublisher = Callable[[MetadataImage], Awaitable[None]]
@@ -72,7 +72,7 @@ class MetadataLoader:
         self._broker_id = broker_id
         self._fetch_max_wait_ms = fetch_max_wait_ms
         self._next_offset = 0
-        self._last_epoch = NO_EPOCH
+        self._last_epoch = NO_LEADER_EPOCH
         self._caught_up = asyncio.Event()
         self._changed = asyncio.Event()
         self._task = BackgroundTask("metadata-loader", self._run)

@@ -1,6 +1,7 @@
 """Fetch (key 1): consumers and follower replicas read record batches from partition leaders."""
 
 from protocol.schema import Field, request, response
+from protocol.sentinels import NO_LEADER_EPOCH
 
 FETCH_REQUEST = request(
     1,
@@ -39,9 +40,9 @@ FETCH_REQUEST = request(
                 "0+",
                 fields=(
                     Field("partition", "int32", "0+"),
-                    Field("current_leader_epoch", "int32", "9+", default=-1),
+                    Field("current_leader_epoch", "int32", "9+", default=NO_LEADER_EPOCH),
                     Field("fetch_offset", "int64", "0+"),
-                    Field("last_fetched_epoch", "int32", "12+", default=-1),
+                    Field("last_fetched_epoch", "int32", "12+", default=NO_LEADER_EPOCH),
                     Field("log_start_offset", "int64", "5+", default=-1),
                     Field("partition_max_bytes", "int32", "0+"),
                     Field("replica_directory_id", "uuid", "17+", tagged_versions="17+", tag=0),
@@ -94,7 +95,7 @@ FETCH_RESPONSE = response(
                         tagged_versions="12+",
                         tag=0,
                         fields=(
-                            Field("epoch", "int32", "12+", default=-1),
+                            Field("epoch", "int32", "12+", default=NO_LEADER_EPOCH),
                             Field("end_offset", "int64", "12+", default=-1),
                         ),
                     ),
@@ -106,7 +107,7 @@ FETCH_RESPONSE = response(
                         tag=1,
                         fields=(
                             Field("leader_id", "int32", "12+", default=-1),
-                            Field("leader_epoch", "int32", "12+", default=-1),
+                            Field("leader_epoch", "int32", "12+", default=NO_LEADER_EPOCH),
                         ),
                     ),
                     Field(

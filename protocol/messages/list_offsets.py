@@ -1,6 +1,7 @@
 """ListOffsets (key 2): look up a partition's offset by timestamp (earliest, latest, ...)."""
 
 from protocol.schema import Field, request, response
+from protocol.sentinels import NO_LEADER_EPOCH
 
 LIST_OFFSETS_REQUEST = request(
     2,
@@ -21,7 +22,7 @@ LIST_OFFSETS_REQUEST = request(
                 "0+",
                 fields=(
                     Field("partition_index", "int32", "0+"),
-                    Field("current_leader_epoch", "int32", "4+", default=-1),
+                    Field("current_leader_epoch", "int32", "4+", default=NO_LEADER_EPOCH),
                     Field("timestamp", "int64", "0+"),
                 ),
             ),
@@ -50,7 +51,7 @@ LIST_OFFSETS_RESPONSE = response(
                     Field("error_code", "int16", "0+"),
                     Field("timestamp", "int64", "1+", default=-1),
                     Field("offset", "int64", "1+", default=-1),
-                    Field("leader_epoch", "int32", "4+", default=-1),
+                    Field("leader_epoch", "int32", "4+", default=NO_LEADER_EPOCH),
                 ),
             ),
         ),

@@ -5,6 +5,7 @@ longer lists as valid; kipling declares v2 and up, so that field is left out.
 """
 
 from protocol.schema import Field, request, response
+from protocol.sentinels import NO_LEADER_EPOCH
 
 OFFSET_COMMIT_REQUEST = request(
     8,
@@ -29,7 +30,7 @@ OFFSET_COMMIT_REQUEST = request(
                 fields=(
                     Field("partition_index", "int32", "0+"),
                     Field("committed_offset", "int64", "0+"),
-                    Field("committed_leader_epoch", "int32", "6+", default=-1),
+                    Field("committed_leader_epoch", "int32", "6+", default=NO_LEADER_EPOCH),
                     Field("committed_metadata", "string", "0+", nullable_versions="0+"),
                 ),
             ),

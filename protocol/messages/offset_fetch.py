@@ -4,6 +4,7 @@ Up to v7 a request names one group; v8 and up name several groups (the Groups[] 
 """
 
 from protocol.schema import Field, request, response
+from protocol.sentinels import NO_LEADER_EPOCH
 
 OFFSET_FETCH_REQUEST = request(
     9,
@@ -63,7 +64,7 @@ OFFSET_FETCH_RESPONSE = response(
                 fields=(
                     Field("partition_index", "int32", "0-7"),
                     Field("committed_offset", "int64", "0-7"),
-                    Field("committed_leader_epoch", "int32", "5-7", default=-1),
+                    Field("committed_leader_epoch", "int32", "5-7", default=NO_LEADER_EPOCH),
                     Field("metadata", "string", "0-7", nullable_versions="0-7"),
                     Field("error_code", "int16", "0-7"),
                 ),
@@ -90,7 +91,7 @@ OFFSET_FETCH_RESPONSE = response(
                         fields=(
                             Field("partition_index", "int32", "8+"),
                             Field("committed_offset", "int64", "8+"),
-                            Field("committed_leader_epoch", "int32", "8+", default=-1),
+                            Field("committed_leader_epoch", "int32", "8+", default=NO_LEADER_EPOCH),
                             Field("metadata", "string", "8+", nullable_versions="8+"),
                             Field("error_code", "int16", "8+"),
                         ),

@@ -1,6 +1,7 @@
 """OffsetForLeaderEpoch (key 23): the end offset of a leader epoch, used to truncate a diverged log."""
 
 from protocol.schema import Field, request, response
+from protocol.sentinels import NO_LEADER_EPOCH
 
 OFFSET_FOR_LEADER_EPOCH_REQUEST = request(
     23,
@@ -20,7 +21,7 @@ OFFSET_FOR_LEADER_EPOCH_REQUEST = request(
                 "0+",
                 fields=(
                     Field("partition", "int32", "0+"),
-                    Field("current_leader_epoch", "int32", "2+", default=-1),
+                    Field("current_leader_epoch", "int32", "2+", default=NO_LEADER_EPOCH),
                     Field("leader_epoch", "int32", "0+"),
                 ),
             ),
@@ -47,7 +48,7 @@ OFFSET_FOR_LEADER_EPOCH_RESPONSE = response(
                 fields=(
                     Field("error_code", "int16", "0+"),
                     Field("partition", "int32", "0+"),
-                    Field("leader_epoch", "int32", "1+", default=-1),
+                    Field("leader_epoch", "int32", "1+", default=NO_LEADER_EPOCH),
                     Field("end_offset", "int64", "0+", default=-1),
                 ),
             ),

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from broker.partition import NO_EPOCH, AlterPartitionSender, Partition, PartitionRead
+from broker.partition import AlterPartitionSender, Partition, PartitionRead
 from broker.replica_state import IsrProposal, check_alter_partition
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.records import Record, build_batch
+from protocol.sentinels import NO_LEADER_EPOCH
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.log import PartitionLog
@@ -82,7 +83,7 @@ class Leader:
         return self.partition.log_end_offset
 
     def fetch(
-        self, replica_id: int, offset: int, *, last_fetched_epoch: int = NO_EPOCH, epoch: int = -1
+        self, replica_id: int, offset: int, *, last_fetched_epoch: int = NO_LEADER_EPOCH, epoch: int = -1
     ) -> PartitionRead:
         """A follower fetch as FetchService makes it: read, then update the follower's state."""
         read = self.partition.read(
@@ -91,7 +92,7 @@ class Leader:
             isolation_level=0,
             is_follower=True,
             min_one_batch=True,
-            current_leader_epoch=NO_EPOCH,
+            current_leader_epoch=NO_LEADER_EPOCH,
             last_fetched_epoch=last_fetched_epoch,
         )
         if read.error_code == ErrorCode.NONE and read.diverging_epoch is None:

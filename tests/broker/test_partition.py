@@ -10,16 +10,14 @@ import uuid
 import pytest
 
 from broker.partition import (
-    NO_EPOCH,
     NOT_FOUND,
-    READ_COMMITTED,
-    READ_UNCOMMITTED,
     Partition,
     PartitionRead,
 )
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.records import Record, build_batch, rewrite_crc
 from protocol.records.batch import CURRENT_MAGIC
+from protocol.sentinels import NO_LEADER_EPOCH, IsolationLevel
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.log import PartitionLog
@@ -101,11 +99,11 @@ def consumer_read(
     partition: Partition, offset: int, max_bytes: int = 1 << 20, **kwargs: object
 ) -> PartitionRead:
     params: dict[str, object] = {
-        "isolation_level": READ_UNCOMMITTED,
+        "isolation_level": IsolationLevel.READ_UNCOMMITTED,
         "is_follower": False,
         "min_one_batch": True,
-        "current_leader_epoch": NO_EPOCH,
-        "last_fetched_epoch": NO_EPOCH,
+        "current_leader_epoch": NO_LEADER_EPOCH,
+        "last_fetched_epoch": NO_LEADER_EPOCH,
     }
     params.update(kwargs)
     return partition.read(offset, max_bytes, **params)  # type: ignore[arg-type]
@@ -338,7 +336,7 @@ def test_read_bounds_and_errors(partition: Partition) -> None:
 def test_consumers_stop_at_hw_followers_at_leo(tmp_path: pathlib.Path, clock: FakeClock) -> None:
     partition = open_partition(tmp_path / "t-0", clock, replicas=[NODE, 2], isr=[NODE, 2])
     append(partition, batch(2))
-    for level in (READ_UNCOMMITTED, READ_COMMITTED):
+    for level in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED):
         consumer = consumer_read(partition, 0, isolation_level=level)
         assert (consumer.error_code, consumer.slice, consumer.high_watermark) == (ErrorCode.NONE, None, 0)
     above_hw = consumer_read(partition, 1)
@@ -393,7 +391,7 @@ def test_end_offset_for_epoch(tmp_path: pathlib.Path, clock: FakeClock) -> None:
     assert partition.end_offset_for_epoch(0) == (0, 3)
     assert partition.end_offset_for_epoch(2) == (0, 3)
     assert partition.end_offset_for_epoch(3) == (3, 5)
-    assert partition.end_offset_for_epoch(4) == (NO_EPOCH, -1)
+    assert partition.end_offset_for_epoch(4) == (NO_LEADER_EPOCH, -1)
     assert partition.last_offset_for_leader_epoch(3, 0) == (0, 3)
     with pytest.raises(KafkaError) as fenced:
         partition.last_offset_for_leader_epoch(2, 0)
@@ -421,7 +419,7 @@ def test_bytes_available_and_segments(tmp_path: pathlib.Path, clock: FakeClock) 
     assert not partition.on_older_segment(3, 4)
     assert not partition.on_older_segment(0, 2)
     assert partition.bytes_available(3, 4) == len(data)
-    assert partition.end_offset_for(READ_UNCOMMITTED, is_follower=False) == 4
+    assert partition.end_offset_for(IsolationLevel.READ_UNCOMMITTED, is_follower=False) == 4
 
 
 # -- producer state across rolls and restarts --------------------------------------------------------
@@ -475,7 +473,9 @@ def test_offset_for_timestamp(partition: Partition) -> None:
     append(partition, batch(2, timestamp=NOW))  # offsets 0-1 at NOW, NOW+1
     append(partition, batch(2, timestamp=NOW + 100))  # offsets 2-3 at NOW+100, NOW+101
 
-    def lookup(ts: int, isolation: int | None = READ_UNCOMMITTED) -> tuple[int, int, int]:
+    def lookup(
+        ts: int, isolation: IsolationLevel | None = IsolationLevel.READ_UNCOMMITTED
+    ) -> tuple[int, int, int]:
         return tuple(partition.offset_for_timestamp(ts, isolation_level=isolation, current_leader_epoch=-1))
 
     assert lookup(-1) == (-1, 4, 0)
@@ -497,12 +497,12 @@ def test_offset_for_timestamp_stops_at_the_last_fetchable_offset(
     def lookup(ts: int, isolation: int | None) -> tuple[int, int, int]:
         return tuple(partition.offset_for_timestamp(ts, isolation_level=isolation, current_leader_epoch=-1))
 
-    assert lookup(-1, READ_UNCOMMITTED) == (-1, 0, 0)
-    assert lookup(-1, READ_COMMITTED) == (-1, 0, 0)
+    assert lookup(-1, IsolationLevel.READ_UNCOMMITTED) == (-1, 0, 0)
+    assert lookup(-1, IsolationLevel.READ_COMMITTED) == (-1, 0, 0)
     assert lookup(-1, None) == (-1, 2, 0)  # a follower or the debug replica id: up to the LEO
-    assert lookup(NOW, READ_UNCOMMITTED) == tuple(NOT_FOUND)
+    assert lookup(NOW, IsolationLevel.READ_UNCOMMITTED) == tuple(NOT_FOUND)
     assert lookup(NOW, None) == (NOW, 0, 0)
-    assert lookup(-2, READ_UNCOMMITTED) == (-1, 0, 0)  # earliest is never filtered
+    assert lookup(-2, IsolationLevel.READ_UNCOMMITTED) == (-1, 0, 0)  # earliest is never filtered
 
 
 def test_offset_for_timestamp_checks_the_epoch(partition: Partition) -> None:

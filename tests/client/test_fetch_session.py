@@ -15,7 +15,6 @@ from client.fetch_session import (
     INITIAL,
     INITIAL_EPOCH,
     MAX_EPOCH,
-    ZERO_UUID,
     FetchMetadata,
     FetchRequestData,
     FetchSessionHandler,
@@ -28,6 +27,7 @@ from client.fetch_session import (
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
 from protocol.messages.fetch import FETCH_REQUEST, FETCH_RESPONSE
+from protocol.sentinels import ZERO_UUID
 
 T = TypeVar("T")
 

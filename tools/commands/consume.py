@@ -49,13 +49,12 @@ from client.fetch_session import TopicPartition
 from client.offsets import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    READ_COMMITTED,
-    READ_UNCOMMITTED,
     list_offsets,
 )
 from client.tasks import cancel_and_wait
 from protocol.error_codes import ErrorCode
 from protocol.records import DecodedRecord, TimestampType
+from protocol.sentinels import IsolationLevel
 from server_common.config.properties import PropertiesError, read_properties_file
 from tools.commands.arguments import parse_properties, positive_int
 from tools.commands.consume_group import (
@@ -88,7 +87,10 @@ TIMESTAMP_TYPE_NAMES = {
     TimestampType.CREATE_TIME: "CreateTime",
     TimestampType.LOG_APPEND_TIME: "LogAppendTime",
 }
-ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
+ISOLATION_LEVELS = {
+    "read_uncommitted": IsolationLevel.READ_UNCOMMITTED,
+    "read_committed": IsolationLevel.READ_COMMITTED,
+}
 
 _log = structlog.get_logger("kipling.commands.consume")
 
@@ -225,7 +227,7 @@ class ConsumeOptions:
     """``auto.offset.reset=none``: an out-of-range position is an error, not a reset."""
     max_messages: int | None = None
     timeout_ms: int | None = None
-    isolation_level: int = READ_UNCOMMITTED
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
     max_wait_ms: int = DEFAULT_MAX_WAIT_MS
     message_format: MessageFormat = field(default_factory=MessageFormat)
     group: GroupOptions | None = None

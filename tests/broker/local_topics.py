@@ -1,0 +1,145 @@
+"""Topics for in-process broker tests, created by a real controller and led by a real ReplicaManager.
+
+A node learns its topics from the metadata log: the controller validates and places a topic, the
+broker's metadata loader replays the records, and the replica transitions open a log and a
+Partition for each partition led here. :class:`LocalTopics` keeps that chain without sockets: a
+:class:`QuorumController` over an in-memory log, with this node registered and unfenced, answers
+CreateTopics/DeleteTopics/CreatePartitions (the admin handlers' :class:`TopicAdmin`) and lookups
+(its image); every change is then handed to the subscribed ReplicaManager as the transitions would
+(``lead`` each partition led here, ``on_topic_deleted``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from metadata.controller.admin import ControllerTopicAdmin
+from metadata.controller.controller import ControllerConfig, QuorumController
+from metadata.controller.metadata_log import InMemoryMetadataLog
+from metadata.controller.topic_rules import ManualAssignment
+from metadata.records import BrokerEndpointRecord, SecurityProtocol
+from metadata.topics import PartitionState, TopicState
+from storage.clock import FakeClock
+
+CLUSTER_ID = "kipling-local-topics"
+
+
+class Leader(Protocol):
+    """What the replica transitions call on a ReplicaManager (ReplicaManager satisfies it)."""
+
+    def lead(self, topic: TopicState, state: PartitionState) -> object: ...
+
+    def on_topic_deleted(self, topic: TopicState) -> None: ...
+
+
+class LocalTopics:
+    """The cluster's topics as node ``node_id`` (the only registered broker) sees them."""
+
+    def __init__(
+        self,
+        node_id: int = 1,
+        *,
+        default_num_partitions: int = 1,
+        default_replication_factor: int = 1,
+        brokers: Sequence[int] = (),
+    ) -> None:
+        """``brokers`` are further registered, unfenced brokers (for replica placement)."""
+        self.node_id = node_id
+        self.clock = FakeClock(1_000_000)
+        self.controller = QuorumController(
+            InMemoryMetadataLog(),
+            self.clock,
+            1,
+            CLUSTER_ID,
+            ControllerConfig(
+                default_num_partitions=default_num_partitions,
+                default_replication_factor=default_replication_factor,
+            ),
+        )
+        for broker_id in dict.fromkeys([node_id, *brokers]):
+            self._register(broker_id)
+        self._admin = ControllerTopicAdmin(self.controller)
+        self._leaders: list[Leader] = []
+
+    def _register(self, broker_id: int) -> None:
+        endpoint = BrokerEndpointRecord("PLAINTEXT", "localhost", 9092, SecurityProtocol.PLAINTEXT)
+        epoch = self.controller.register_broker(
+            broker_id, uuid.UUID(int=broker_id + 1), CLUSTER_ID, (endpoint,)
+        )
+        offset = self.controller.image.offset
+        self.controller.heartbeat(broker_id, epoch, offset)  # caught up: unfenced
+
+    # -- what a ReplicaManager, a handler or the fetch service looks up --------------------------
+
+    @property
+    def default_num_partitions(self) -> int:
+        return self._admin.default_num_partitions
+
+    def get(self, name: str) -> TopicState | None:
+        return self.controller.image.get(name)
+
+    def get_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
+        return self.controller.image.get_by_id(topic_id)
+
+    def all(self) -> list[TopicState]:
+        return self.controller.image.all()
+
+    def subscribe(self, leader: Leader) -> None:
+        """``leader`` leads the partitions of this node, those of existing topics at once."""
+        self._leaders.append(leader)
+        for topic in self.all():
+            self._lead(topic, topic.sorted_partitions(), [leader])
+
+    # -- changes, through the controller ---------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str | None],
+        *,
+        assignments: Sequence[ManualAssignment] = (),
+        validate_only: bool = False,
+    ) -> TopicState:
+        topic = self._admin.create_topic(
+            name,
+            num_partitions,
+            replication_factor,
+            configs,
+            assignments=assignments,
+            validate_only=validate_only,
+        )
+        if not validate_only:
+            self._lead(topic, topic.sorted_partitions(), self._leaders)
+        return topic
+
+    def delete_topic(self, name: str) -> TopicState:
+        topic = self._admin.delete_topic(name)
+        for leader in self._leaders:
+            leader.on_topic_deleted(topic)
+        return topic
+
+    def create_partitions(
+        self,
+        name: str,
+        total_count: int,
+        *,
+        assignments: Sequence[Sequence[int]] | None = None,
+        validate_only: bool = False,
+    ) -> list[PartitionState]:
+        added = self._admin.create_partitions(
+            name, total_count, assignments=assignments, validate_only=validate_only
+        )
+        topic = self.get(name)
+        if not validate_only and topic is not None:
+            self._lead(topic, [topic.partitions[p.partition] for p in added], self._leaders)
+        return added
+
+    def _lead(self, topic: TopicState, states: Sequence[PartitionState], leaders: Sequence[Leader]) -> None:
+        for state in states:
+            if state.leader_id == self.node_id:
+                for leader in leaders:
+                    leader.lead(topic, state)
