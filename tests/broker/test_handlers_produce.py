@@ -1,32 +1,27 @@
 """Produce and InitProducerId handlers, called with requests that went through the request codec at
 the lowest and highest version each serves; every response must encode with its version's codec.
-Also the producer id manager behind InitProducerId."""
+InitProducerId hands out ids from controller blocks (ControllerProducerIdManager, whose block
+fetching is tested in test_producer_id_blocks.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import pathlib
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from broker.cluster.producer_id_blocks import ControllerProducerIdManager
 from broker.handlers.base import NO_RESPONSE, Handler, RequestContext
 from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.produce import ProduceHandler
 from broker.handlers.registry import HandlerRegistry
 from broker.produce_service import ProduceService
-from broker.producer_ids import (
-    PRODUCER_ID_BLOCK_FILE,
-    LocalProducerIdBlockSource,
-    ProducerIdBlock,
-    ProducerIdManager,
-    ProducerIdStoreError,
-)
 from broker.replica_manager import ReplicaManager
 from broker.server.dispatcher import CloseConnection
-from broker.topics import TopicListener, TopicStore
 from metadata.topics import PartitionState, TopicState
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
@@ -36,6 +31,7 @@ from server_common.config import load_config, to_log_config
 from server_common.purgatory import DelayedOperationPurgatory, FakeScheduler
 from storage.clock import FakeClock
 from storage.log_manager import LogManager
+from tests.broker.local_topics import Leader, LocalTopics
 
 NODE = 1
 NOW = 1_700_000_000_000
@@ -73,12 +69,11 @@ async def call(handler: Handler, version: int, body: dict[str, Any], client_id: 
 
 @dataclass
 class StubTopics:
-    """TopicStore stand-in for partitions with other replicas: "shared" has partition 0 led here
-    with follower 2 in the ISR (its HW waits), partition 1 led by node 2 at epoch 7, and partition 2
-    led here with follower 2 out of the ISR and min.insync.replicas=2."""
+    """Fixed metadata, as a metadata image holds it, for partitions with other replicas (which
+    :class:`LocalTopics`, a cluster of one broker, cannot place): ``subscribe`` leads the partitions
+    led by ``NODE``, as the replica transitions would."""
 
     topics: dict[str, TopicState] = field(default_factory=dict)
-    listeners: list[TopicListener] = field(default_factory=list)
 
     def get(self, name: str) -> TopicState | None:
         return self.topics.get(name)
@@ -86,8 +81,11 @@ class StubTopics:
     def all(self) -> list[TopicState]:
         return list(self.topics.values())
 
-    def subscribe(self, listener: TopicListener) -> None:
-        self.listeners.append(listener)
+    def subscribe(self, leader: Leader) -> None:
+        for topic in self.topics.values():
+            for state in topic.sorted_partitions():
+                if state.leader_id == NODE:
+                    leader.lead(topic, state)
 
 
 @dataclass
@@ -105,11 +103,12 @@ def produce_env(tmp_path: pathlib.Path, topics: Any = None) -> ProduceEnv:
     clock = FakeClock(NOW)
     logs = LogManager(config.log_dirs, to_log_config({}, config), clock)
     if topics is None:
-        topics = TopicStore(tmp_path / "meta.json", NODE)
+        topics = LocalTopics(NODE)
         topics.create_topic("orders", 2, 1, {})
         topics.create_topic("zipped", 1, 1, {})
         topics.create_topic("__consumer_offsets", 1, 1, {})
     replicas = ReplicaManager(logs, topics, NODE, config, clock)
+    topics.subscribe(replicas)
     scheduler = FakeScheduler()
     purgatory = DelayedOperationPurgatory("Produce", scheduler)
     service = ProduceService(replicas, purgatory, clock)
@@ -118,6 +117,9 @@ def produce_env(tmp_path: pathlib.Path, topics: Any = None) -> ProduceEnv:
 
 
 def shared_topics() -> StubTopics:
+    """ "shared" has partition 0 led here with follower 2 in the ISR (its HW waits), partition 1 led
+    by node 2 at epoch 7, and partition 2 led here with follower 2 out of the ISR and
+    min.insync.replicas=2."""
     states = {
         0: PartitionState(0, NODE, 0, 0, [NODE, 2], [NODE, 2]),
         1: PartitionState(1, 2, 7, 0, [2, NODE], [2, NODE]),
@@ -328,7 +330,8 @@ async def test_acks_all_times_out_while_the_hw_waits(tmp_path: pathlib.Path) -> 
     await asyncio.sleep(0)
     assert not task.done() and env.purgatory.num_delayed == 1
     env.scheduler.advance_ms(30_000)
-    results = partition_results(await asyncio.wait_for(task, 5))
+    async with asyncio.timeout(5):
+        results = partition_results(await task)
     assert results[("shared", 0)].error_code == ErrorCode.REQUEST_TIMED_OUT
     assert results[("shared", 0)].base_offset == 0  # the records stay in the log
     assert results[("shared", 1)].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -354,7 +357,8 @@ async def test_acks_all_completes_when_the_hw_moves(tmp_path: pathlib.Path) -> N
     # the HW keeps waiting for such a follower, about to rejoin (6.2), until the lag max has passed
     env.clock.advance(30_001)
     partition.append_records(batch(), required_acks=1, now_ms=NOW)  # the listener re-checks the purgatory
-    results = partition_results(await asyncio.wait_for(task, 5))
+    async with asyncio.timeout(5):
+        results = partition_results(await task)
     assert results[("shared", 0)].error_code == NONE
 
 
@@ -380,9 +384,21 @@ def init_body(transactional_id: str | None = None, producer_id: int = -1, epoch:
     }
 
 
+async def allocate_block() -> tuple[ErrorCode, int, int]:
+    """The controller's AllocateProducerIds answer: the first block, ids 0-999."""
+    return ErrorCode.NONE, 0, 1000
+
+
 @pytest.fixture
-def init_handler(tmp_path: pathlib.Path) -> InitProducerIdHandler:
-    return InitProducerIdHandler(ProducerIdManager(LocalProducerIdBlockSource.in_log_dir(tmp_path)))
+async def init_handler() -> AsyncIterator[InitProducerIdHandler]:
+    """A handler whose manager already holds its first block (before it, see
+    test_producer_id_blocks.py: COORDINATOR_LOAD_IN_PROGRESS)."""
+    manager = ControllerProducerIdManager(allocate_block)
+    manager.prefetch()
+    for _ in range(5):  # the fake controller answers at once: its block arrives within a few steps
+        await asyncio.sleep(0)
+    yield InitProducerIdHandler(manager)
+    await manager.close()
 
 
 @pytest.mark.parametrize("version", [0, 5])
@@ -426,37 +442,13 @@ async def test_init_producer_id_errors(
     assert (response.error_code, response.producer_id, response.producer_epoch) == (code, -1, -1)
 
 
-async def test_init_producer_id_storage_failure(tmp_path: pathlib.Path) -> None:
+async def test_init_producer_id_unexpected_failure_is_unknown_server_error() -> None:
     class Failing:
-        def next_block(self) -> ProducerIdBlock:
+        def generate_producer_id(self) -> int:
             raise OSError(28, "No space left on device")
 
-    handler = InitProducerIdHandler(ProducerIdManager(Failing()))
+    handler = InitProducerIdHandler(Failing())
     response = await call(handler, 4, init_body())
     assert (response.error_code, response.producer_id) == (ErrorCode.UNKNOWN_SERVER_ERROR, -1)
     body = handler.error_response(context(handler, 4), None, ErrorCode.INVALID_REQUEST)
     assert encode_response(handler, 4, body).error_code == ErrorCode.INVALID_REQUEST
-
-
-def test_producer_ids_are_never_reused_across_restarts(tmp_path: pathlib.Path) -> None:
-    manager = ProducerIdManager(LocalProducerIdBlockSource.in_log_dir(tmp_path, block_size=10))
-    issued = [manager.generate_producer_id() for _ in range(12)]
-    assert issued == list(range(12))
-    assert (tmp_path / PRODUCER_ID_BLOCK_FILE).read_text() == "version: 0\nnext_block_start: 20\n"
-    restarted = ProducerIdManager(LocalProducerIdBlockSource.in_log_dir(tmp_path, block_size=10))
-    assert restarted.generate_producer_id() == 20  # the rest of the old block is skipped, never repeated
-
-
-def test_a_block_is_durable_before_its_ids_are_used(tmp_path: pathlib.Path) -> None:
-    source = LocalProducerIdBlockSource.in_log_dir(tmp_path, block_size=1000)
-    assert source.next_block() == ProducerIdBlock(0, 1000)
-    assert LocalProducerIdBlockSource.in_log_dir(tmp_path).next_block() == ProducerIdBlock(1000, 1000)
-
-
-@pytest.mark.parametrize(
-    "text", ["garbage", "version: 1\nnext_block_start: 5\n", "version: 0\nnext_block_start: x\n"]
-)
-def test_an_unreadable_block_file_stops_the_broker(tmp_path: pathlib.Path, text: str) -> None:
-    (tmp_path / PRODUCER_ID_BLOCK_FILE).write_text(text)
-    with pytest.raises(ProducerIdStoreError):
-        LocalProducerIdBlockSource.in_log_dir(tmp_path)

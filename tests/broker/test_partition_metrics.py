@@ -8,19 +8,20 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from broker.partition_metrics import register_partition_metrics
 from broker.replica_manager import ReplicaManager
-from broker.topics import TopicStore
 from protocol.records import Record, build_batch
 from server_common.config import load_config, to_log_config
 from storage.clock import FakeClock
 from storage.log_manager import LogManager
+from tests.broker.local_topics import LocalTopics
 
 
 def test_gauges_follow_appends_and_deletions(tmp_path: Path) -> None:
     config, _ = load_config(None, [f"log.dirs={tmp_path}"])
     clock = FakeClock(1_000)
     log_manager = LogManager(config.log_dirs, to_log_config({}, config), clock)
-    topics = TopicStore(tmp_path / "meta.json", config.node_id)
+    topics = LocalTopics(config.node_id)
     replicas = ReplicaManager(log_manager, topics, config.node_id, config, clock)
+    topics.subscribe(replicas)
     registry = CollectorRegistry()
     register_partition_metrics(registry, replicas.partitions)
     topics.create_topic("orders", 2, 1, {})

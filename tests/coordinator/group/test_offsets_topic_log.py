@@ -16,7 +16,6 @@ import uuid
 from broker.group_runtime import OFFSETS_TOPIC, OffsetsTopicGroupLog, _read_offsets_partition
 from broker.produce_service import ProduceService
 from broker.replica_manager import ReplicaManager
-from broker.topics import TopicStore
 from coordinator.group import GroupState, MemberIdentity, OffsetsRecord
 from coordinator.group.loader import rebuild_groups
 from metadata.topics import PartitionState, TopicState
@@ -25,6 +24,7 @@ from server_common.config import load_config, to_log_config
 from server_common.purgatory import DelayedOperationPurgatory, FakeScheduler
 from storage.clock import FakeClock
 from storage.log_manager import LogManager
+from tests.broker.local_topics import LocalTopics
 from tests.broker.test_handlers_produce import StubTopics
 from tests.coordinator.group.helpers import Harness
 
@@ -34,7 +34,7 @@ COMMIT_TIMEOUT_MS = 5000
 
 
 def produce_path(
-    tmp_path: pathlib.Path, topics: object | None = None
+    tmp_path: pathlib.Path, topics: LocalTopics | StubTopics | None = None
 ) -> tuple[ProduceService, ReplicaManager, FakeScheduler]:
     """A ProduceService over a real ReplicaManager; by default ``__consumer_offsets`` has one
     partition with a single replica here."""
@@ -42,10 +42,10 @@ def produce_path(
     clock = FakeClock(NOW)
     logs = LogManager(config.log_dirs, to_log_config({}, config), clock)
     if topics is None:
-        store = TopicStore(tmp_path / "meta.json", NODE)
-        store.create_topic(OFFSETS_TOPIC, 1, 1, {})
-        topics = store
-    replicas = ReplicaManager(logs, topics, NODE, config, clock)  # type: ignore[arg-type]
+        topics = LocalTopics(NODE)
+        topics.create_topic(OFFSETS_TOPIC, 1, 1, {})
+    replicas = ReplicaManager(logs, topics, NODE, config, clock)
+    topics.subscribe(replicas)
     scheduler = FakeScheduler()
     service = ProduceService(replicas, DelayedOperationPurgatory("Produce", scheduler), clock)
     replicas.add_partition_listener(service.on_partition_changed)
