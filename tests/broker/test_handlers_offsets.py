@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pathlib
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -15,7 +14,6 @@ from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.registry import HandlerRegistry
 from broker.replica_manager import ReplicaManager
-from broker.topics import TopicListener
 from metadata.topics import PartitionState, TopicState
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
@@ -24,32 +22,17 @@ from protocol.records import Record, build_batch
 from server_common.config import load_config, to_log_config
 from storage.clock import FakeClock
 from storage.log_manager import LogManager
+from tests.broker.test_handlers_produce import StubTopics
 
 NODE = 1
 NOW = 1_700_000_000_000
 NONE = int(ErrorCode.NONE)
 
 
-@dataclass
-class StubTopics:
-    """TopicStore stand-in. "orders": partition 0 led here alone at epoch 3, partition 1 led here
-    with follower 2 in the ISR (its HW stays at 0), partition 2 led by node 2."""
-
-    topics: dict[str, TopicState] = field(default_factory=dict)
-    listeners: list[TopicListener] = field(default_factory=list)
-
-    def get(self, name: str) -> TopicState | None:
-        return self.topics.get(name)
-
-    def all(self) -> list[TopicState]:
-        return list(self.topics.values())
-
-    def subscribe(self, listener: TopicListener) -> None:
-        self.listeners.append(listener)
-
-
 @pytest.fixture
 def replicas(tmp_path: pathlib.Path) -> ReplicaManager:
+    """ "orders": partition 0 led here alone at epoch 3, partition 1 led here with follower 2 in the
+    ISR (its HW stays at 0), partition 2 led by node 2."""
     config = load_config(None, [f"log.dirs={tmp_path}", f"node.id={NODE}"])[0]
     clock = FakeClock(NOW)
     logs = LogManager(config.log_dirs, to_log_config({}, config), clock)
@@ -59,7 +42,8 @@ def replicas(tmp_path: pathlib.Path) -> ReplicaManager:
         2: PartitionState(2, 2, 5, 0, [2, NODE], [2, NODE]),
     }
     stub = StubTopics({"orders": TopicState("orders", uuid.uuid4(), states)})
-    manager = ReplicaManager(logs, stub, NODE, config, clock)  # type: ignore[arg-type]
+    manager = ReplicaManager(logs, stub, NODE, config, clock)
+    stub.subscribe(manager)
     for index in (0, 1):
         partition = manager.get_partition("orders", index)
         assert partition is not None

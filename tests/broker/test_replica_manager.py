@@ -1,24 +1,28 @@
-"""ReplicaManager: partitions follow the TopicStore (create, add partitions, delete), with a real
-LogManager in a temporary directory; restart recovery; errors for partitions it cannot serve."""
+"""ReplicaManager: partitions follow the metadata (create, add partitions, delete: the controller's
+changes handed over as the replica transitions hand them), with a real LogManager in a temporary
+directory; restart recovery; errors for partitions it cannot serve.
+
+Stray logs at start-up (of a deleted topic, or of another incarnation of a topic) are the replica
+transitions' (``apply_initial``, tests/broker/test_replica_transitions.py)."""
 
 from __future__ import annotations
 
 import pathlib
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
-from broker.topics import TopicListener, TopicStore
 from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.records import Record, build_batch
 from server_common.config import BrokerConfig, load_config, to_log_config
-from storage.checkpoint import topic_id_to_str
 from storage.clock import FakeClock
 from storage.log_manager import LogManager
+from tests.broker.local_topics import LocalTopics
+from tests.broker.test_handlers_produce import StubTopics
 from tests.broker.test_leader_replication import FakeController
 
 NODE = 1
@@ -38,7 +42,7 @@ class Broker:
     config: BrokerConfig
     clock: FakeClock
     log_manager: LogManager
-    topics: TopicStore
+    topics: LocalTopics
     replicas: ReplicaManager
 
     def shutdown(self) -> None:
@@ -46,14 +50,16 @@ class Broker:
         self.log_manager.shutdown()
 
 
-def start(root: pathlib.Path, *overrides: str) -> Broker:
+def start(root: pathlib.Path, *overrides: str, topics: LocalTopics | None = None) -> Broker:
+    """A node over the logs under ``root``; ``topics`` is the cluster's metadata, kept across a
+    restart as the metadata log keeps it (a new cluster by default)."""
     config = load_config(None, [f"log.dirs={root / 'logs'}", f"node.id={NODE}", *overrides])[0]
     clock = FakeClock(NOW)
     log_manager = LogManager(config.log_dirs, to_log_config({}, config), clock)
-    topics = TopicStore(config.log_dirs[0] / "meta.json", NODE)
-    return Broker(
-        root, config, clock, log_manager, topics, ReplicaManager(log_manager, topics, NODE, config, clock)
-    )
+    topics = LocalTopics(NODE) if topics is None else topics
+    replicas = ReplicaManager(log_manager, topics, NODE, config, clock)
+    topics.subscribe(replicas)
+    return Broker(root, config, clock, log_manager, topics, replicas)
 
 
 @pytest.fixture
@@ -130,28 +136,12 @@ def test_restart_recovers_data_hw_and_producer_state(tmp_path: pathlib.Path) -> 
     partition.append_records(idempotent, required_acks=-1, now_ms=NOW)
     first.shutdown()
 
-    second = start(tmp_path)
+    second = start(tmp_path, topics=first.topics)
     again = second.replicas.get_partition("orders", 0)
     assert again is not None
     assert (again.log_end_offset, again.high_watermark, again.log_start_offset) == (3, 3, 0)
     retried = again.append_records(idempotent, required_acks=-1, now_ms=NOW)
     assert (retried.duplicate, retried.base_offset) == (True, 1)
-    second.shutdown()
-
-
-def test_a_log_of_another_topic_incarnation_is_set_aside_as_stray(tmp_path: pathlib.Path) -> None:
-    first = start(tmp_path)
-    first.topics.create_topic("orders", 1, 1, {})
-    first.shutdown()
-    # the log on disk now belongs to another incarnation of the topic
-    (tmp_path / "logs" / "orders-0" / "partition.metadata").write_text(
-        f"version: 0\ntopic_id: {topic_id_to_str(uuid.uuid4())}\n"
-    )
-    second = start(tmp_path)
-    # the foreign log is set aside with its data, and the current topic is served under its name
-    strays = list((tmp_path / "logs").glob("orders-0.*-stray"))
-    assert len(strays) == 1 and (strays[0] / "partition.metadata").exists()
-    assert second.replicas.get_partition("orders", 0) is not None
     second.shutdown()
 
 
@@ -185,23 +175,6 @@ def test_expired_producers_are_forgotten(tmp_path: pathlib.Path) -> None:
 # -- partitions led elsewhere ------------------------------------------------------------------------
 
 
-@dataclass
-class StubTopics:
-    """A TopicStore stand-in whose partitions may be led by another node."""
-
-    topics: dict[str, TopicState] = field(default_factory=dict)
-    listeners: list[TopicListener] = field(default_factory=list)
-
-    def get(self, name: str) -> TopicState | None:
-        return self.topics.get(name)
-
-    def all(self) -> list[TopicState]:
-        return list(self.topics.values())
-
-    def subscribe(self, listener: TopicListener) -> None:
-        self.listeners.append(listener)
-
-
 def test_partitions_led_elsewhere_are_not_hosted(tmp_path: pathlib.Path) -> None:
     config = load_config(None, [f"log.dirs={tmp_path}", f"node.id={NODE}"])[0]
     clock = FakeClock(NOW)
@@ -211,35 +184,14 @@ def test_partitions_led_elsewhere_are_not_hosted(tmp_path: pathlib.Path) -> None
         1: PartitionState(1, 2, 4, 0, [2, NODE], [2, NODE]),
     }
     stub = StubTopics({"orders": TopicState("orders", uuid.uuid4(), states)})
-    replicas = ReplicaManager(logs, stub, NODE, config, clock)  # type: ignore[arg-type]
+    replicas = ReplicaManager(logs, stub, NODE, config, clock)
+    stub.subscribe(replicas)
     assert [p.index for p in replicas.partitions()] == [0]
     led: Partition | None = replicas.get_partition("orders", 0)
     assert led is not None and led.leader_epoch == 2 and led.isr == [NODE, 2]
     assert replicas.get_partition("orders", 1) is None
     assert replicas.partition_error("orders", 1) is ErrorCode.NOT_LEADER_OR_FOLLOWER
-    assert stub.listeners == [replicas]
     logs.shutdown()
-
-
-def test_stray_logs_are_deleted_at_start_and_the_topic_can_be_recreated(tmp_path: pathlib.Path) -> None:
-    """A crash after the metadata forgot a topic but before its files went: the next start cleans up."""
-    config, _ = load_config(None, [f"log.dirs={tmp_path / 'logs'}"])
-    clock = FakeClock(NOW)
-    log_manager = LogManager(config.log_dirs, to_log_config({}, config), clock)
-    topics = TopicStore(config.log_dirs[0] / "meta.json", NODE)
-    topics.create_topic("t", 1, 1, {})
-    log_manager.get_or_create_log("t", 0, topics.get("t").topic_id)  # type: ignore[union-attr]
-    log_manager.shutdown()
-    topics.delete_topic("t")  # persisted, but nothing removed the directory: the broker "died"
-    assert (tmp_path / "logs" / "t-0").exists()
-
-    log_manager = LogManager(config.log_dirs, to_log_config({}, config), clock)
-    topics = TopicStore(config.log_dirs[0] / "meta.json", NODE)
-    replicas = ReplicaManager(log_manager, topics, NODE, config, clock)
-    assert log_manager.get_log("t", 0) is None
-    assert not (tmp_path / "logs" / "t-0").exists()
-    topics.create_topic("t", 1, 1, {})
-    assert replicas.get_partition("t", 0) is not None
 
 
 def test_partitions_get_the_lag_max_and_the_alter_partition_sender(tmp_path: pathlib.Path) -> None:
@@ -256,7 +208,8 @@ def test_partitions_get_the_lag_max_and_the_alter_partition_sender(tmp_path: pat
     }
     stub = StubTopics({"orders": TopicState("orders", uuid.uuid4(), states)})
     sender = FakeController()
-    replicas = ReplicaManager(logs, stub, NODE, config, clock, alter_partition=sender)  # type: ignore[arg-type]
+    replicas = ReplicaManager(logs, stub, NODE, config, clock, alter_partition=sender)
+    stub.subscribe(replicas)
     led = replicas.get_partition("orders", 0)
     assert led is not None and led.replica_set.replica_lag_time_max_ms == 10_000
     led.append_records(batch(), required_acks=1, now_ms=NOW)
