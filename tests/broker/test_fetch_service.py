@@ -9,7 +9,7 @@ import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -29,8 +29,7 @@ from broker.fetch_session import (
 )
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
-from broker.topics import TopicListener
-from metadata.topics import PartitionState, TopicState
+from metadata.topics import TopicState
 from protocol.error_codes import ErrorCode
 from protocol.records import CompressionType, Record, build_batch
 from protocol.sentinels import ZERO_UUID, IsolationLevel
@@ -38,6 +37,7 @@ from server_common.config import load_config, to_log_config
 from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import FakeClock
 from storage.log_manager import LogManager
+from tests.broker.local_topics import LocalTopics
 
 NODE = 1
 NOW = 1_700_000_000_000
@@ -53,54 +53,10 @@ def batch(n: int = 1, size: int = 10, **kwargs: Any) -> bytes:
 
 
 @dataclass
-class Topics:
-    """The TopicStore's read side, with partitions led by other nodes when a test wants them."""
-
-    topics: dict[str, TopicState] = field(default_factory=dict)
-    listeners: list[TopicListener] = field(default_factory=list)
-
-    def get(self, name: str) -> TopicState | None:
-        return self.topics.get(name)
-
-    def get_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
-        return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
-
-    def all(self) -> list[TopicState]:
-        return list(self.topics.values())
-
-    def subscribe(self, listener: TopicListener) -> None:
-        self.listeners.append(listener)
-
-    def create(
-        self,
-        name: str,
-        partitions: int = 1,
-        *,
-        leader: int = NODE,
-        replicas: Sequence[int] = (NODE,),
-        isr: Sequence[int] | None = None,
-    ) -> TopicState:
-        isr_list = list(replicas if isr is None else isr)
-        states = {
-            i: PartitionState(i, leader, 0, 0, list(replicas), list(isr_list)) for i in range(partitions)
-        }
-        topic = TopicState(name, uuid.uuid4(), states)
-        self.topics[name] = topic
-        for listener in self.listeners:
-            listener.on_topic_created(topic)
-        return topic
-
-    def delete(self, name: str) -> None:
-        topic = self.topics.pop(name)
-        for listener in self.listeners:
-            listener.on_topic_deleted(topic)
-
-
-@dataclass
 class FetchEnv:
     service: FetchService
     replicas: ReplicaManager
-    topics: Topics
+    topics: LocalTopics
     purgatory: DelayedOperationPurgatory
     cache: FetchSessionCache
     manager: FetchManager
@@ -115,6 +71,13 @@ class FetchEnv:
     def append(self, topic: str, index: int = 0, records: bytes | None = None) -> None:
         self.partition(topic, index).append_records(records or batch(), required_acks=1, now_ms=NOW)
 
+    def create_topic(
+        self, name: str, partitions: int = 1, *, replicas: Sequence[int] = (NODE,)
+    ) -> TopicState:
+        """Through the controller, every partition on ``replicas`` (led by the first, all in the ISR)."""
+        assignments = [(index, list(replicas)) for index in range(partitions)]
+        return self.topics.create_topic(name, -1, -1, {}, assignments=assignments)
+
     def topic_id(self, topic: str) -> uuid.UUID:
         state = self.topics.get(topic)
         assert state is not None
@@ -126,8 +89,9 @@ def fetch_env(tmp_path: pathlib.Path, *, fetch_max_bytes: int = 50 * 1024 * 1024
     config = load_config(None, [f"log.dirs={tmp_path / 'logs'}", f"node.id={NODE}"])[0]
     clock = FakeClock(NOW)
     logs = LogManager(config.log_dirs, to_log_config({}, config), clock)
-    topics = Topics()
-    replicas = ReplicaManager(logs, topics, NODE, config, clock)  # type: ignore[arg-type]
+    topics = LocalTopics(NODE, brokers=[2])  # broker 2 for partitions with another replica
+    replicas = ReplicaManager(logs, topics, NODE, config, clock)
+    topics.subscribe(replicas)
     purgatory = DelayedOperationPurgatory("Fetch", asyncio.get_running_loop())
     cache = FetchSessionCache(FetchSessionCacheMetrics(CollectorRegistry()), random_source=random.Random(7))
     expirations: list[bool] = []
@@ -141,9 +105,10 @@ def fetch_env(tmp_path: pathlib.Path, *, fetch_max_bytes: int = 50 * 1024 * 1024
         expiration_meter=expirations.append,
     )
     replicas.add_partition_listener(service.on_partition_changed)
-    topics.create("orders", 3)
-    topics.create("other", 1)
-    return FetchEnv(service, replicas, topics, purgatory, cache, manager, logs, expirations)
+    env = FetchEnv(service, replicas, topics, purgatory, cache, manager, logs, expirations)
+    env.create_topic("orders", 3)
+    env.create_topic("other", 1)
+    return env
 
 
 def key(topic: str, index: int = 0) -> TopicPartitionKey:
@@ -352,7 +317,7 @@ async def test_unknown_topic_id_and_inconsistent_topic_id(env: FetchEnv) -> None
 
 
 async def test_partition_led_elsewhere(env: FetchEnv) -> None:
-    env.topics.create("remote", 1, leader=2, replicas=(2, NODE))
+    env.create_topic("remote", 1, replicas=(2, NODE))
     result = by_key(await env.service.fetch(request([(key("remote"), fp())], version=16)))[key("remote")]
     assert (result.error_code, result.erroneous) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, False)
     assert isinstance(result.payload, PartitionPayload) and result.payload.current_leader == (2, 0)
@@ -389,7 +354,7 @@ async def test_a_read_error_answers_a_long_poll_at_once(env: FetchEnv) -> None:
 
 
 async def test_consumers_read_to_the_high_watermark_followers_to_the_log_end(env: FetchEnv) -> None:
-    env.topics.create("shared", 1, replicas=(NODE, 2))  # follower 2 in the ISR: the HW waits for it
+    env.create_topic("shared", 1, replicas=(NODE, 2))  # follower 2 in the ISR: the HW waits for it
     env.append("shared", 0, batch(2))
     for isolation in IsolationLevel:
         consumer = by_key(await env.service.fetch(request([(key("shared"), fp())], isolation=isolation)))
@@ -414,7 +379,7 @@ async def test_consumers_read_to_the_high_watermark_followers_to_the_log_end(env
 async def test_follower_must_be_in_the_replica_set(
     env: FetchEnv, replica_id: int, epoch: int, error: ErrorCode
 ) -> None:
-    env.topics.create("shared", 1, replicas=(NODE, 2))
+    env.create_topic("shared", 1, replicas=(NODE, 2))
     data = [(key("shared"), fp(0, current_leader_epoch=epoch))]
     result = by_key(await env.service.fetch(request(data, replica_id=replica_id)))[key("shared")]
     assert result.error_code == error
@@ -423,7 +388,7 @@ async def test_follower_must_be_in_the_replica_set(
 async def test_diverging_epoch_answers_at_once_without_records(env: FetchEnv) -> None:
     """Epoch 0 holds offsets 0-2 and epoch 2 starts at 3: a follower that fetched up to offset 5 in
     epoch 1 diverged at 3, where its epoch 1 (known here as 0) ended (kafka-behaviour.md 6.6)."""
-    env.topics.create("shared", 1, replicas=(NODE, 2))
+    env.create_topic("shared", 1, replicas=(NODE, 2))
     env.append("shared", 0, batch(3))
     env.partition("shared").leader_epoch = 2
     env.append("shared", 0, batch(3))
@@ -464,7 +429,8 @@ async def test_long_poll_is_woken_by_an_append(env: FetchEnv) -> None:
     assert not task.done() and env.purgatory.num_delayed == 1
     started = time.monotonic()
     env.append("orders", 2, batch(2))
-    parts = await asyncio.wait_for(task, 30)
+    async with asyncio.timeout(30):
+        parts = await task
     assert time.monotonic() - started < 0.5
     results = by_key(parts)
     assert results[key("orders", 2)].records_size == len(batch(2))
@@ -482,7 +448,8 @@ async def test_long_poll_waits_for_min_bytes(env: FetchEnv) -> None:
     await asyncio.sleep(0.01)
     assert not task.done()
     env.append("orders", 0, one)
-    parts = await asyncio.wait_for(task, 30)
+    async with asyncio.timeout(30):
+        parts = await task
     assert by_key(parts)[key("orders")].records_size == 2 * len(one)
 
 
@@ -516,8 +483,9 @@ async def test_a_cancelled_fetch_leaves_the_purgatory(env: FetchEnv) -> None:
 async def test_deleting_a_watched_topic_answers_the_long_poll(env: FetchEnv) -> None:
     task = asyncio.create_task(env.service.fetch(request([(key("other"), fp())], max_wait_ms=5000)))
     await asyncio.sleep(0.01)
-    env.topics.delete("other")
-    parts = await asyncio.wait_for(task, 30)
+    env.topics.delete_topic("other")
+    async with asyncio.timeout(30):
+        parts = await task
     assert by_key(parts)[key("other")].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
@@ -568,7 +536,8 @@ async def test_idle_incremental_fetch_long_polls_and_wakes_on_an_append(env: Fet
     await asyncio.sleep(0.05)
     assert not task.done()
     env.append("orders", 1, batch(2))
-    parts = await asyncio.wait_for(task, 30)
+    async with asyncio.timeout(30):
+        parts = await task
     assert [k for k, _ in parts.partitions] == [key("orders", 1)]
     assert by_key(parts)[key("orders", 1)].records_size == len(batch(2))
     assert env.cache.get(session_id).waiter is None  # type: ignore[union-attr]
@@ -590,7 +559,8 @@ async def test_idle_incremental_fetch_ignores_appends_on_other_partitions(env: F
     await asyncio.sleep(0.02)
     assert not task.done()
     env.append("orders")
-    assert by_key(await asyncio.wait_for(task, 30))[key("orders")].records_size > 0
+    async with asyncio.timeout(30):
+        assert by_key(await task)[key("orders")].records_size > 0
 
 
 async def test_incremental_session_of_unknown_partitions_only_answers_at_once(env: FetchEnv) -> None:
@@ -613,7 +583,7 @@ async def test_session_errors_are_top_level(env: FetchEnv) -> None:
 async def test_incremental_fetch_costs_the_changed_partitions_and_keeps_session_order(
     env: FetchEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env.topics.create("wide", 50)
+    env.create_topic("wide", 50)
     contexts: list[FetchContext] = []
     new_context = env.manager.new_context
 
