@@ -116,6 +116,11 @@ class LocalTopics:
             self._lead(topic, topic.sorted_partitions(), self._leaders)
         return topic
 
+    async def auto_create(self, name: str) -> TopicState:
+        """Metadata's auto-creation (MetadataHandler's ``auto_create``): a CreateTopics with the
+        controller's defaults (-1 partitions, -1 replication factor), as a broker forwards it."""
+        return self.create_topic(name, -1, -1, {})
+
     def delete_topic(self, name: str) -> TopicState:
         topic = self._admin.delete_topic(name)
         for leader in self._leaders:

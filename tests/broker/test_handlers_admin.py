@@ -25,7 +25,6 @@ from broker.handlers.metadata import (
 )
 from broker.handlers.registry import HandlerRegistry
 from broker.replica_manager import ReplicaManager
-from broker.topics import METADATA_FILE_NAME, TopicStore
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
 from protocol.messages import REQUESTS, RESPONSES
@@ -34,6 +33,7 @@ from server_common.config import BrokerConfig
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.log_manager import LogManager
+from tests.broker.local_topics import LocalTopics
 
 NODE = 1
 CLUSTER_ID = "kipling-test-cluster"
@@ -49,18 +49,24 @@ class Env:
         )
         clock = FakeClock(1_700_000_000_000)
         self.logs = LogManager([self.log_dir], LogConfig(), clock)
-        self.topics = TopicStore(
-            self.log_dir / METADATA_FILE_NAME,
+        # the controller's defaults are the broker's (a cluster of one node configures both)
+        self.topics = LocalTopics(
             NODE,
             default_num_partitions=self.config.num_partitions,
             default_replication_factor=self.config.default_replication_factor,
         )
         # the real ReplicaManager: partition directories come and go through production wiring
         self.replicas = ReplicaManager(self.logs, self.topics, NODE, self.config, clock)
+        self.topics.subscribe(self.replicas)
 
     def metadata(self) -> MetadataHandler:
         return MetadataHandler(
-            self.topics, lambda listener: [ENDPOINT], CLUSTER_ID, NODE, self.config.auto_create_topics_enable
+            self.topics,
+            lambda listener: [ENDPOINT],
+            CLUSTER_ID,
+            NODE,
+            self.config.auto_create_topics_enable,
+            self.topics.auto_create,
         )
 
     def partition_dirs(self) -> list[str]:
