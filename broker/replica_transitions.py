@@ -33,6 +33,7 @@ import structlog
 
 from broker.followers import FollowedPartition, FollowerSupervisor
 from broker.replica_manager import ReplicaManager
+from client.replica_ipc import IpcError
 from metadata.image import MetadataDelta, MetadataImage
 from metadata.log_topic import METADATA_TOPIC
 from metadata.topics import NO_LEADER, PartitionState, TopicState
@@ -106,7 +107,7 @@ class ReplicaTransitions:
                     await self._become_leader(topic, state)
                 else:
                     await self._become_follower(topic, state)
-            except (OSError, StorageError):
+            except (OSError, StorageError, IpcError):  # IpcError: its follower process failed to start
                 self._logger.exception(
                     "partition transition failed", topic=topic.name, partition=state.partition
                 )
