@@ -1,7 +1,7 @@
 """topic_rules: placement over several brokers, the collision index, new partitions' ISR.
 
-The single-node behaviour (every error code and message) is covered through TopicStore in
-tests/broker/test_topics.py; this file covers what only a cluster exercises.
+The single-broker behaviour (every error code and message) is covered through the controller in
+test_topic_validation.py; this file covers what only a cluster exercises.
 """
 
 from __future__ import annotations
