@@ -45,7 +45,7 @@ def segment_files(path: Path) -> list[Path]:
     return [path]
 
 
-def _walk(data: bytes | mmap.mmap | memoryview) -> Iterator[BatchInfo | SegmentProblem]:
+def _walk(data: bytes | memoryview) -> Iterator[BatchInfo | SegmentProblem]:
     pos, end = 0, len(data)
     while pos < end:
         if end - pos < HEADER_SIZE:
@@ -70,7 +70,11 @@ def dump_segment(path: Path) -> SegmentDump:
     problem: SegmentProblem | None = None
     if size == 0:
         return SegmentDump(path, 0, batches, None)
-    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+    with (
+        path.open("rb") as f,
+        mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
+        memoryview(mapped) as data,  # released before the mapping closes
+    ):
         for item in _walk(data):
             if isinstance(item, SegmentProblem):
                 problem = item

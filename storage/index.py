@@ -32,7 +32,7 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
 
-def _column(data: bytes, entry_size: int, start: int, width: int, typecode: str) -> array:
+def _column(data: bytes, entry_size: int, start: int, width: int, typecode: str) -> array[int]:
     """One big-endian field of every entry as an array, gathered with C-speed extended slices.
 
     Sanity checks scan whole indexes at log load; unpacking entry by entry would dominate start-up.
@@ -47,7 +47,7 @@ def _column(data: bytes, entry_size: int, start: int, width: int, typecode: str)
     return values
 
 
-def _is_increasing(values: array, strictly: bool) -> bool:
+def _is_increasing(values: array[int], strictly: bool) -> bool:
     following = iter(values)
     next(following, None)
     return all(map(lt if strictly else le, values, following))
@@ -178,10 +178,12 @@ class _MappedIndex:
         The loop reads the mapping directly (no per-step method call): lookups are on the fetch path.
         """
         buffer, unpack_from, size = self._mmap, field.unpack_from, self.ENTRY_SIZE
+        if buffer is None:  # no mapping: no entries
+            return -1
         low, high = 0, self._entries
         while low < high:
             mid = (low + high) // 2
-            if unpack_from(buffer, mid * size + field_start)[0] <= target:  # type: ignore[arg-type]
+            if unpack_from(buffer, mid * size + field_start)[0] <= target:
                 low = mid + 1
             else:
                 high = mid

@@ -56,9 +56,9 @@ def check_append_size(size: int, config: LogConfig) -> None:
 
 
 def assign_offsets_as_leader(
-    buf: bytearray, next_offset: int, leader_epoch: int, config: LogConfig, now_ms: int
+    buf: bytearray | memoryview, next_offset: int, leader_epoch: int, config: LogConfig, now_ms: int
 ) -> ValidatedAppend:
-    """Validate every batch of ``buf`` and stamp offsets from ``next_offset`` (the log end offset).
+    """Validate every batch of ``buf`` (writable) and stamp offsets from ``next_offset`` (the log end offset).
 
     Raises CorruptRecordError / UnsupportedMagicError (protocol) for a bad batch, RecordTooLargeError
     for a batch above max.message.bytes and InvalidRecordError for an inconsistent record count.
