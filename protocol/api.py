@@ -38,7 +38,8 @@ class Request:
 
     @property
     def correlation_id(self) -> int:
-        return self.header["correlation_id"]  # type: ignore[no-any-return]
+        correlation_id: int = self.header["correlation_id"]
+        return correlation_id
 
 
 @dataclass(slots=True)

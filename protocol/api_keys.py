@@ -128,7 +128,8 @@ class ApiKey(IntEnum):
         Cheaper than ``ApiKey(value)`` inside ``try`` on the request path, and an unknown key is an
         expected event there (the connection is closed), not an exceptional one.
         """
-        return cls._value2member_map_.get(value)  # type: ignore[return-value]
+        member = cls._value2member_map_.get(value)
+        return member if isinstance(member, ApiKey) else None
 
 
 _MESSAGE_NAMES: dict[ApiKey, str] = {

@@ -23,7 +23,9 @@ class ErrorCode(IntEnum):
     _retriable: bool
     _description: str
 
-    def __new__(cls, code: int, retriable: bool, description: str) -> ErrorCode:
+    def __new__(cls, code: int, retriable: bool = False, description: str = "") -> ErrorCode:
+        # Builds the members from the tuples below. ``ErrorCode(code)`` looks a member up instead:
+        # the enum machinery never calls this then, and the defaults let type checkers accept it.
         member = int.__new__(cls, code)
         member._value_ = code
         member._retriable = retriable
@@ -47,7 +49,7 @@ class ErrorCode(IntEnum):
         Decoding a response must not fail just because a newer broker used a newer code.
         """
         member = cls._value2member_map_.get(code)
-        return member if member is not None else cls.UNKNOWN_SERVER_ERROR  # type: ignore[return-value]
+        return member if isinstance(member, ErrorCode) else cls.UNKNOWN_SERVER_ERROR
 
     UNKNOWN_SERVER_ERROR = (-1, False, "An unexpected error occurred on the server.")
     NONE = (0, False, "No error.")

@@ -306,7 +306,8 @@ class FrameDecoder:
             return SIZE_PREFIX_LENGTH - staged
         staging = self._staging
         assert staging is not None
-        return SIZE_PREFIX_LENGTH + _unpack_size_from(staging, 0)[0] - staged
+        size: int = _unpack_size_from(staging, 0)[0]
+        return SIZE_PREFIX_LENGTH + size - staged
 
     def _finish_frame(self, frame: memoryview) -> None:
         self._ready.append(frame)

@@ -221,7 +221,7 @@ def build_struct(fields: Sequence[Field], version: int, flexible: bool) -> t.Str
     absent: list[t.FieldCodec] = []
     for f in fields:
         if not f.exists_in(version):
-            absent.append(t.FieldCodec(f.name, None, f.default_value(), _fresh_default(f)))  # type: ignore[arg-type]
+            absent.append(t.FieldCodec(f.name, None, f.default_value(), _fresh_default(f)))
             continue
         codec = t.FieldCodec(
             f.name,

@@ -39,7 +39,7 @@ _WIRE_IMPORT = (
 )
 
 
-class WireType(Construct):
+class WireType(Construct):  # type: ignore[misc]  # construct has no type hints: Construct is Any
     """A primitive whose reader and writer are functions of :mod:`protocol.wire`."""
 
     def __init__(
@@ -67,7 +67,7 @@ class WireType(Construct):
 
 
 def _fixed(con: Construct, size: int) -> Construct:
-    con.min_size = size  # type: ignore[attr-defined]
+    con.min_size = size
     return con
 
 
@@ -101,7 +101,7 @@ def min_size(con: Construct) -> int:
     return getattr(con, "min_size", 1)
 
 
-class Array(Construct):
+class Array(Construct):  # type: ignore[misc]  # construct has no type hints: Construct is Any
     """Kafka ARRAY (int32 count) or COMPACT_ARRAY (uvarint count + 1), optionally nullable."""
 
     def __init__(self, element: Construct, *, compact: bool, nullable: bool):
@@ -221,13 +221,13 @@ def _fixed_runs(fields: Sequence[FieldCodec]) -> list[list[FieldCodec]]:
 
 
 def _run_packer(code: Any, run: Sequence[FieldCodec]) -> tuple[str, int]:
-    fmt = ">" + "".join(f.construct.fmtstr.lstrip("<>=!@") for f in run)  # type: ignore[attr-defined]
+    fmt = ">" + "".join(f.construct.fmtstr.lstrip("<>=!@") for f in run)
     name = "packer_" + fmt[1:].replace("?", "_")  # "?" (bool) is no identifier; "_" is no format code
     code.append(f"{name} = struct.Struct({fmt!r})")
     return name, struct.calcsize(fmt)
 
 
-class Struct(Construct):
+class Struct(Construct):  # type: ignore[misc]  # construct has no type hints: Construct is Any
     """A Kafka struct in one version: its fields in wire order, then (flexible versions) tags.
 
     Decoding yields a :class:`MessageData` holding every field the schema declares: the ones on
@@ -285,23 +285,25 @@ class Struct(Construct):
             result.present_tags = frozenset(present)
 
     def build_tagged_section(self, obj: Any, stream: BytesIO) -> None:
-        present = getattr(obj, "present_tags", frozenset())
+        present: frozenset[int] = getattr(obj, "present_tags", frozenset())
         entries: list[tuple[int, bytes]] = []
         for field in self.tagged:
+            tag = field.tag
+            assert tag is not None  # self.tagged holds the tagged fields only
             value = obj.get(field.name, field.default)
-            if field.tag in present or value != field.default:
+            if tag in present or value != field.default:
                 body = BytesIO()
                 field.construct._build(value, body, None, "(tagged)")
-                entries.append((field.tag, body.getvalue()))  # type: ignore[arg-type]
+                entries.append((tag, body.getvalue()))
         unknown = getattr(obj, "unknown_tags", None)
         if unknown:
             entries.extend(unknown.items())
             entries.sort(key=lambda e: e[0])
         wire.write_uvarint(stream, len(entries))
-        for tag, body in entries:
+        for tag, data in entries:
             wire.write_uvarint(stream, tag)
-            wire.write_uvarint(stream, len(body))
-            stream.write(body)
+            wire.write_uvarint(stream, len(data))
+            stream.write(data)
 
     # -- interpreted -----------------------------------------------------------------------------
 

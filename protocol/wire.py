@@ -120,14 +120,13 @@ class FrameReader(BytesIO):
 
 def _read_bytes_field(io: BytesIO, n: int) -> bytes | memoryview:
     """A bytes/records value: a view of the frame when reading one (no copy), else bytes."""
-    view = getattr(io, "view", None)
-    if view is None:
+    if not isinstance(io, FrameReader):
         return _read_sized(io, n)
     if n > remaining(io):
         raise DecodeError(f"length {n} exceeds the {remaining(io)} bytes left")
     start = io.tell()
     io.seek(start + n)
-    return view[start : start + n]  # type: ignore[no-any-return]
+    return io.view[start : start + n]
 
 
 def _decode_utf8(data: bytes) -> str:
@@ -213,14 +212,14 @@ def write_compact_nullable_string(io: BytesIO, value: str | None) -> None:
 # -- bytes ---------------------------------------------------------------------------------------
 
 
-def read_bytes(io: BytesIO) -> bytes:
+def read_bytes(io: BytesIO) -> bytes | memoryview:
     n = _INT32.unpack(read_exact(io, 4))[0]
     if n < 0:
         _null_length(n, False, "bytes")
     return _read_bytes_field(io, n)
 
 
-def read_nullable_bytes(io: BytesIO) -> bytes | None:
+def read_nullable_bytes(io: BytesIO) -> bytes | memoryview | None:
     n = _INT32.unpack(read_exact(io, 4))[0]
     if n < 0:
         _null_length(n, True, "bytes")
@@ -228,14 +227,14 @@ def read_nullable_bytes(io: BytesIO) -> bytes | None:
     return _read_bytes_field(io, n)
 
 
-def read_compact_bytes(io: BytesIO) -> bytes:
+def read_compact_bytes(io: BytesIO) -> bytes | memoryview:
     n = read_uvarint(io) - 1
     if n < 0:
         _null_length(n, False, "compact bytes")
     return _read_bytes_field(io, n)
 
 
-def read_compact_nullable_bytes(io: BytesIO) -> bytes | None:
+def read_compact_nullable_bytes(io: BytesIO) -> bytes | memoryview | None:
     n = read_uvarint(io) - 1
     if n < 0:
         return None
@@ -354,7 +353,7 @@ def write_uuid(io: BytesIO, value: uuid.UUID) -> None:
 
 def read_array_count(io: BytesIO, min_element_size: int) -> int:
     """int32 count (-1 = null), checked against the bytes left before any element is built."""
-    n = _INT32.unpack(read_exact(io, 4))[0]
+    n: int = _INT32.unpack(read_exact(io, 4))[0]
     if n > 0:
         _check_count(io, n, min_element_size)
     return n

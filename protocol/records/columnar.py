@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import struct
 from array import array
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from protocol.errors import CorruptRecordError
 from protocol.records.batch import HEADER_SIZE, RecordBatchHeader, read_header, verify_batch
@@ -100,7 +100,8 @@ for _first in range(0x80, 0x100):
 del _first, _second, _raw
 
 
-class RecordColumns(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class RecordColumns:
     """The records of one batch as columns of ints; spans index :attr:`buffer`.
 
     ``fields`` holds :data:`FIELDS_PER_RECORD` ints per record, in record order (see the index

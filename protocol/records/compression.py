@@ -93,6 +93,8 @@ ZSTD_DEFAULT_LEVEL = 3
 ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL = -131072, 22
 _LZ4_FAST = 0
 """python-lz4 frame level for lz4's fast compressor (frame levels below ``COMPRESSIONLEVEL_MINHC``)."""
+_LZ4_HC_MIN_LEVEL: int = lz4.frame.COMPRESSIONLEVEL_MINHC
+"""python-lz4's lowest HC frame level (3): lower levels select the fast compressor."""
 _LZ4_HC_MAX_LEVEL = 12
 """LZ4 HC's highest level; lz4 clamps higher ones (lz4-java's native HC compressor included)."""
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
@@ -155,7 +157,7 @@ def _compress_snappy(data: Buffer, level: int | None = None) -> bytes:
 
 def _compress_lz4(data: Buffer, level: int | None = None) -> bytes:
     # Kafka's reader rejects dependent (linked) blocks; it writes 64 KiB blocks, no content size.
-    return lz4.frame.compress(
+    frame: bytes = lz4.frame.compress(
         data,
         compression_level=_lz4_frame_level(level),
         block_size=lz4.frame.BLOCKSIZE_MAX64KB,
@@ -163,6 +165,7 @@ def _compress_lz4(data: Buffer, level: int | None = None) -> bytes:
         content_checksum=False,
         store_size=False,
     )
+    return frame
 
 
 def _lz4_frame_level(level: int | None) -> int:
@@ -176,7 +179,7 @@ def _lz4_frame_level(level: int | None) -> int:
     """
     if level is None or level == LZ4_DEFAULT_LEVEL:
         return _LZ4_FAST
-    return min(max(level, lz4.frame.COMPRESSIONLEVEL_MINHC), _LZ4_HC_MAX_LEVEL)
+    return min(max(level, _LZ4_HC_MIN_LEVEL), _LZ4_HC_MAX_LEVEL)
 
 
 def _compress_zstd(data: Buffer, level: int | None = None) -> bytes:
