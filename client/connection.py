@@ -35,7 +35,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -104,7 +104,8 @@ class _ClientProtocol(asyncio.BufferedProtocol):
         self.lost = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._owner._connection_made(transport)  # type: ignore[arg-type]
+        # A stream connection's transport; uvloop's are no asyncio.Transport subclasses (no isinstance).
+        self._owner._connection_made(cast(asyncio.Transport, transport))
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._decoder.get_buffer(sizehint)
@@ -400,7 +401,9 @@ class KafkaConnection:
 
     def _connection_made(self, transport: asyncio.Transport) -> None:
         self._transport = transport
-        self._protocol = transport.get_protocol()  # type: ignore[assignment]
+        protocol = transport.get_protocol()
+        assert isinstance(protocol, _ClientProtocol)
+        self._protocol = protocol
 
     def _frame_received(self, frame: memoryview) -> None:
         if self._closed:
@@ -547,7 +550,7 @@ class ReconnectingConnection:
         """The wait before the next connect attempt, from the count of consecutive failures."""
         if self._failures == 0:
             return 0.0
-        base = min(self._backoff_s * 2 ** (self._failures - 1), self._backoff_max_s)
+        base = min(self._backoff_s * 2.0 ** (self._failures - 1), self._backoff_max_s)
         return base * (0.8 + 0.4 * self._jitter())
 
     async def _wait_backoff(self) -> None:

@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
@@ -84,6 +84,7 @@ REJOIN_ERRORS = frozenset(
 """Errors that mean this member's generation is over."""
 
 _log = structlog.get_logger("kipling.client.group")
+_T = TypeVar("_T")
 
 
 class GroupError(KafkaResponseError):
@@ -506,7 +507,7 @@ class GroupMember:
                     out[tp] = p.committed_offset
         return out
 
-    async def _retrying(self, what: str, attempt: Callable[[KafkaConnection], Any]) -> Any:
+    async def _retrying(self, what: str, attempt: Callable[[KafkaConnection], Awaitable[_T]]) -> _T:
         """Run ``attempt`` at the coordinator, retrying retriable failures within the request timeout."""
         deadline = time.monotonic() + self._request_timeout_s
         while True:

@@ -86,7 +86,7 @@ async def run(broker_id: int, fetcher_id: int, ipc_fd: int) -> int:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, terminated.set)
     _log.info("follower process started")
-    waits = [asyncio.create_task(e.wait()) for e in (service.stopped, terminated)]
+    waits: list[asyncio.Task[object]] = [asyncio.create_task(e.wait()) for e in (service.stopped, terminated)]
     waits.append(asyncio.create_task(channel.wait_closed()))
     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     for task in waits:

@@ -99,10 +99,16 @@ class FetchPartitionData:
 class LeaderEndpoint(Protocol):
     """The leader of a fetcher's partitions, one per source broker (Kafka's LeaderEndPoint)."""
 
-    supports_truncation_on_fetch: bool
-    """The leader answers LastFetchedEpoch with DivergingEpoch (fetch v12+, IBP >= 2.7)."""
-    supports_offset_for_leader_epoch: bool
-    """The leader serves OffsetForLeaderEpoch; without it truncation falls back to the HW."""
+    # Read-only to the fetcher: an implementation may hold them as plain attributes or properties.
+    @property
+    def supports_truncation_on_fetch(self) -> bool:
+        """The leader answers LastFetchedEpoch with DivergingEpoch (fetch v12+, IBP >= 2.7)."""
+        ...
+
+    @property
+    def supports_offset_for_leader_epoch(self) -> bool:
+        """The leader serves OffsetForLeaderEpoch; without it truncation falls back to the HW."""
+        ...
 
     async def fetch(self, request: FollowerFetchRequest) -> dict[TopicPartition, FetchPartitionData]:
         """Send a Fetch; the result holds the partitions the leader answered for."""
