@@ -548,7 +548,8 @@ def _bytes_column(batch: pa.RecordBatch, name: str) -> list[bytes | None]:
     column = batch.column(name)
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         return [None if v is None else v.encode() for v in column.to_pylist()]
-    return column.to_pylist()
+    values: list[bytes | None] = column.to_pylist()
+    return values
 
 
 def _header(header: dict[str, object]) -> tuple[str, bytes | None]:

@@ -79,7 +79,7 @@ from pipeline.logs import LOG_LEVEL_ENV, WORKER_DEFAULT_LEVEL, configure_logging
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 _log = structlog.get_logger("kipling.pipeline.jobs.event_aggregates")
 

@@ -671,7 +671,7 @@ Examples:
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "consume",
         help="print a topic's records (like kafka-console-consumer.sh), alone or in a consumer group",

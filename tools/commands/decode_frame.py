@@ -17,7 +17,7 @@ from protocol.errors import ProtocolError
 _NAME = re.compile(r"-(?P<api>[A-Za-z]+)-v(?P<version>\d+)-(?P<kind>req|resp)\.bin$")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "decode-frame",
         help="print a captured frame (4-byte size prefix + frame) as JSON",

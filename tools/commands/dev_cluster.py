@@ -48,7 +48,7 @@ Example: kipling dev-cluster --brokers 3
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "dev-cluster",
         help="run a local cluster of N brokers in the foreground (like docker-compose.yml, on 127.0.0.1)",

@@ -12,7 +12,7 @@ from protocol.records.reader import iter_records
 from storage.dump import SegmentDump, dump_segment, read_batch_bytes, segment_files
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "dump-log",
         help="print the record batches of a segment file or partition directory",

@@ -592,7 +592,7 @@ Examples:
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "groups",
         help="list, describe, reset and delete consumer groups (like kafka-consumer-groups.sh)",

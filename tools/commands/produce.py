@@ -548,7 +548,7 @@ Examples:
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "produce",
         help="send lines of stdin or a file as records (like kafka-console-producer.sh)",

@@ -19,9 +19,10 @@ BAR_WIDTH = 24
 
 def is_tty(stream: object) -> bool:
     """Whether ``stream`` is a terminal (False for closed, captured or odd streams)."""
+    isatty = getattr(stream, "isatty", None)
     try:
-        return bool(stream.isatty())  # type: ignore[attr-defined]
-    except (AttributeError, ValueError, OSError):
+        return callable(isatty) and bool(isatty())
+    except (ValueError, OSError):
         return False
 
 

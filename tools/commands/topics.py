@@ -279,7 +279,11 @@ class PartitionLeaders:
             remaining = deadline - time.monotonic()
             if code is ErrorCode.NONE:
                 # Kafka answers an auto-created topic with LEADER_NOT_AVAILABLE first: wait for its leaders
-                led = bool(topic and topic.partitions) and all(p.leader >= 0 for p in topic.partitions)
+                led = (
+                    topic is not None
+                    and bool(topic.partitions)
+                    and all(p.leader >= 0 for p in topic.partitions)
+                )
                 if led or not creating or remaining <= 0:
                     return self._loaded(metadata)
             elif not code.retriable:
@@ -402,7 +406,7 @@ Examples:
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "topics",
         help="list, describe, create, alter and delete topics (like kafka-topics.sh)",
