@@ -143,3 +143,57 @@ def _check_imported(broker: BrokerProcess, partitions: dict[str, int], events: i
         f"order-{i}".encode() for i in range(30)
     )
     assert len([v for v in values if not v.startswith(b"order-")]) == events
+
+
+def test_a_controller_only_node_and_a_broker_only_node_make_a_cluster(tmp_path: Path) -> None:
+    """process.roles picks the roles one composition root builds: the controller alone serves only
+    its controller listener; the broker alone registers with it and serves clients."""
+    controller = BrokerProcess(tmp_path / "controller")
+    broker = BrokerProcess(tmp_path / "broker")
+    voters = f"controller.quorum.voters=1@127.0.0.1:{controller.port}"
+    cluster_id = "cluster.id=kipling-split-roles"  # as `kafka-storage format` gives every node
+    controller.overrides = [
+        cluster_id,
+        "node.id=1",
+        "process.roles=controller",
+        "controller.listener.names=CONTROLLER",
+        f"listeners=CONTROLLER://127.0.0.1:{controller.port}",
+        voters,
+    ]
+    broker.overrides = [
+        cluster_id,
+        "node.id=2",
+        "process.roles=broker",
+        "controller.listener.names=CONTROLLER",
+        voters,
+    ]
+    try:
+        controller.start()
+        broker.start()
+        assert (controller.data_dir / "logs" / METADATA_LOG_DIR).is_dir()
+        with WireClient(broker.port) as client:
+            response = client.request(
+                ApiKey.METADATA,
+                12,
+                {
+                    "topics": None,
+                    "allow_auto_topic_creation": False,
+                    "include_topic_authorized_operations": False,
+                },
+            )
+        assert [b.node_id for b in response.body.brokers] == [2]  # a controller is not a broker
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        try:
+            admin.create_topics([NewTopic("split-roles", 2, 1)])
+        finally:
+            admin.close()
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+        try:
+            producer.send("split-roles", b"v", partition=1).get(timeout=30)
+        finally:
+            producer.close()
+        assert not (broker.data_dir / "logs" / METADATA_LOG_DIR).exists()  # brokers fetch it, in memory
+        assert (broker.data_dir / "logs" / "split-roles-1").is_dir()
+    finally:
+        broker.stop()
+        controller.stop()
