@@ -35,7 +35,11 @@ EVERY_PACKAGE = KIPLING_PACKAGES - {"bench"}
 RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
     "protocol": (set(), COMPRESSION, NETWORK_STDLIB | {"threading", "multiprocessing", "logging"}),
     "storage": ({"protocol"}, COMPRESSION | {"structlog"}, NETWORK_STDLIB),
-    "server_common": ({"protocol", "storage"}, COMPRESSION | {"structlog"}, NETWORK_STDLIB - {"asyncio", "socket"}),
+    "server_common": (
+        {"protocol", "storage"},
+        COMPRESSION | {"structlog"},
+        NETWORK_STDLIB - {"asyncio", "socket"},
+    ),
     "client": ({"protocol"}, COMPRESSION | {"structlog", "uvloop"}, set()),
     "metadata": ({"protocol", "storage", "server_common"}, COMPRESSION | {"structlog"}, NETWORK_STDLIB),
     "coordinator": (
