@@ -52,9 +52,11 @@ clients: $(STAMP)
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends kcat >/dev/null; }
 
+# mypy checks the packages that [tool.mypy] in pyproject.toml lists (--strict; broker/ not yet).
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: $(TEST_STAMP)
 	$(BIN)/ruff format .
@@ -97,4 +99,4 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.spark_read
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
