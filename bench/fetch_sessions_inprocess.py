@@ -15,8 +15,10 @@ one layer, the segment files, and keeps every layer above it:
   :class:`~broker.partition.Partition` (``read``, the high-watermark rule, ``append_records`` with its
   batch validation, producer state, and the listeners through which ``FetchService.on_partition_changed``
   marks sessions dirty) → :mod:`broker.fetch_response` (topics grouping, records as external bytes);
-  topic metadata from a real :class:`~broker.topics.TopicStore` loaded from its JSON file, the leader
-  epoch cache a real :class:`~storage.epoch.LeaderEpochFileCache` without a checkpoint file;
+  topics created by a real :class:`~metadata.controller.controller.QuorumController` (over an
+  in-memory metadata log, this node registered and unfenced) and led as the replica transitions lead
+  them (``ReplicaManager.lead``), looked up in the controller's metadata image; the leader epoch cache
+  a real :class:`~storage.epoch.LeaderEpochFileCache` without a checkpoint file;
 * **in memory instead of on disk**: :class:`MemoryLog` stands in for ``storage.log.PartitionLog`` and
   its ``LogSegment`` files (``.log``, ``.index``, ``.timeindex``), and :class:`MemoryLogManager` for the
   ``LogManager`` that opens them. Appends still go through the real
@@ -76,7 +78,6 @@ import asyncio
 import cProfile
 import gc
 import io
-import json
 import pathlib
 import pstats
 import random
@@ -104,10 +105,15 @@ from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
 from broker.request_metrics import RequestMetrics
 from broker.server.dispatcher import Reply, RequestDispatcher
-from broker.topics import FORMAT_VERSION, METADATA_FILE_NAME, TopicStore
-from metadata.topics import PartitionState, TopicState
+from metadata.controller.controller import ControllerConfig, QuorumController
+from metadata.controller.metadata_log import InMemoryMetadataLog
+from metadata.controller.replication_control import CreatableTopic
+from metadata.controller.topic_rules import MAX_PARTITIONS_PER_REQUEST
+from metadata.image import MetadataImage
+from metadata.records import BrokerEndpointRecord, SecurityProtocol
 from protocol.api import decode_response, encode_request
 from protocol.api_keys import ApiKey
+from protocol.error_codes import ErrorCode
 from protocol.records import HEADER_SIZE, Record, build_batch, read_header, verify_batch
 from server_common.config import BrokerConfig, load_config
 from server_common.purgatory import DelayedOperationPurgatory
@@ -359,28 +365,31 @@ class MemoryLogManager:
 # -- a broker without its sockets ----------------------------------------------------------------------
 
 
-def write_topic_metadata(path: pathlib.Path, n: int) -> None:
-    """The TopicStore's metadata file for N partitions (``N/100`` topics), written once.
-
-    ``TopicStore.create_topic`` rewrites the whole file for every topic, which is quadratic over 1,000
-    topics; writing the same document once and letting the real TopicStore load it is equivalent.
-    """
+def create_topics(n: int, clock: Clock) -> MetadataImage:
+    """N partitions (``N/100`` topics) created by a controller of a cluster of one broker (this node),
+    as many topics per CreateTopics as Kafka allows (``MAX_PARTITIONS_PER_REQUEST`` partitions)."""
+    cluster_id = "fetch-sessions-inprocess"
+    controller = QuorumController(InMemoryMetadataLog(), clock, 1, cluster_id, ControllerConfig())
+    endpoint = BrokerEndpointRecord("PLAINTEXT", "localhost", 9092, SecurityProtocol.PLAINTEXT)
+    epoch = controller.register_broker(NODE_ID, uuid.uuid4(), cluster_id, (endpoint,))
+    controller.heartbeat(NODE_ID, epoch, controller.image.offset)  # caught up: unfenced
     full, rest = divmod(n, PARTITIONS_PER_TOPIC)
     sizes = [PARTITIONS_PER_TOPIC] * full + ([rest] if rest else [])
-    topics = []
-    for t, size in enumerate(sizes):
-        states = {i: PartitionState(i, NODE_ID, 0, 0, [NODE_ID], [NODE_ID]) for i in range(size)}
-        topics.append(TopicState(topic_name(t), uuid.uuid4(), states).to_json())
-    document = {"version": FORMAT_VERSION, "node_id": NODE_ID, "topics": topics}
-    path.write_text(json.dumps(document) + "\n")
+    wanted = [CreatableTopic(topic_name(t), size, 1) for t, size in enumerate(sizes)]
+    per_request = MAX_PARTITIONS_PER_REQUEST // PARTITIONS_PER_TOPIC
+    for start in range(0, len(wanted), per_request):
+        for result in controller.create_topics(wanted[start : start + per_request]):
+            assert result.error is ErrorCode.NONE, f"{result.name}: {result.error.name} {result.message}"
+    return controller.image
 
 
 @dataclass
 class InProcessBroker:
-    """The Fetch path of ``broker.__main__.build_broker``, wired the same way, over in-memory logs."""
+    """The Fetch path of ``broker.assembly.build_data_plane``, wired the same way, over in-memory
+    logs."""
 
     n: int
-    topics: TopicStore
+    topics: MetadataImage
     replicas: ReplicaManager
     cache: FetchSessionCache
     dispatcher: RequestDispatcher
@@ -393,10 +402,11 @@ class InProcessBroker:
         config: BrokerConfig = load_config(None, [f"log.dirs={root / 'logs'}", f"node.id={NODE_ID}"])[0]
         registry = CollectorRegistry()
         clock = SystemClock()
-        metadata = root / METADATA_FILE_NAME
-        write_topic_metadata(metadata, n)
-        topics = TopicStore(metadata, NODE_ID)
+        topics = create_topics(n, clock)
         replicas = ReplicaManager(MemoryLogManager(root), topics, NODE_ID, config, clock)  # type: ignore[arg-type]
+        for topic in topics.all():  # what the replica transitions do for the partitions led here
+            for state in topic.sorted_partitions():
+                replicas.lead(topic, state)
         cache = FetchSessionCache(
             FetchSessionCacheMetrics(registry),
             max_slots=config.max_incremental_fetch_session_cache_slots,
