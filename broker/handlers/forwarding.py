@@ -13,7 +13,7 @@ topic of the request, which clients retry.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -39,12 +39,16 @@ _log = structlog.get_logger("kipling.forwarding")
 class ForwardedApi(Protocol):
     """The controller's handler class of a forwarded API: its versions and its error shape."""
 
-    api_key: ClassVar[ApiKey]
-    min_version: ClassVar[int]
-    max_version: ClassVar[int]
+    @property
+    def api_key(self) -> ApiKey: ...
 
-    @staticmethod
-    def error_body(ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any: ...
+    @property
+    def min_version(self) -> int: ...
+
+    @property
+    def max_version(self) -> int: ...
+
+    def error_body(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any: ...
 
 
 class ForwardingHandler(Handler):
