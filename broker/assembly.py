@@ -1,8 +1,8 @@
-"""Composition shared by the single-node and cluster entry points (imported only by them).
+"""The data plane and the group coordination of a broker, as the composition root wires them.
 
-Both kinds of node serve clients with the same data plane (fetch sessions, long-poll and
-delayed-produce purgatories, the fetch and produce services, their metrics) and run the same
-housekeeping; only where topic metadata comes from differs.
+Every broker serves clients with this data plane (fetch sessions, long-poll and delayed-produce
+purgatories, the fetch and produce services, their metrics), runs this housekeeping, and moves its
+group coordinator with leadership of ``__consumer_offsets``; :mod:`broker.node` calls these builders.
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ class PartitionSource(Protocol):
 
 
 class TopicLookup(Protocol):
-    """Topic metadata by name and by id (the TopicStore)."""
+    """Topic metadata by name and by id (the broker's metadata image)."""
 
     def get(self, name: str) -> TopicState | None: ...
 

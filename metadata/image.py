@@ -12,13 +12,12 @@ wrong broker epoch, an epoch that goes backwards) raises :class:`MetadataReplayE
 record and its offset. Each record is checked before it changes anything, so the image then holds
 every record before the bad one; such a log cannot be trusted and the image should be discarded.
 
-The queries mirror :class:`~broker.topics.TopicStore` (``get``, ``get_by_id``, ``all``,
-``broker_ids``) and return its dataclasses, so the broker can switch from one to the other.
-Returned objects are the image's own: callers must treat them as read-only. A
-:class:`~broker.topics.PartitionState` is never mutated once in the image (a change replaces it),
+The queries (``get``, ``get_by_id``, ``all``, ``broker_ids``) return the value types of
+:mod:`metadata.topics`. Returned objects are the image's own: callers must treat them as read-only. A
+:class:`~metadata.topics.PartitionState` is never mutated once in the image (a change replaces it),
 so a reference taken earlier keeps describing the partition as it was; a
-:class:`~broker.topics.TopicState` is the live topic (its ``partitions`` and ``configs`` dicts are
-updated in place), as TopicStore's are.
+:class:`~metadata.topics.TopicState` is the live topic (its ``partitions`` and ``configs`` dicts are
+updated in place).
 """
 
 from __future__ import annotations
@@ -188,7 +187,7 @@ class MetadataImage:
             self.apply(record, offset, epoch)
         return delta.build()
 
-    # -- queries (TopicStore-compatible) ---------------------------------------------------------
+    # -- queries ---------------------------------------------------------------------------
 
     def get(self, name: str) -> TopicState | None:
         return self._by_name.get(name)

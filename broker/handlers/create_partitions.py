@@ -4,8 +4,9 @@ Only increases are allowed (INVALID_PARTITIONS with Kafka's messages otherwise);
 UNKNOWN_TOPIC_OR_PARTITION; a name given more than once is answered once, first, with INVALID_REQUEST
 "Duplicate topic name." and not grown. A replica assignment for the new partitions is accepted when
 it names only registered brokers with the topic's replication factor (on one node: ``[[node_id], ...]``),
-else INVALID_REPLICA_ASSIGNMENT. The change is persisted before the answer and the new partitions'
-logs are created through the TopicStore's listeners, so ``timeout_ms`` has nothing to wait for.
+else INVALID_REPLICA_ASSIGNMENT. Served on the controller listener: the change is in the metadata log
+before the answer; a broker forwarding the request answers once its own metadata shows the new
+partitions (broker/handlers/forwarding.py).
 """
 
 from __future__ import annotations

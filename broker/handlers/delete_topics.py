@@ -5,8 +5,9 @@ With delete.topic.enable=false every topic gets TOPIC_DELETION_DISABLED (v3+) or
 given twice, or a name whose id is also given, is an INVALID_REQUEST with Kafka's message and is not
 deleted. An unknown name is UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID.
 
-Deletion is persisted before the answer; the partition logs then go through the TopicStore's
-listeners (the ReplicaManager), so ``timeout_ms`` has nothing to wait for.
+Served on the controller listener: the deletion is in the metadata log before the answer; every
+broker deletes the partition logs as it replays it, and a broker forwarding the request answers once
+its own metadata no longer shows the topic (broker/handlers/forwarding.py).
 """
 
 from __future__ import annotations

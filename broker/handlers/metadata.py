@@ -7,9 +7,9 @@ topic by id alone (null name), answered with its name or UNKNOWN_TOPIC_ID.
 Auto-creation (``allow_auto_topic_creation``, v4+; earlier versions always allow it, as Kafka
 assumes) creates a missing topic with num.partitions and default.replication.factor when
 auto.create.topics.enable is true. Kafka answers such a topic with LEADER_NOT_AVAILABLE because its
-controller creates topics asynchronously. Here creation is synchronous, is persisted, and this node
-leads every partition the moment it returns, so the topic is answered at once with NONE and its
-partitions: the client saves a metadata round trip and nothing it is told is untrue. Internal topic
+controller creates topics asynchronously. Here the broker forwards a CreateTopics to the controller
+and waits (a few seconds at most) until its own metadata shows the topic, so the topic is answered
+at once with its partitions: the client saves a metadata round trip and nothing it is told is untrue. Internal topic
 names (``__consumer_offsets``...) are never auto-created from Metadata: they belong to their
 coordinators. A creation that fails answers its own error code (e.g. INVALID_REPLICATION_FACTOR
 when default.replication.factor exceeds the brokers), which clients treat as retriable metadata

@@ -7,10 +7,8 @@ as one batch through a :class:`~metadata.controller.metadata_log.MetadataLog`, a
 image and returns a result. :class:`~metadata.controller.controller.QuorumController` composes the
 parts: :mod:`~metadata.controller.cluster_control` (registration, heartbeats, fencing),
 :mod:`~metadata.controller.replication_control` (topics, partitions, elections, ISR changes) and
-:mod:`~metadata.controller.topic_rules` (CreateTopics / CreatePartitions validation and placement,
-shared with the single-node :class:`~broker.topics.TopicStore`). Adapters binding the domain to a
-disk log or to requests live beside these modules.
-
-This package ``__init__`` imports nothing on purpose: ``broker.topics`` imports
-``metadata.controller.topic_rules``, and the controller modules import ``broker.topics``.
+:mod:`~metadata.controller.topic_rules` (CreateTopics / CreatePartitions validation and placement).
+:mod:`~metadata.controller.admin` is the controller as the admin handlers see it. The adapters binding
+the domain to a partition on disk and to requests live in the broker (broker/metadata_partition.py,
+broker/handler_sets.py).
 """

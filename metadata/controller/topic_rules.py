@@ -1,10 +1,9 @@
 """Kafka's rules for CreateTopics and CreatePartitions: validation, replica placement, new partitions.
 
-These are pure functions of the request, the topic names in use and the brokers there are, shared
-by the single-node :class:`~broker.topics.TopicStore` and the cluster's
-:class:`~metadata.controller.replication_control.ReplicationControl`, so both answer with the same
-checks, in the same order, with the same error codes and messages as Kafka's controller
-(ReplicationControlManager), and admin tools print what they print against Kafka.
+These are pure functions of the request, the topic names in use and the brokers there are, used by
+:class:`~metadata.controller.replication_control.ReplicationControl` to answer with the same checks,
+in the same order, with the same error codes and messages as Kafka's controller
+(ReplicationControlManager), so admin tools print what they print against Kafka.
 
 Brokers come as a :class:`ClusterBrokers`: a manual assignment may name any *registered* broker,
 automatic placement uses only *usable* ones (registered and unfenced), as KRaft does, and the initial
@@ -17,8 +16,7 @@ deterministic and a caller can rotate it across topics (the controller starts wh
 partition count points). Unlike KRaft's StripedReplicaPlacer, fenced brokers are never used, even
 as followers: fewer usable brokers than the replication factor is INVALID_REPLICATION_FACTOR.
 
-This module must not import :mod:`broker.topics` (which imports it): it describes new partitions as
-:class:`NewPartition` values that each caller turns into its own representation.
+New partitions are described as :class:`NewPartition` values that the caller turns into records.
 """
 
 from __future__ import annotations
@@ -77,7 +75,7 @@ class NewPartition:
     """A partition to create: its replicas and its initial ISR, led by the first ISR member.
 
     Leader epoch and partition epoch start at 0 (``INITIAL_LEADER_EPOCH``/``INITIAL_PARTITION_EPOCH``
-    of :mod:`broker.topics`).
+    of :mod:`metadata.topics`).
     """
 
     index: int
