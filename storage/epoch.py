@@ -12,11 +12,10 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import TYPE_CHECKING, NamedTuple
 
-from protocol.sentinels import NO_LEADER_EPOCH
-
 if TYPE_CHECKING:
     from storage.checkpoint import LeaderEpochCheckpointFile
 
+UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 
 
@@ -137,13 +136,13 @@ class LeaderEpochFileCache:
         - below every known epoch: (epoch itself, start offset of the first entry);
         - otherwise: (largest known epoch <= epoch, start offset of the next higher entry).
         """
-        if epoch == NO_LEADER_EPOCH:
-            return NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if epoch == UNDEFINED_EPOCH:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         if self._entries and self._entries[-1].epoch == epoch:
             return epoch, log_end_offset
         higher = bisect_right(self._entries, epoch, key=lambda entry: entry.epoch)
         if higher == len(self._entries):
-            return NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         if higher == 0:
             return epoch, self._entries[0].start_offset
         return self._entries[higher - 1].epoch, self._entries[higher].start_offset
