@@ -54,6 +54,7 @@ from enum import Enum
 from typing import Generic, Protocol, TypeVar
 
 from broker.fetch_session.partition import PartitionFetchParams
+from broker.read_rules import diverging_epoch
 from protocol.sentinels import NO_LEADER_EPOCH, IsolationLevel
 from server_common.purgatory import DelayedOperation
 
@@ -61,9 +62,6 @@ R = TypeVar("R")
 
 CONSUMER_REPLICA_ID = -1
 """ReplicaId of a consumer's Fetch; followers send their broker id (>= 0)."""
-UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
-"""``end_offset_for_epoch`` answers (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET) when it cannot tell."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +135,7 @@ class FetchablePartition(Protocol):
         ...
 
     def end_offset_for(self, isolation_level: IsolationLevel, is_follower: bool) -> int:
-        """What the reader may read up to: LEO for a follower, else HW (LSO for READ_COMMITTED)."""
+        """What the reader may read up to (:func:`~broker.read_rules.visible_end_offset`)."""
         ...
 
     @property
@@ -158,7 +156,7 @@ class FetchablePartition(Protocol):
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch on the local epoch cache: (largest epoch <= ``epoch``, its end offset).
 
-        (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET) when the cache cannot answer.
+        (NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET) when the cache cannot answer.
         """
         ...
 
@@ -298,7 +296,7 @@ class DelayedFetch(DelayedOperation, Generic[R]):
             available = min(
                 partition.bytes_available(fetch_offset, end_offset, request.max_bytes), request.max_bytes
             )
-        if request.last_fetched_epoch != NO_LEADER_EPOCH and _diverges(partition, request):
+        if diverging_epoch(partition, request.last_fetched_epoch, fetch_offset) is not None:
             return FetchCompletion.DIVERGING_EPOCH  # F
         return max(available, 0)  # D
 
@@ -326,14 +324,3 @@ class DelayedFetch(DelayedOperation, Generic[R]):
             f"partitions={len(self.fetch_partition_status)}, "
             f"min_bytes={self.params.min_bytes}, delay_ms={self.delay_ms}, completed={self.is_completed})"
         )
-
-
-def _diverges(partition: FetchablePartition, request: PartitionFetchParams) -> bool:
-    """Case F: the leader's log no longer contains the follower's last fetched epoch as it has it."""
-    epoch, end_offset = partition.end_offset_for_epoch(request.last_fetched_epoch)
-    return (
-        epoch == UNDEFINED_EPOCH
-        or end_offset == UNDEFINED_EPOCH_OFFSET
-        or epoch < request.last_fetched_epoch
-        or end_offset < request.fetch_offset
-    )

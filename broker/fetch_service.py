@@ -80,6 +80,7 @@ from broker.fetch_session import (
     TopicPartitionKey,
 )
 from broker.partition import Partition, PartitionRead
+from broker.read_rules import visible_end_offset
 from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.messages.fetch import FETCH_NODE_ENDPOINTS_VERSION as NODE_ENDPOINTS_VERSION
@@ -523,23 +524,15 @@ def _read_result(read: PartitionRead, fetch_offset: int, request: FetchRequest) 
             payload=PartitionPayload(None, diverging_end_offset=diverging[1]),
         )
     size = read.records_size
+    end_offset = visible_end_offset(read, request.isolation_level, request.is_from_follower)
     return PartitionFetchResult(
         high_watermark=read.high_watermark,
         last_stable_offset=read.last_stable_offset,
         log_start_offset=read.log_start_offset,
         records_size=size,
-        skipped_for_budget=size == 0 and fetch_offset < _end_offset(read, request),
+        skipped_for_budget=size == 0 and fetch_offset < end_offset,
         payload=_NO_RECORDS if read.slice is None else PartitionPayload(read.slice),
     )
-
-
-def _end_offset(read: PartitionRead, request: FetchRequest) -> int:
-    """What the reader may read up to: LEO for a follower, LSO for read_committed, else HW."""
-    if request.is_from_follower:
-        return read.log_end_offset
-    if request.isolation_level == IsolationLevel.READ_COMMITTED:
-        return read.last_stable_offset
-    return read.high_watermark
 
 
 def _follower_error(partition: Partition, replica_id: int, current_leader_epoch: int) -> ErrorCode:

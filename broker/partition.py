@@ -45,6 +45,7 @@ from typing import NamedTuple, Protocol
 import structlog
 
 from broker.produce_validation import check_timestamps, conform_to_topic_codec, read_single_batch, verify_crc
+from broker.read_rules import diverging_epoch, visible_end_offset
 from broker.replica_state import (
     DEFAULT_REPLICA_LAG_TIME_MAX_MS,
     BrokerEligibility,
@@ -523,14 +524,8 @@ class Partition:
         return ErrorCode.NONE
 
     def end_offset_for(self, isolation_level: IsolationLevel, is_follower: bool) -> int:
-        """What a reader may read up to: LEO for a follower, else HW (LSO for READ_COMMITTED)."""
-        if is_follower:
-            return self.log.log_end_offset
-        return (
-            self.last_stable_offset
-            if isolation_level == IsolationLevel.READ_COMMITTED
-            else self.log.high_watermark
-        )
+        """What a reader may read up to (:func:`~broker.read_rules.visible_end_offset`)."""
+        return visible_end_offset(self, isolation_level, is_follower)
 
     def read(
         self,
@@ -562,19 +557,14 @@ class Partition:
             None,
             log.log_end_offset,
         )
-        if last_fetched_epoch != NO_LEADER_EPOCH:
-            epoch, end_offset = self.end_offset_for_epoch(last_fetched_epoch)
-            if (
-                epoch == NO_LEADER_EPOCH
-                or end_offset == UNKNOWN_OFFSET
-                or fetch_offset < empty.log_start_offset
-            ):
+        divergence = diverging_epoch(self, last_fetched_epoch, fetch_offset)
+        if divergence is not None:
+            if divergence.undefined or fetch_offset < empty.log_start_offset:
                 return _error_read(ErrorCode.OFFSET_OUT_OF_RANGE)
-            if epoch < last_fetched_epoch or end_offset < fetch_offset:
-                return empty._replace(diverging_epoch=(epoch, end_offset))
+            return empty._replace(diverging_epoch=divergence)
         if not empty.log_start_offset <= fetch_offset <= empty.log_end_offset:
             return _error_read(ErrorCode.OFFSET_OUT_OF_RANGE)
-        max_offset = self.end_offset_for(isolation_level, is_follower)
+        max_offset = visible_end_offset(empty, isolation_level, is_follower)
         if fetch_offset >= max_offset:
             return empty
         bound = None if max_offset >= empty.log_end_offset else max_offset
@@ -669,10 +659,10 @@ class Partition:
         error = self.check_leader_epoch(current_leader_epoch, require_leader=require_leader)
         if error is not ErrorCode.NONE:
             raise KafkaError(error)
-        if isolation_level is None:
-            last_fetchable = self.log.log_end_offset
-        else:
-            last_fetchable = self.end_offset_for(isolation_level, is_follower=False)
+        last_fetchable = self.end_offset_for(
+            IsolationLevel.READ_UNCOMMITTED if isolation_level is None else isolation_level,
+            is_follower=isolation_level is None,  # followers and the debug replica id: up to the LEO
+        )
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(NO_TIMESTAMP, last_fetchable, self.leader_epoch)
         if timestamp == LATEST_TIERED_TIMESTAMP:

@@ -12,8 +12,6 @@ from prometheus_client import CollectorRegistry
 
 from broker.delayed_fetch import (
     CONSUMER_REPLICA_ID,
-    UNDEFINED_EPOCH,
-    UNDEFINED_EPOCH_OFFSET,
     DelayedFetch,
     FetchablePartition,
     FetchCompletion,
@@ -22,7 +20,8 @@ from broker.delayed_fetch import (
 )
 from broker.fetch_session import FetchSession, PartitionFetchParams, SessionId, TopicPartitionKey
 from broker.metrics_purgatory import FETCH_EXPIRES, DelayedFetchMetrics
-from protocol.sentinels import ZERO_UUID, IsolationLevel
+from broker.read_rules import UNDEFINED_EPOCH_OFFSET
+from protocol.sentinels import NO_LEADER_EPOCH, ZERO_UUID, IsolationLevel
 from server_common.purgatory import DelayedOperationPurgatory, FakeScheduler
 
 RECORD_BYTES = 100
@@ -79,7 +78,7 @@ class FakePartition:
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         candidates = [i for i, (e, _) in enumerate(self.epochs) if e <= epoch]
         if not candidates:
-            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+            return NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET
         i = candidates[-1]
         end = self.epochs[i + 1][1] if i + 1 < len(self.epochs) else self.log_end_offset
         return self.epochs[i][0], end
@@ -298,7 +297,7 @@ def test_f_divergence_while_parked_completes(h):
     assert fetch.completion_reason is FetchCompletion.DIVERGING_EPOCH
 
 
-@pytest.mark.parametrize("answer", [(UNDEFINED_EPOCH, 7), (5, UNDEFINED_EPOCH_OFFSET), (5, 9)])
+@pytest.mark.parametrize("answer", [(NO_LEADER_EPOCH, 7), (5, UNDEFINED_EPOCH_OFFSET), (5, 9)])
 def test_f_undefined_or_short_epoch_end_is_divergence(h, answer):
     p0 = h.partitions["p0"]
     p0.append(records=10)
