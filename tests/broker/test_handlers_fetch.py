@@ -265,7 +265,7 @@ async def test_through_the_dispatcher_the_reply_carries_the_file_slices(env: Fet
 
 @pytest.mark.parametrize("version", [12, 16])
 async def test_node_endpoints_for_not_leader_partitions(env: FetchEnv, version: int) -> None:
-    env.topics.create("remote", 1, leader=2, replicas=(2, NODE))
+    env.create_topic("remote", 1, replicas=(2, NODE))
     brokers = [BrokerEndpoint(NODE, "here", 9092), BrokerEndpoint(2, "there", 9093, "r2")]
     response = await call(handler_for(env, brokers), version, body(env, version, [P("remote"), P("orders")]))
     rows = partitions_of(response, version)
@@ -282,7 +282,7 @@ async def test_node_endpoints_for_not_leader_partitions(env: FetchEnv, version: 
 
 @pytest.mark.parametrize("version", [13, 17])
 async def test_follower_fetch_reads_to_the_log_end(env: FetchEnv, version: int) -> None:
-    env.topics.create("shared", 1, replicas=(NODE, 2))
+    env.create_topic("shared", 1, replicas=(NODE, 2))
     env.append("shared", 0, batch(2))
     consumer = await call(handler_for(env), version, body(env, version, [P("shared")]))
     follower = await call(handler_for(env), version, body(env, version, [P("shared")], replica_id=2))
@@ -299,7 +299,7 @@ async def test_follower_fetch_records_the_follower_state_with_its_broker_epoch(
 ) -> None:
     """v15+ carries the follower's broker epoch in ReplicaState; the partition keeps it for the ISR
     eligibility check. Before v15 there is none (-1)."""
-    env.topics.create("shared", 1, replicas=(NODE, 2))
+    env.create_topic("shared", 1, replicas=(NODE, 2))
     env.append("shared", 0, batch(2))
     message = body(env, version, [P("shared", 0, offset=2)], replica_id=2)
     if version >= 15:
@@ -311,7 +311,7 @@ async def test_follower_fetch_records_the_follower_state_with_its_broker_epoch(
 
 
 async def test_diverging_epoch_on_the_wire(env: FetchEnv) -> None:
-    env.topics.create("shared", 1, replicas=(NODE, 2))
+    env.create_topic("shared", 1, replicas=(NODE, 2))
     env.append("shared", 0, batch(3))
     env.partition("shared").leader_epoch = 2
     env.append("shared", 0, batch(1))

@@ -1,7 +1,7 @@
 """ReplicaTransitions: metadata deltas make this broker lead, follow, stop leading or drop partitions.
 
 Built as broker/cluster_node.py builds it: a real LogManager in a temporary directory, a real
-ReplicaManager reading a real MetadataImage (``manage_topics=False``), and metadata made of real
+ReplicaManager reading a real MetadataImage, and metadata made of real
 records applied with ``MetadataImage.apply_batch``, so the deltas are the ones the loader publishes.
 Only the FollowerSupervisor is faked (no process is started): it keeps the assignment table as the
 real one does, and plays the follower process in-process when a test asks it to (it opens the
@@ -296,7 +296,7 @@ def build_node(root: pathlib.Path, metadata: Metadata | None = None) -> Node:
     log_manager = LogManager(
         config.log_dirs, to_log_config({}, config), clock, topic_configs=log_config_by_name
     )
-    replicas = ReplicaManager(log_manager, image, NODE, config, clock, manage_topics=False)
+    replicas = ReplicaManager(log_manager, image, NODE, config, clock)
     supervisor = FakeSupervisor(clock)
     transitions = ReplicaTransitions(
         replicas,
@@ -945,7 +945,6 @@ async def test_a_follower_that_caught_up_while_fenced_is_proposed_when_its_broke
         built.clock,
         alter_partition=sender,
         broker_eligibility=lambda rid, epoch: not getattr(built.image.broker(rid), "fenced", True),
-        manage_topics=False,
     )
     built.transitions = ReplicaTransitions(
         built.replicas,
