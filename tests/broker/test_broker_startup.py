@@ -301,9 +301,10 @@ def test_first_start_then_a_clean_stop_and_a_restart_without_recovery(fresh_brok
 
     fresh_broker.start(timeout_s=START_TIMEOUT_S)
     second = _output_since_last_start(fresh_broker)
-    assert CLEAN_START in second and "logs=2" in second, second
+    # two partitions of orders and the metadata log, __cluster_metadata-0
+    assert CLEAN_START in second and "logs=3" in second, second
     assert FIRST_START not in second and UNCLEAN not in second
-    assert re.findall(r"log loaded .*recovered=(\w+)", second) == ["False", "False"], second
+    assert re.findall(r"log loaded .*recovered=(\w+)", second) == ["False"] * 3, second
     assert not (log_dir / CLEAN_SHUTDOWN_MARKER).exists(), "the marker goes while the broker runs"
 
     assert fresh_broker.stop(signal.SIGKILL) != 0
