@@ -127,6 +127,8 @@ class _Slot:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     process: FollowerProcess | None = None
     supervisor_task: asyncio.Task[None] | None = None
+    launching: asyncio.Task[None] | None = None
+    """The first launch while it runs (see FollowerSupervisor._add_to)."""
     restarts: int = 0
 
 
@@ -239,6 +241,8 @@ class FollowerSupervisor:
         results = await self._claim_unclaimed()
         results += await asyncio.gather(*(self._stop_slot(slot) for slot in self._slots))
         results += await self._claim_unclaimed()  # any cancelled while the slots were stopping
+        launches = [slot.launching for slot in self._slots if slot.launching is not None]
+        await asyncio.gather(*launches, return_exceptions=True)  # each ended: done, or saw _stopping
         for slot in self._slots:
             error = await cancel_and_wait(slot.supervisor_task)
             if error is not None:  # the handovers and the other slots must still be collected
@@ -266,7 +270,16 @@ class FollowerSupervisor:
     async def _launch_locked(self, slot: _Slot) -> None:
         async with slot.lock:
             if slot.supervisor_task is None and not self._stopping:
-                await self._first_launch(slot)
+                try:
+                    await self._first_launch(slot)
+                except Exception as exc:
+                    self._logger.error(
+                        "could not start follower process",
+                        fetcher_id=slot.fetcher_id,
+                        partitions=len(self._partitions_of(slot)),
+                        error=repr(exc),
+                    )
+                    raise
 
     async def _first_launch(self, slot: _Slot) -> None:
         """Launch the slot's first process and supervise it; the caller holds ``slot.lock``.
@@ -323,8 +336,10 @@ class FollowerSupervisor:
         for tp in self._partitions_of(slot):
             handover = returned.get(tp) if returned is not None else None
             if handover is None:
+                # a slot never launched holds the broker's own handovers: no process opened them
                 known = self._assignments[tp].handover
-                handover = known if returned is not None else known.unclean()
+                clean = returned is not None or slot.supervisor_task is None
+                handover = known if clean else known.unclean()
             out[tp] = handover
         return out
 
@@ -444,19 +459,19 @@ class FollowerSupervisor:
                 raise result
 
     async def _add_to(self, slot: _Slot, entries: list[FollowedPartition]) -> None:
+        if slot.supervisor_task is None and self._started and not self._stopping:
+            # Never launched: the launch sends the slot's whole table. It runs as a task of its own,
+            # which a cancelled caller (a node stopping mid-transition) does not cancel: stop()
+            # then waits for the slot's lock and shuts the new process down cleanly, instead of
+            # killing it mid-launch and handing its logs back unclean.
+            if slot.launching is None or slot.launching.done():
+                slot.launching = asyncio.create_task(
+                    self._launch_locked(slot), name=f"launch-follower-{slot.fetcher_id}"
+                )
+            await asyncio.shield(slot.launching)
+            return
         async with slot.lock:
-            if slot.supervisor_task is None:  # never launched: the launch sends the slot's whole table
-                if self._started and not self._stopping:
-                    try:
-                        await self._first_launch(slot)
-                    except Exception as exc:
-                        self._logger.error(
-                            "could not start follower process",
-                            fetcher_id=slot.fetcher_id,
-                            partitions=len(self._partitions_of(slot)),
-                            error=repr(exc),
-                        )
-                        raise
+            if slot.supervisor_task is None:  # stopping, or not started: the entries wait in the table
                 return
             process = slot.process
             if process is None:

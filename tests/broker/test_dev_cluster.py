@@ -278,7 +278,7 @@ def test_three_brokers_serve_then_stop_on_sigterm(start_cluster: Callable[..., D
     out = cluster.out().splitlines()
     assert out[0] == "bootstrap.servers=" + ",".join(f"127.0.0.1:{p}" for p in cluster.ports)
     for name in pids:
-        assert any(line.startswith(f"{name}    | ") and "broker started" in line for line in out), name
+        assert any(line.startswith(f"{name}    | ") and "node started" in line for line in out), name
         assert f"{name} stopped (exit code 0)" in cluster.err()
     assert (cluster.data_dir / "broker-1" / "meta.properties").exists()
 
