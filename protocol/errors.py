@@ -20,6 +20,20 @@ class EncodeError(ProtocolError):
     """A value that cannot be written with the requested schema version."""
 
 
+class UnknownFieldError(EncodeError):
+    """A key given to encode that no version of its struct declares (a misspelt field name).
+
+    Keys of fields that exist only in other versions of the message are accepted silently: a
+    handler builds one dict for every version. ``keys`` are the offending keys, ``struct`` the path
+    of the struct in the message (``""`` for the message itself, else e.g. ``"topics[].partitions[]"``).
+    """
+
+    def __init__(self, message: str, keys: tuple[str, ...] = (), struct: str = "") -> None:
+        super().__init__(message)
+        self.keys = keys
+        self.struct = struct
+
+
 class FrameTooLargeError(DecodeError):
     """A size prefix larger than the configured maximum (``socket.request.max.bytes``)."""
 

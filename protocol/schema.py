@@ -20,7 +20,7 @@ from construct import Construct, ConstructError
 
 from protocol import types as t
 from protocol.data import MessageData
-from protocol.errors import DecodeError, EncodeError, UnsupportedVersionError
+from protocol.errors import DecodeError, EncodeError, UnknownFieldError, UnsupportedVersionError
 from protocol.sentinels import ZERO_UUID
 from protocol.wire import SegmentedBytesIO
 
@@ -201,12 +201,13 @@ def _primitive(type_name: str, *, flexible: bool, nullable: bool) -> Construct:
     return t.NULLABLE_BYTES if nullable else t.BYTES
 
 
-def _field_construct(f: Field, version: int, flexible: bool) -> Construct:
+def _field_construct(f: Field, version: int, flexible: bool, path: str = "") -> Construct:
     nullable = f.nullable_in(version)
     if f.flexible_versions is not None:
         flexible = version in Versions.parse(f.flexible_versions)
     if f.is_struct:
-        element = build_struct(f.fields, version, flexible)
+        here = f"{path}.{f.name}" if path else f.name
+        element = build_struct(f.fields, version, flexible, f"{here}[]" if f.is_array else here)
     else:
         element = _primitive(f.element_type, flexible=flexible, nullable=nullable and not f.is_array)
     if f.is_array:
@@ -214,8 +215,12 @@ def _field_construct(f: Field, version: int, flexible: bool) -> Construct:
     return element
 
 
-def build_struct(fields: Sequence[Field], version: int, flexible: bool) -> t.Struct:
-    """Derive the construct of a struct for one version of its message."""
+def build_struct(fields: Sequence[Field], version: int, flexible: bool, path: str = "") -> t.Struct:
+    """Derive the construct of a struct for one version of its message.
+
+    ``path`` names the struct in the message (``"topics[].partitions[]"``; ``""`` for the message
+    itself) for the errors of encoding a key that no version of the struct declares.
+    """
     on_wire: list[t.FieldCodec] = []
     tagged: list[t.FieldCodec] = []
     absent: list[t.FieldCodec] = []
@@ -225,7 +230,7 @@ def build_struct(fields: Sequence[Field], version: int, flexible: bool) -> t.Str
             continue
         codec = t.FieldCodec(
             f.name,
-            _field_construct(f, version, flexible),
+            _field_construct(f, version, flexible, path),
             f.default_value(),
             _fresh_default(f),
             f.tag if f.tagged_in(version) else None,
@@ -234,7 +239,7 @@ def build_struct(fields: Sequence[Field], version: int, flexible: bool) -> t.Str
             tagged.append(codec)
         else:
             on_wire.append(codec)
-    return t.Struct(on_wire, tagged, absent, flexible=flexible)
+    return t.Struct(on_wire, tagged, absent, flexible=flexible, path=path)
 
 
 _DECODE_FAILURES = (
@@ -282,6 +287,10 @@ class MessageCodec:
                 self._build(obj, io, None)
             else:
                 self.construct.build_stream(obj, io)
+        except UnknownFieldError as exc:
+            raise UnknownFieldError(
+                f"{self.spec.name} v{self.version}: {exc}", exc.keys, exc.struct
+            ) from None
         except EncodeError:
             raise
         except (*_DECODE_FAILURES, AttributeError) as exc:

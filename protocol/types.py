@@ -14,7 +14,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from io import BytesIO
-from typing import Any
+from typing import Any, NoReturn
 
 from construct import (
     Construct,
@@ -30,7 +30,7 @@ from construct import (
 
 from protocol import wire
 from protocol.data import MessageData
-from protocol.errors import DecodeError, EncodeError
+from protocol.errors import DecodeError, EncodeError, UnknownFieldError
 
 _WIRE_IMPORT = (
     "from protocol.wire import *\n"
@@ -232,9 +232,13 @@ class Struct(Construct):  # type: ignore[misc]  # construct has no type hints: C
 
     Decoding yields a :class:`MessageData` holding every field the schema declares: the ones on
     the wire, tagged ones (decoded, or defaulted when absent) and the ones this version lacks
-    (defaulted). Encoding takes any mapping and defaults what it leaves out. Tagged fields are
-    written when they differ from their default or were present when the object was decoded;
-    unknown tags read from the wire are written back unchanged.
+    (defaulted). Encoding takes any mapping and defaults what it leaves out; a key that is the
+    name of no field of this struct in any version raises :class:`UnknownFieldError` (a key of a
+    field only other versions have is ignored). Tagged fields are written when they differ from
+    their default or were present when the object was decoded; unknown tags read from the wire are
+    written back unchanged.
+
+    ``path`` names the struct in its message for error messages (``""`` for the message itself).
     """
 
     def __init__(
@@ -244,14 +248,30 @@ class Struct(Construct):  # type: ignore[misc]  # construct has no type hints: C
         absent: Sequence[FieldCodec],
         *,
         flexible: bool,
+        path: str = "",
     ):
         super().__init__()
+        self.path = path
         self.fields = tuple(fields)
         self.tagged = tuple(sorted(tagged, key=lambda f: f.tag or 0))
         self.tag_map = {f.tag: f for f in self.tagged}
         self.absent = tuple(absent)
         self.flexible = flexible
         self.min_size = sum(min_size(f.construct) for f in self.fields) + (1 if flexible else 0)
+        self.known_keys = frozenset(f.name for f in (*self.fields, *self.tagged, *self.absent))
+        """Every field name of this struct in any version: the keys encoding accepts (computed once)."""
+
+    def reject_unknown_keys(self, obj: Any) -> NoReturn:
+        """Raise :class:`UnknownFieldError` for the keys of ``obj`` that are not in :attr:`known_keys`."""
+        unknown = tuple(sorted(str(key) for key in obj if key not in self.known_keys))
+        where = f" in {self.path}" if self.path else ""
+        names = ", ".join(repr(key) for key in unknown)
+        raise UnknownFieldError(
+            f"unknown key{'s' if len(unknown) > 1 else ''} {names}{where}: no version declares it "
+            f"(known: {', '.join(sorted(self.known_keys))})",
+            unknown,
+            self.path,
+        )
 
     # -- tagged section ------------------------------------------------------------------------
 
@@ -318,6 +338,8 @@ class Struct(Construct):  # type: ignore[misc]  # construct has no type hints: C
         return result
 
     def _build(self, obj: Any, stream: BytesIO, context: Any, path: str) -> Any:
+        if not self.known_keys.issuperset(obj):
+            self.reject_unknown_keys(obj)
         for field in self.fields:
             field.construct._build(obj.get(field.name, field.default), stream, context, path)
         if self.flexible:
@@ -366,7 +388,15 @@ class Struct(Construct):  # type: ignore[misc]  # construct has no type hints: C
         code.append(_WIRE_IMPORT)
         me = self._link(code)
         fname = f"build_struct_{code.allocateId()}"
-        lines = [f"def {fname}(obj, io, this):", "    objdict = obj", "    get = obj.get"]
+        known = f"known_keys_{code.allocateId()}"
+        code.append(f"{known} = frozenset({sorted(self.known_keys)!r}).issuperset")
+        lines = [
+            f"def {fname}(obj, io, this):",
+            "    objdict = obj",
+            f"    if not {known}(obj):",
+            f"        {me}.reject_unknown_keys(obj)",
+            "    get = obj.get",
+        ]
         index = {id(f): i for i, f in enumerate(self.fields)}
         for run in _fixed_runs(self.fields):
             defaults = [_build_default_expr(f, f"{me}.fields[{index[id(f)]}]") for f in run]

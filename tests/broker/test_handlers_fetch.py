@@ -83,9 +83,11 @@ def body(
     isolation: int = 0,
 ) -> dict[str, Any]:
     topics: list[dict[str, Any]] = []
+    names: list[str] = []  # the topic of each entry (v13+ entries carry only its id)
     for p in partitions:
-        if not topics or topics[-1]["name"] != p.topic:
-            topics.append({"name": p.topic, **topic_ref(env, version, p.topic), "partitions": []})
+        if not names or names[-1] != p.topic:
+            names.append(p.topic)
+            topics.append({**topic_ref(env, version, p.topic), "partitions": []})
         topics[-1]["partitions"].append(
             {
                 "partition": p.index,
