@@ -68,7 +68,7 @@ from broker.startup import bound
 from metadata.controller.controller import ControllerConfig, QuorumController
 from metadata.controller.partition_log import next_controller_epoch, read_metadata_log
 from metadata.image import MetadataImage
-from metadata.legacy_import import legacy_records, read_legacy_metadata, set_aside
+from metadata.legacy_import import LegacyMetadataError, legacy_records, read_legacy_metadata, set_aside
 from metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 from metadata.topics import TopicState
 from protocol.api_keys import ApiKey
@@ -246,6 +246,8 @@ def build_node(config: BrokerConfig) -> Node:
         config.log_dirs, to_log_config({}, config), clock, topic_configs=log_config_by_name
     )
     controller = _build_controller(config, cluster_id, log_manager, clock) if config.is_voter else None
+    if controller is None:
+        _refuse_legacy_metadata(config)
     broker = (
         _build_broker(config, cluster_id, image, log_manager, clock, registry, controller)
         if config.is_broker
@@ -407,8 +409,7 @@ def _build_controller(
         ),
         records,
     )
-    if not records:
-        _import_legacy_metadata(config, controller)
+    _import_legacy_metadata(config, controller, fresh_log=not records)
     loop = asyncio.get_running_loop()
     purgatory = DelayedOperationPurgatory("ControllerFetch", loop)
     source = MetadataPartitionSource(partition)
@@ -445,12 +446,23 @@ def _build_controller(
     return ControllerNode(controller, partition, server, purgatory, tick)
 
 
-def _import_legacy_metadata(config: BrokerConfig, controller: QuorumController) -> None:
-    """A new metadata log in a log dir of an earlier single-node release: import its topics."""
+def _import_legacy_metadata(config: BrokerConfig, controller: QuorumController, *, fresh_log: bool) -> None:
+    """A log dir of an earlier single-node release: import its topics into a new metadata log.
+
+    A metadata log that already holds every legacy topic was imported by a start that stopped
+    before it renamed the files: they are only renamed now. Any other metadata log with legacy
+    files beside it is refused: its stray-log rules would delete the legacy topics' data.
+    """
     legacy = read_legacy_metadata(config.log_dirs[0], config.node_id)
     if legacy is None:
         return
-    controller.import_records(legacy_records(legacy, config.node_id))
+    if fresh_log:
+        controller.import_records(legacy_records(legacy, config.node_id))
+    elif any(controller.image.get_by_id(topic.topic_id) is None for topic in legacy.topics):
+        raise LegacyMetadataError(
+            f"{legacy.files[0]} holds topics of an earlier single-node release that the metadata log "
+            "does not: move the file aside to start without them"
+        )
     moved = set_aside(legacy)
     log.info(
         "imported the topics of an earlier single-node release into the metadata log",
@@ -458,6 +470,17 @@ def _import_legacy_metadata(config: BrokerConfig, controller: QuorumController) 
         next_producer_id=legacy.next_producer_id,
         set_aside=[str(path) for path in moved],
     )
+
+
+def _refuse_legacy_metadata(config: BrokerConfig) -> None:
+    """A node that is not a voter cannot import an earlier single-node release's topics, and its
+    broker would delete their logs as strays: refuse to start."""
+    legacy = read_legacy_metadata(config.log_dirs[0], config.node_id)
+    if legacy is not None:
+        raise LegacyMetadataError(
+            f"{legacy.files[0]} holds topics of an earlier single-node release: start this log dir "
+            "once as a single node (no controller.quorum.voters) to import them into its metadata log"
+        )
 
 
 def _controller_address(

@@ -15,6 +15,7 @@ import re
 import signal
 import socket
 import subprocess
+import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -342,3 +343,36 @@ def test_sigterm_during_start_up_exits_cleanly_without_an_error(tmp_path: Path) 
     assert process.returncode == 0, err
     assert "Traceback" not in err and not [line for line in err.splitlines() if line.startswith("error:")]
     assert (log_dir / CLEAN_SHUTDOWN_MARKER).exists()
+
+
+def _legacy_log_dir(tmp_path: Path) -> Path:
+    """A log dir of the earlier single-node release (tests/fixtures/legacy-single-node.tar.gz)."""
+    with tarfile.open(ROOT / "tests" / "fixtures" / "legacy-single-node.tar.gz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    return tmp_path / "data"
+
+
+def test_a_legacy_log_dir_is_refused_by_a_node_that_cannot_import_it(tmp_path: Path) -> None:
+    """Only a voter imports the old topic file; a broker-only node would delete those logs as
+    strays, so it refuses to start and says how to import them."""
+    log_dir = _legacy_log_dir(tmp_path)
+    result = run_broker(
+        *single_node(
+            log_dir,
+            "process.roles=broker",
+            f"controller.quorum.voters=1@127.0.0.1:{free_port()}",
+            "controller.listener.names=CONTROLLER",
+        )
+    )
+    assert_one_error_line(
+        result,
+        r"error: log\.dirs: .*__kipling_metadata\.json holds topics of an earlier single-node release.*",
+    )
+    assert (log_dir / "__kipling_metadata.json").exists() and (log_dir / "orders-0").is_dir()
+
+
+def test_a_legacy_log_dir_of_another_node_is_refused(tmp_path: Path) -> None:
+    log_dir = _legacy_log_dir(tmp_path)
+    (log_dir / "meta.properties").unlink()  # so that only the topic file says whose it is
+    result = run_broker(*single_node(log_dir, "node.id=2"))
+    assert_one_error_line(result, r"error: log\.dirs: .*written by node 1, but this is node 2.*")
