@@ -27,7 +27,7 @@ class DeleteGroupsHandler(Handler):
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         group_ids = list(dict.fromkeys(request.groups_names))
-        errors = await await_callback(lambda answer: self._coordinator.delete_groups(group_ids, answer))
+        errors = await await_callback(self._coordinator.delete_groups, group_ids)
         return _body({group_id: errors[group_id] for group_id in group_ids})
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:

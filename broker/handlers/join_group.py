@@ -30,6 +30,7 @@ from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
 
+R = TypeVar("R")
 T = TypeVar("T")
 
 UNKNOWN_MEMBER_ID = ""
@@ -40,8 +41,11 @@ FIRST_TWO_STEP_JOIN_VERSION = 4
 FIRST_SKIP_ASSIGNMENT_VERSION = 9
 
 
-async def await_callback(start: Callable[[Callable[[T], None]], None]) -> T:
-    """Call ``start`` with a callback and wait for the value it is called with.
+async def await_callback(start: Callable[[R, Callable[[T], None]], None], request: R) -> T:
+    """Call ``start(request, callback)`` and wait for the value the callback is called with.
+
+    ``start`` is a coordinator method taking a request and the callback that answers it, so the
+    answer's type comes from the method's signature (a lambda wrapping it would leave it unknown).
 
     The group coordinator answers JoinGroup, SyncGroup, OffsetCommit and DeleteGroups exactly once
     through a callback, possibly before ``start`` returns. The callback never raises: it ignores an
@@ -54,7 +58,7 @@ async def await_callback(start: Callable[[Callable[[T], None]], None]) -> T:
         if not future.done():
             future.set_result(value)
 
-    start(answer)
+    start(request, answer)
     return await future
 
 
@@ -74,7 +78,7 @@ class JoinGroupHandler(Handler):
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         join = _join_request(ctx, request)
-        result = await await_callback(lambda answer: self._coordinator.join_group(join, answer))
+        result = await await_callback(self._coordinator.join_group, join)
         return _body(ctx.api_version, result)
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:

@@ -69,9 +69,7 @@ class OffsetCommitHandler(Handler):
                 if ctx.api_version <= LAST_RETENTION_VERSION
                 else NO_RETENTION_TIME,
             )
-            errors.update(
-                await await_callback(lambda answer: self._coordinator.commit_offsets(commit, answer))
-            )
+            errors.update(await await_callback(self._coordinator.commit_offsets, commit))
         return _body(request.topics, lambda topic, partition: errors[(topic, partition)])
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:

@@ -47,7 +47,7 @@ class SyncGroupHandler(Handler):
             protocol_type=request.protocol_type,
             protocol_name=request.protocol_name,
         )
-        result = await await_callback(lambda answer: self._coordinator.sync_group(sync, answer))
+        result = await await_callback(self._coordinator.sync_group, sync)
         return _body(result)
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
