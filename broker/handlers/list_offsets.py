@@ -9,7 +9,8 @@ the sentinels to versions (Kafka's clients pick the version that carries them, v
 
 replica_id -1 is a consumer (its isolation level applies), -2 a debugging tool (any replica may
 answer, up to the log end offset), >= 0 a follower (up to the log end offset). A partition listed
-twice in one request answers INVALID_REQUEST for each occurrence, as in Kafka.
+twice in one request answers INVALID_REQUEST for each occurrence, as in Kafka. A consumer's unknown
+isolation level makes the whole request INVALID_REQUEST (as Fetch does).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from broker.replica_manager import ReplicaManager
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
+from protocol.sentinels import IsolationLevel
 
 CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
@@ -41,7 +43,7 @@ class ListOffsetsHandler(Handler):
         self._replicas = replica_manager
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
-        isolation = request.isolation_level if request.replica_id == CONSUMER_REPLICA_ID else None
+        isolation = _isolation(request)
         require_leader = request.replica_id != DEBUGGING_REPLICA_ID
         counts = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
         topics = []
@@ -65,7 +67,7 @@ class ListOffsetsHandler(Handler):
         return {"throttle_time_ms": 0, "topics": topics}
 
     def _lookup(
-        self, topic: str, request: MessageData, isolation: int | None, require_leader: bool
+        self, topic: str, request: MessageData, isolation: IsolationLevel | None, require_leader: bool
     ) -> dict[str, Any]:
         index = request.partition_index
         partition = self._replicas.get_partition(topic, index)
@@ -84,6 +86,19 @@ class ListOffsetsHandler(Handler):
             _log.exception("offset lookup failed", topic=topic, partition=index, timestamp=request.timestamp)
             return _error(index, ErrorCode.UNKNOWN_SERVER_ERROR)
         return _found(index, found)
+
+
+def _isolation(request: MessageData) -> IsolationLevel | None:
+    """The isolation level a consumer reads at; None for a follower or the debug replica id, whose
+    isolation level is ignored. A consumer's unknown isolation level is INVALID_REQUEST."""
+    if request.replica_id != CONSUMER_REPLICA_ID:
+        return None
+    try:
+        return IsolationLevel(request.isolation_level)
+    except ValueError:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST, f"unknown isolation level {request.isolation_level}"
+        ) from None
 
 
 def _found(index: int, found: TimestampAndOffset) -> dict[str, Any]:

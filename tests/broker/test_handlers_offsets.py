@@ -16,7 +16,7 @@ from broker.handlers.registry import HandlerRegistry
 from broker.replica_manager import ReplicaManager
 from metadata.topics import PartitionState, TopicState
 from protocol.data import MessageData
-from protocol.error_codes import ErrorCode
+from protocol.error_codes import ErrorCode, KafkaError
 from protocol.messages import REQUESTS, RESPONSES
 from protocol.records import Record, build_batch
 from server_common.config import load_config, to_log_config
@@ -138,6 +138,21 @@ async def test_list_offsets_isolation_and_replica_ids(replicas: ReplicaManager, 
     for replica_id in (-2, 2):  # the debug tool and a follower read up to the LEO
         other = await lookups(handler, version, 1, stamps, replica_id=replica_id)
         assert [a[:3] for a in other] == [(NONE, -1, 4), (NONE, NOW, 0)]
+
+
+@pytest.mark.parametrize("version", [2, 9])
+async def test_list_offsets_unknown_isolation_level_is_an_invalid_request(
+    replicas: ReplicaManager, version: int
+) -> None:
+    """A consumer's unknown isolation level fails the request (the dispatcher answers every partition
+    with the error); a follower's or the debug tool's isolation level is ignored."""
+    handler = ListOffsetsHandler(replicas)
+    with pytest.raises(KafkaError) as raised:
+        await lookups(handler, version, 1, [-1], isolation=2)
+    assert raised.value.code == ErrorCode.INVALID_REQUEST
+    for replica_id in (-2, 2):
+        other = await lookups(handler, version, 1, [-1], replica_id=replica_id, isolation=2)
+        assert [a[:3] for a in other] == [(NONE, -1, 4)]
 
 
 @pytest.mark.parametrize("version", [1, 9])
