@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import structlog
 
@@ -58,7 +58,8 @@ UNKNOWN_OFFSET = -1
 _log = structlog.get_logger("kipling.produce")
 
 
-class ProducePartitionData(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ProducePartitionData:
     """One partition's records in a Produce request, in request order."""
 
     topic: str
