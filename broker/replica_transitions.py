@@ -87,9 +87,9 @@ class ReplicaTransitions:
         for added in delta.partitions_created:
             await self._apply_partitions(added.topic, added.partitions)
         for change in delta.partitions_changed:
-            topic = image.get_by_id(change.topic_id)
-            if topic is not None:
-                await self._apply_partitions(topic, [change.new])
+            changed = image.get_by_id(change.topic_id)
+            if changed is not None:
+                await self._apply_partitions(changed, [change.new])
         moved = {registration.broker_id for registration in delta.brokers_registered}
         if moved:
             await self._refollow_leaders(moved, image)

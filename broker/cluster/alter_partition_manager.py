@@ -13,6 +13,7 @@ and waits for the metadata that explains the refusal.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 from typing import Protocol
 
@@ -41,7 +42,7 @@ class ProposingPartition(Protocol):
     index: int
 
     @property
-    def topic_id(self): ...
+    def topic_id(self) -> uuid.UUID: ...
 
     def on_alter_partition_result(
         self,

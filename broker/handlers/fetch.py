@@ -115,7 +115,7 @@ def _fetch_data(version: int, request: MessageData) -> list[tuple[TopicPartition
 
 
 def _to_forget(version: int, request: MessageData) -> list[TopicPartitionKey]:
-    forgotten = []
+    forgotten: list[TopicPartitionKey] = []
     for topic in request.forgotten_topics_data or ():
         topic_id, name = _topic(version, topic)
         forgotten.extend(TopicPartitionKey(topic_id, name, index) for index in topic.partitions)
