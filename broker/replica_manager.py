@@ -90,7 +90,9 @@ class ReplicaManager:
 
     def get_partition_by_key(self, key: Hashable) -> Partition | None:
         """The partition whose :attr:`Partition.key` is ``key`` (what purgatories watch)."""
-        return self._partitions.get(key)  # type: ignore[call-overload]
+        if not isinstance(key, tuple):
+            return None  # keys are (topic, index) tuples: no partition has another
+        return self._partitions.get(key)
 
     def partitions(self) -> list[Partition]:
         return list(self._partitions.values())

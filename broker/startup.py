@@ -61,7 +61,7 @@ def reason(exc: OSError) -> str:
     """The system's words for an OSError ("Permission denied"), without errno or file name."""
     if isinstance(exc, socket.gaierror):
         return exc.strerror or str(exc)
-    if exc.errno in errno.errorcode:
+    if exc.errno is not None and exc.errno in errno.errorcode:
         return os.strerror(exc.errno)
     return exc.strerror or str(exc)
 

@@ -16,7 +16,6 @@ from broker.fetch_session.cache import (
     RandomSource,
 )
 from broker.fetch_session.context import (
-    TOPIC_ID_VERSION,
     FetchContext,
     FetchManager,
     FetchResponseParts,
@@ -41,6 +40,7 @@ from broker.fetch_session.session import (
     SessionId,
     next_epoch,
 )
+from protocol.messages.fetch import FETCH_TOPIC_ID_VERSION as TOPIC_ID_VERSION
 
 __all__ = [
     "DEFAULT_EVICTION_MS",
