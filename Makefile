@@ -52,7 +52,7 @@ clients: $(STAMP)
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends kcat >/dev/null; }
 
-# mypy checks the packages that [tool.mypy] in pyproject.toml lists (--strict; broker/ not yet).
+# mypy checks the packages that [tool.mypy] in pyproject.toml lists (--strict).
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
