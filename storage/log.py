@@ -25,6 +25,7 @@ from typing import NamedTuple
 import structlog
 
 from protocol.records.batch import read_header
+from protocol.sentinels import NO_LEADER_EPOCH
 from storage import retention
 from storage.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
@@ -47,7 +48,6 @@ from storage.validation import ValidatedAppend, assign_offsets_as_leader, valida
 __all__ = ["AppendInfo", "FileSlice", "PartitionLog", "ReadResult", "parse_topic_partition"]
 
 NO_TIMESTAMP = -1
-NO_EPOCH = -1
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
@@ -310,7 +310,7 @@ class PartitionLog:
             return self.log_start_offset, NO_TIMESTAMP, self._epoch_for(self.log_start_offset)
         if timestamp == LATEST_TIMESTAMP:
             latest = self.leader_epoch_cache.latest_epoch
-            return self.log_end_offset, NO_TIMESTAMP, NO_EPOCH if latest is None else latest
+            return self.log_end_offset, NO_TIMESTAMP, NO_LEADER_EPOCH if latest is None else latest
         if timestamp == MAX_TIMESTAMP:
             max_timestamp, offset = self.max_timestamp_and_offset()
             return None if offset < 0 else (offset, max_timestamp, self._epoch_for(offset))
@@ -334,7 +334,7 @@ class PartitionLog:
             record = first_record_at_or_after(data, read_header(data), timestamp, log_start)
             if record is not None:
                 epoch = batch.partition_leader_epoch
-                return record[0], record[1], epoch if epoch >= 0 else NO_EPOCH
+                return record[0], record[1], epoch if epoch >= 0 else NO_LEADER_EPOCH
         return None
 
     def max_timestamp_and_offset(self) -> tuple[int, int]:
@@ -350,7 +350,7 @@ class PartitionLog:
 
     def _epoch_for(self, offset: int) -> int:
         epoch = self.leader_epoch_cache.epoch_for_offset(offset)
-        return NO_EPOCH if epoch is None else epoch
+        return NO_LEADER_EPOCH if epoch is None else epoch
 
     # -- roll and flush ----------------------------------------------------------------------------
 

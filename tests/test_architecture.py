@@ -58,8 +58,10 @@ RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
 }
 
 
-# Narrower rules inside an allowed package: storage may use protocol's records only.
-SUBMODULE_RULES: dict[str, dict[str, str]] = {"storage": {"protocol": "protocol.records"}}
+# Narrower rules inside an allowed package: storage may use protocol's records and sentinels only.
+SUBMODULE_RULES: dict[str, dict[str, tuple[str, ...]]] = {
+    "storage": {"protocol": ("protocol.records", "protocol.sentinels")}
+}
 
 
 def _modules(path: Path) -> set[str]:
@@ -85,9 +87,12 @@ def _violations(package: str) -> list[str]:
     for path in sorted((ROOT / package).rglob("*.py")):
         for module in _modules(path):
             top = module.split(".")[0]
-            prefix = narrower.get(top)
-            if prefix is not None and module != prefix and not module.startswith(prefix + "."):
-                problems.append(f"{path.relative_to(ROOT)} imports {module}: {package} may use only {prefix}")
+            prefixes = narrower.get(top)
+            if prefixes is not None and not any(module == p or module.startswith(p + ".") for p in prefixes):
+                allowed = " and ".join(prefixes)
+                problems.append(
+                    f"{path.relative_to(ROOT)} imports {module}: {package} may use only {allowed}"
+                )
         for name in _imports(path):
             where = f"{path.relative_to(ROOT)} imports {name}"
             if name == package:
@@ -122,7 +127,7 @@ def test_storage_may_use_only_protocol_records(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("from protocol.errors import DecodeError\nfrom protocol.records import read_header\n")
     assert _modules(bad) == {"protocol.errors", "protocol.records"}
-    assert SUBMODULE_RULES["storage"]["protocol"] == "protocol.records"
+    assert SUBMODULE_RULES["storage"]["protocol"] == ("protocol.records", "protocol.sentinels")
 
 
 # Idioms that drop a cancellation on a busy machine (client/tasks.py says how); kipling's code uses
