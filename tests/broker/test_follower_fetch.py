@@ -39,11 +39,30 @@ from server_common.config import load_config, to_log_config
 from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import FakeClock
 from storage.log_manager import LogManager
-from tests.broker.test_fetch_service import BIG, NOW, Topics, batch, by_key, key, records_of
+from tests.broker.test_fetch_service import BIG, NOW, batch, by_key, key, records_of
 from tests.broker.test_leader_replication import FakeController
 
 NODE = 1
 FOLLOWER = 2
+
+
+class Topics:
+    """Topic metadata as the leader's image holds it, written directly: these tests need ISRs and
+    replica sets of their choosing, which a controller would not hand out."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, TopicState] = {}
+
+    def get(self, name: str) -> TopicState | None:
+        return self.topics.get(name)
+
+    def get_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
+        return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
+
+    def all(self) -> list[TopicState]:
+        return list(self.topics.values())
+
+
 LAG = 30_000
 NONE = ErrorCode.NONE
 
@@ -88,8 +107,8 @@ class Broker:
         states = {i: PartitionState(i, NODE, 0, 0, list(replicas), in_sync) for i in range(partitions)}
         topic = TopicState(name, uuid.uuid4(), states, {"min.insync.replicas": str(min_isr)})
         self.topics.topics[name] = topic
-        for listener in self.topics.listeners:
-            listener.on_topic_created(topic)
+        for state in topic.sorted_partitions():  # as the replica transitions do for a new leader
+            self.replicas.lead(topic, state)
 
     def produce_all(
         self, topic: str, n: int = 1, *, timeout_ms: int = 30_000
