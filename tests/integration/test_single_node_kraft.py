@@ -16,6 +16,7 @@ import json
 import tarfile
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
@@ -42,18 +43,19 @@ def _children(pid: int) -> list[int]:
     return children
 
 
-def _topic_ids(port: int) -> dict[str, uuid.UUID]:
+def _metadata(port: int) -> Any:
+    """Metadata v12 for every topic, from the broker listening on ``port``."""
     with WireClient(port) as client:
-        response = client.request(
-            ApiKey.METADATA,
-            12,
-            {
-                "topics": None,
-                "allow_auto_topic_creation": False,
-                "include_topic_authorized_operations": False,
-            },
-        )
-    return {t.name: t.topic_id for t in response.body.topics}
+        body = {
+            "topics": None,
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False,
+        }
+        return client.request(ApiKey.METADATA, 12, body).body
+
+
+def _topic_ids(port: int) -> dict[str, uuid.UUID]:
+    return {t.name: t.topic_id for t in _metadata(port).topics}
 
 
 def _legacy_dir(tmp_path: Path) -> Path:
@@ -171,17 +173,7 @@ def test_a_controller_only_node_and_a_broker_only_node_make_a_cluster(tmp_path: 
         controller.start()
         broker.start()
         assert (controller.data_dir / "logs" / METADATA_LOG_DIR).is_dir()
-        with WireClient(broker.port) as client:
-            response = client.request(
-                ApiKey.METADATA,
-                12,
-                {
-                    "topics": None,
-                    "allow_auto_topic_creation": False,
-                    "include_topic_authorized_operations": False,
-                },
-            )
-        assert [b.node_id for b in response.body.brokers] == [2]  # a controller is not a broker
+        assert [b.node_id for b in _metadata(broker.port).brokers] == [2]  # a controller is not a broker
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         try:
             admin.create_topics([NewTopic("split-roles", 2, 1)])
