@@ -9,11 +9,12 @@ assumes) creates a missing topic with num.partitions and default.replication.fac
 auto.create.topics.enable is true. Kafka answers such a topic with LEADER_NOT_AVAILABLE because its
 controller creates topics asynchronously. Here the broker forwards a CreateTopics to the controller
 and waits (a few seconds at most) until its own metadata shows the topic, so the topic is answered
-at once with its partitions: the client saves a metadata round trip and nothing it is told is untrue. Internal topic
-names (``__consumer_offsets``...) are never auto-created from Metadata: they belong to their
-coordinators. A creation that fails answers its own error code (e.g. INVALID_REPLICATION_FACTOR
-when default.replication.factor exceeds the brokers), which clients treat as retriable metadata
-errors, where Kafka would keep answering LEADER_NOT_AVAILABLE and only log the reason.
+at once with its partitions: the client saves a metadata round trip and nothing it is told is
+untrue. Internal topic names (``__consumer_offsets``...) are never auto-created from Metadata: they
+belong to their coordinators. A creation that fails answers its own error code (e.g.
+INVALID_REPLICATION_FACTOR when default.replication.factor exceeds the brokers), which clients
+treat as retriable metadata errors, where Kafka would keep answering LEADER_NOT_AVAILABLE and only
+log the reason.
 
 There is no authorizer, so when a client asks for authorized operations it gets every operation
 Kafka supports on the resource; otherwise the INT32_MIN "not computed" sentinel (kafka-python's admin
