@@ -94,6 +94,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.fetch_sessions
 	$(BIN)/python -m bench.fetch_sessions_inprocess
 	$(BIN)/python -m bench.long_poll
+	$(BIN)/python -m bench.startup
 	$(BIN)/python -m bench.throughput
 	$(BIN)/python -m bench.replication
 	$(BIN)/python -m bench.spark_read
