@@ -116,6 +116,7 @@ class BrokerNode:
 
     replicas: ReplicaManager
     channel: ControllerChannel
+    metadata_channel: ControllerChannel
     supervisor: FollowerSupervisor
     loader: MetadataLoader
     lifecycle: BrokerLifecycleManager
@@ -161,6 +162,7 @@ class BrokerNode:
         await self.loader.stop()
         await self.alter_partitions.stop()
         await self.channel.close()
+        await self.metadata_channel.close()
 
     async def close_logs(self, log_manager: LogManager) -> None:
         self.replicas.shutdown()
@@ -266,9 +268,12 @@ def _build_broker(
     registry: CollectorRegistry,
     controller: ControllerNode | None,
 ) -> BrokerNode:
-    channel = ControllerChannel(
-        _controller_address(config, controller), client_id=f"broker-{config.node_id}-controller-channel"
-    )
+    address = _controller_address(config, controller)
+    channel = ControllerChannel(address, client_id=f"broker-{config.node_id}-controller-channel")
+    # The metadata fetch long-polls (up to half a second) and a connection answers in order: on a
+    # connection of its own it never holds up a heartbeat, an AlterPartition or a forwarded request
+    # (Kafka too keeps the Raft fetch apart from its broker-to-controller channel).
+    metadata_channel = ControllerChannel(address, client_id=f"broker-{config.node_id}-metadata-fetcher")
     request_metrics = RequestMetrics(registry)
     servers: list[BrokerServer] = []
     lifecycle_ref: list[BrokerLifecycleManager] = []
@@ -305,7 +310,7 @@ def _build_broker(
         log_config=topic_log_config,
     )
     loader = MetadataLoader(
-        channel, image, transitions.apply, transitions.apply_initial, broker_id=config.node_id
+        metadata_channel, image, transitions.apply, transitions.apply_initial, broker_id=config.node_id
     )
 
     def on_epoch(epoch: int) -> None:
@@ -359,6 +364,7 @@ def _build_broker(
     return BrokerNode(
         replicas,
         channel,
+        metadata_channel,
         supervisor,
         loader,
         lifecycle,
