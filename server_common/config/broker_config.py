@@ -212,14 +212,20 @@ class BrokerConfig:
     @property
     def controller_listener(self) -> Listener | None:
         """Where this node's controller listens: the first of controller.listener.names, or, on a
-        combined node configured without one (a single node), a listener of its own on loopback
-        with a port the system picks, reachable by this process alone."""
+        single node (broker and controller, no voters, no controller listener configured), a
+        listener of its own bound to loopback on a port the system picks. The configuration is
+        refused (:func:`_check_quorum`) where neither applies."""
         if not self.is_controller:
             return None
         for listener in self.listeners:
             if listener.name in self.controller_listener_names:
                 return listener
-        return INTERNAL_CONTROLLER_LISTENER
+        return INTERNAL_CONTROLLER_LISTENER if self.is_cluster_of_one else None
+
+    @property
+    def is_cluster_of_one(self) -> bool:
+        """A single node: broker and controller with no controller.quorum.voters, its own only voter."""
+        return self.is_broker and self.is_controller and not self.controller_quorum_voters
 
     @property
     def quorum_voters(self) -> list[QuorumVoter]:
@@ -376,7 +382,7 @@ def _build(values: Mapping[str, object], explicit: frozenset[str]) -> BrokerConf
     voters = _parse_voters(_list(values["controller.quorum.voters"]))
     node_id = values["node.id"]
     assert isinstance(node_id, int)
-    _check_quorum(node_id, roles, voters)
+    _check_quorum(node_id, roles, voters, controller_names)
     retention = TOPIC_BY_NAME["retention.ms"].resolve(values)
     roll = TOPIC_BY_NAME["segment.ms"].resolve(values)
     jitter = TOPIC_BY_NAME["segment.jitter.ms"].resolve(values)
@@ -585,7 +591,11 @@ def _parse_voters(entries: list[str]) -> list[QuorumVoter]:
     return voters
 
 
-def _check_quorum(node_id: int, roles: list[str], voters: list[QuorumVoter]) -> None:
+def _check_quorum(
+    node_id: int, roles: list[str], voters: list[QuorumVoter], controller_names: list[str]
+) -> None:
+    """A controller among voters listens where they say (its controller listener); a node with
+    voters but no controller listener would start a controller nobody can reach."""
     key = "controller.quorum.voters"
     text = ",".join(f"{v.node_id}@{v.host}:{v.port}" for v in voters)
     if ROLE_CONTROLLER in roles and voters and all(v.node_id != node_id for v in voters):
@@ -593,6 +603,16 @@ def _check_quorum(node_id: int, roles: list[str], voters: list[QuorumVoter]) -> 
     if ROLE_CONTROLLER not in roles and not voters:
         raise ConfigError.invalid(
             key, text, "a node without the controller role needs the voters to find the controller"
+        )
+    if ROLE_BROKER not in roles and not voters:
+        raise ConfigError.invalid(
+            key, text, "a controller-only node needs the voters (itself among them) for brokers to find it"
+        )
+    if ROLE_CONTROLLER in roles and voters and not controller_names:
+        raise ConfigError.invalid(
+            "controller.listener.names",
+            "",
+            "a controller among controller.quorum.voters needs the name of the listener it serves them on",
         )
 
 

@@ -225,15 +225,36 @@ def test_metrics_listener_forms() -> None:
     assert config("metrics.listener=[::1]:9500").metrics_listener == ("::1", 9500)
 
 
+CONTROLLER_LISTENER = (
+    "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+    "controller.listener.names=CONTROLLER",
+)
+
+
 def test_quorum_voters() -> None:
-    cfg = config("node.id=2", "controller.quorum.voters=1@a:9093,2@b:9093,3@[::1]:9093")
+    cfg = config("node.id=2", "controller.quorum.voters=1@a:9093,2@b:9093,3@[::1]:9093", *CONTROLLER_LISTENER)
     assert cfg.controller_quorum_voters == [
         QuorumVoter(1, "a", 9093),
         QuorumVoter(2, "b", 9093),
         QuorumVoter(3, "::1", 9093),
     ]
+    assert cfg.quorum_voters == cfg.controller_quorum_voters and cfg.is_voter
+    assert not cfg.is_cluster_of_one
+    assert cfg.controller_listener == Listener("CONTROLLER", "127.0.0.1", 9093)
+    assert cfg.client_listeners() == [Listener("PLAINTEXT", "127.0.0.1", 9092)]
     broker_only = config("process.roles=broker", "node.id=5", "controller.quorum.voters=1@a:9093")
-    assert not broker_only.is_controller
+    assert not broker_only.is_controller and not broker_only.is_voter
+    assert broker_only.controller_listener is None
+
+
+def test_a_single_node_is_its_own_only_voter_on_a_loopback_listener_of_its_own() -> None:
+    cfg = config()
+    assert cfg.is_cluster_of_one and cfg.is_voter
+    assert cfg.controller_listener == Listener("CONTROLLER", "127.0.0.1", 0)
+    assert cfg.quorum_voters == [QuorumVoter(1, "127.0.0.1", 0)]
+    assert cfg.client_listeners() == cfg.listeners  # the internal listener is not among them
+    named = config(*CONTROLLER_LISTENER)  # a configured controller listener is used instead
+    assert named.quorum_voters == [QuorumVoter(1, "127.0.0.1", 9093)]
 
 
 def test_booleans_and_whitespace_are_read_as_kafka_does() -> None:
@@ -290,6 +311,11 @@ def test_booleans_and_whitespace_are_read_as_kafka_does() -> None:
         ("controller.quorum.voters=2@a:9093", ["controller.quorum.voters", "node.id (1)"]),
         ("controller.quorum.voters=1@a:9093,1@b:9093", ["controller.quorum.voters", "twice"]),
         ("process.roles=broker", ["controller.quorum.voters", "find the controller"]),
+        ("process.roles=controller", ["controller.quorum.voters", "controller-only node needs the voters"]),
+        ("controller.quorum.voters=1@a:9093", ["controller.listener.names", "name of the listener"]),
+            "controller.quorum.voters=1@a:9093",
+            ["controller.listener.names", "needs the name of the listener"],
+        ),
         ("controller.listener.names=CTL", ["controller.listener.names", "CTL"]),
         ("log.dirs=/a,/a/../a", ["log.dirs", "twice"]),
         ("log.dir= ", ["log.dir", "at least one directory"]),
