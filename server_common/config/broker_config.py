@@ -234,7 +234,8 @@ class BrokerConfig:
         if self.controller_quorum_voters or self.controller_listener is None:
             return list(self.controller_quorum_voters)
         listener = self.controller_listener
-        return [QuorumVoter(self.node_id, listener.host or LOOPBACK, listener.port)]
+        reachable = listener.host if listener.host and listener.host not in NON_ROUTABLE_HOSTS else LOOPBACK
+        return [QuorumVoter(self.node_id, reachable, listener.port)]
 
     @property
     def is_voter(self) -> bool:

@@ -255,6 +255,11 @@ def test_a_single_node_is_its_own_only_voter_on_a_loopback_listener_of_its_own()
     assert cfg.client_listeners() == cfg.listeners  # the internal listener is not among them
     named = config(*CONTROLLER_LISTENER)  # a configured controller listener is used instead
     assert named.quorum_voters == [QuorumVoter(1, "127.0.0.1", 9093)]
+    every_interface = config(  # as the Docker image binds it: reached on loopback
+        "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://0.0.0.0:9093",
+        "controller.listener.names=CONTROLLER",
+    )
+    assert every_interface.quorum_voters == [QuorumVoter(1, "127.0.0.1", 9093)]
 
 
 def test_booleans_and_whitespace_are_read_as_kafka_does() -> None:
