@@ -68,7 +68,13 @@ from broker.startup import bound
 from metadata.controller.controller import ControllerConfig, QuorumController
 from metadata.controller.partition_log import next_controller_epoch, read_metadata_log
 from metadata.image import MetadataImage
-from metadata.legacy_import import LegacyMetadataError, legacy_records, read_legacy_metadata, set_aside
+from metadata.legacy_import import (
+    LegacyMetadata,
+    LegacyMetadataError,
+    legacy_records,
+    read_legacy_metadata,
+    set_aside,
+)
 from metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 from metadata.topics import TopicState
 from protocol.api_keys import ApiKey
@@ -233,6 +239,7 @@ class Node:
 
 def build_node(config: BrokerConfig) -> Node:
     """The node ``config`` describes; nothing is started (see :meth:`Node.start`)."""
+    legacy = _legacy_metadata(config)  # refused before anything in the log dirs changes
     registry = CollectorRegistry()
     clock = SystemClock()
     cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config.cluster_id)
@@ -247,14 +254,18 @@ def build_node(config: BrokerConfig) -> Node:
     log_manager = LogManager(
         config.log_dirs, to_log_config({}, config), clock, topic_configs=log_config_by_name
     )
-    controller = _build_controller(config, cluster_id, log_manager, clock) if config.is_voter else None
-    if controller is None:
-        _refuse_legacy_metadata(config)
-    broker = (
-        _build_broker(config, cluster_id, image, log_manager, clock, registry, controller)
-        if config.is_broker
-        else None
-    )
+    try:
+        controller = (
+            _build_controller(config, cluster_id, log_manager, clock, legacy) if config.is_voter else None
+        )
+        broker = (
+            _build_broker(config, cluster_id, image, log_manager, clock, registry, controller)
+            if config.is_broker
+            else None
+        )
+    except BaseException:
+        log_manager.shutdown()  # a refused start leaves the logs closed and the log dirs clean
+        raise
     endpoint = MetricsEndpoint(registry, *config.metrics_listener) if config.metrics_listener else None
     return Node(config, log_manager, controller, broker, endpoint)
 
@@ -381,7 +392,11 @@ def _build_broker(
 
 
 def _build_controller(
-    config: BrokerConfig, cluster_id: str, log_manager: LogManager, clock: Clock
+    config: BrokerConfig,
+    cluster_id: str,
+    log_manager: LogManager,
+    clock: Clock,
+    legacy: LegacyMetadata | None,
 ) -> ControllerNode:
     metadata_config = to_log_config(METADATA_LOG_CONFIG_OVERRIDES, config)
     log_ = log_manager.get_or_create_log(
@@ -415,7 +430,8 @@ def _build_controller(
         ),
         records,
     )
-    _import_legacy_metadata(config, controller, fresh_log=not records)
+    if legacy is not None:
+        _import_legacy_metadata(config, controller, legacy, fresh_log=not records)
     loop = asyncio.get_running_loop()
     purgatory = DelayedOperationPurgatory("ControllerFetch", loop)
     source = MetadataPartitionSource(partition)
@@ -452,16 +468,40 @@ def _build_controller(
     return ControllerNode(controller, partition, server, purgatory, tick)
 
 
-def _import_legacy_metadata(config: BrokerConfig, controller: QuorumController, *, fresh_log: bool) -> None:
-    """A log dir of an earlier single-node release: import its topics into a new metadata log.
+def _legacy_metadata(config: BrokerConfig) -> LegacyMetadata | None:
+    """The topics an earlier single-node release left in the first log dir, for a single node to
+    import; any other node with such files is refused, since its broker would delete those
+    topics' logs as strays. Raises LegacyMetadataError (one line, naming the file)."""
+    found = [
+        (log_dir, legacy)
+        for log_dir in config.log_dirs
+        if (legacy := read_legacy_metadata(log_dir, config.node_id)) is not None
+    ]
+    if not found:
+        return None
+    log_dir, legacy = found[0]
+    if log_dir != config.log_dirs[0]:
+        raise LegacyMetadataError(
+            f"{legacy.files[0]} of an earlier single-node release is not in the first of log.dirs: "
+            f"list {log_dir} first to import it"
+        )
+    if not (config.is_voter and config.is_broker):
+        raise LegacyMetadataError(
+            f"{legacy.files[0]} holds topics of an earlier single-node release: start this log dir "
+            "once as a single node (no controller.quorum.voters) to import them into its metadata log"
+        )
+    return legacy
+
+
+def _import_legacy_metadata(
+    config: BrokerConfig, controller: QuorumController, legacy: LegacyMetadata, *, fresh_log: bool
+) -> None:
+    """Import an earlier single-node release's topics into a new metadata log.
 
     A metadata log that already holds every legacy topic was imported by a start that stopped
     before it renamed the files: they are only renamed now. Any other metadata log with legacy
     files beside it is refused: its stray-log rules would delete the legacy topics' data.
     """
-    legacy = read_legacy_metadata(config.log_dirs[0], config.node_id)
-    if legacy is None:
-        return
     if fresh_log:
         controller.import_records(legacy_records(legacy, config.node_id))
     elif any(controller.image.get_by_id(topic.topic_id) is None for topic in legacy.topics):
@@ -476,17 +516,6 @@ def _import_legacy_metadata(config: BrokerConfig, controller: QuorumController, 
         next_producer_id=legacy.next_producer_id,
         set_aside=[str(path) for path in moved],
     )
-
-
-def _refuse_legacy_metadata(config: BrokerConfig) -> None:
-    """A node that is not a voter cannot import an earlier single-node release's topics, and its
-    broker would delete their logs as strays: refuse to start."""
-    legacy = read_legacy_metadata(config.log_dirs[0], config.node_id)
-    if legacy is not None:
-        raise LegacyMetadataError(
-            f"{legacy.files[0]} holds topics of an earlier single-node release: start this log dir "
-            "once as a single node (no controller.quorum.voters) to import them into its metadata log"
-        )
 
 
 def _controller_address(

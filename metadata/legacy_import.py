@@ -24,6 +24,7 @@ from metadata.records import (
     TopicRecord,
 )
 from metadata.topics import TopicState
+from storage.checkpoint import fsync_directory
 
 LEGACY_TOPICS_FILE = "__kipling_metadata.json"
 LEGACY_PRODUCER_ID_FILE = "__kipling_producer_id_block"
@@ -90,6 +91,7 @@ def set_aside(legacy: LegacyMetadata) -> list[Path]:
         target = path.with_name(path.name + IMPORTED_SUFFIX)
         path.replace(target)
         moved.append(target)
+    fsync_directory(legacy.files[0].parent)  # the renames survive a crash
     return moved
 
 

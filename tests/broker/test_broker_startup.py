@@ -368,11 +368,65 @@ def test_a_legacy_log_dir_is_refused_by_a_node_that_cannot_import_it(tmp_path: P
         result,
         r"error: log\.dirs: .*__kipling_metadata\.json holds topics of an earlier single-node release.*",
     )
+    _assert_untouched(log_dir)
+
+
+def _assert_untouched(log_dir: Path) -> None:
+    """A refused legacy log dir is as the earlier release left it: files, marker, no metadata log."""
     assert (log_dir / "__kipling_metadata.json").exists() and (log_dir / "orders-0").is_dir()
+    assert (log_dir / CLEAN_SHUTDOWN_MARKER).exists(), "the next start would recover every log"
+    assert not (log_dir / "__cluster_metadata-0").exists()
 
 
 def test_a_legacy_log_dir_of_another_node_is_refused(tmp_path: Path) -> None:
     log_dir = _legacy_log_dir(tmp_path)
     (log_dir / "meta.properties").unlink()  # so that only the topic file says whose it is
     result = run_broker(*single_node(log_dir, "node.id=2"))
+    assert not (log_dir / "meta.properties").exists(), "refused before the log dir is formatted"
     assert_one_error_line(result, r"error: log\.dirs: .*written by node 1, but this is node 2.*")
+
+
+def test_a_legacy_log_dir_not_listed_first_is_refused(tmp_path: Path) -> None:
+    """The earlier release kept its topic file in the first log dir; found elsewhere (log.dirs
+    reordered), it is not imported by guess: the start is refused, nothing is deleted."""
+    log_dir = _legacy_log_dir(tmp_path)
+    first = tmp_path / "first"
+    result = run_broker(*single_node(f"{first},{log_dir}"))
+    assert_one_error_line(result, r"error: log\.dirs: .*is not in the first of log\.dirs: list .* first.*")
+    _assert_untouched(log_dir)
+
+
+def test_legacy_topics_the_metadata_log_lacks_are_refused(tmp_path: Path) -> None:
+    """A node that already has a metadata log never imports: legacy files it does not account for
+    are refused (its stray-log rules would delete their logs); the log dir is left clean."""
+    log_dir = tmp_path / "data"
+    node = BrokerProcess(tmp_path / "node")
+    node.overrides = [f"log.dirs={log_dir}"]
+    node.start(timeout_s=START_TIMEOUT_S)
+    assert node.stop() == 0
+    legacy = _legacy_log_dir(tmp_path / "legacy")
+    (legacy / "__kipling_metadata.json").rename(log_dir / "__kipling_metadata.json")
+    result = run_broker(*single_node(log_dir))
+    assert_one_error_line(
+        result, r"error: log\.dirs: .*that the metadata log does not: move the file aside.*"
+    )
+    assert (log_dir / "__kipling_metadata.json").exists() and (log_dir / CLEAN_SHUTDOWN_MARKER).exists()
+
+
+def test_an_import_interrupted_before_the_rename_only_renames(tmp_path: Path) -> None:
+    """A crash after the import batch but before the files were renamed: the next start finds every
+    legacy topic in the metadata log, imports nothing twice and renames the files."""
+    log_dir = _legacy_log_dir(tmp_path)
+    node = BrokerProcess(tmp_path / "node")
+    node.overrides = [f"log.dirs={log_dir}", "offsets.topic.num.partitions=2"]
+    node.start(timeout_s=START_TIMEOUT_S)
+    assert node.stop() == 0
+    for name in ("__kipling_metadata.json", "__kipling_producer_id_block"):
+        (log_dir / f"{name}.imported").rename(log_dir / name)  # as if the rename never happened
+    node.start(timeout_s=START_TIMEOUT_S)
+    try:
+        assert not (log_dir / "__kipling_metadata.json").exists()
+        assert (log_dir / "__kipling_metadata.json.imported").exists()
+        assert "metadata imported" not in _output_since_last_start(node)
+    finally:
+        assert node.stop() == 0
