@@ -33,7 +33,6 @@ import structlog
 
 from broker.followers import FollowedPartition, FollowerSupervisor
 from broker.replica_manager import ReplicaManager
-from client.replica_ipc import IpcError
 from metadata.image import MetadataDelta, MetadataImage
 from metadata.log_topic import METADATA_TOPIC
 from metadata.topics import NO_LEADER, PartitionState, TopicState
@@ -107,7 +106,8 @@ class ReplicaTransitions:
                     await self._become_leader(topic, state)
                 else:
                     await self._become_follower(topic, state)
-            except (OSError, StorageError, IpcError):  # IpcError: its follower process failed to start
+            except Exception:  # disk, IPC, a follower process that cannot start: this partition only
+                # the loader must go on applying metadata; the partition's error is in the log
                 self._logger.exception(
                     "partition transition failed", topic=topic.name, partition=state.partition
                 )

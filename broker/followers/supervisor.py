@@ -129,6 +129,10 @@ class _Slot:
     supervisor_task: asyncio.Task[None] | None = None
     launching: asyncio.Task[None] | None = None
     """The first launch while it runs (see FollowerSupervisor._add_to)."""
+    sent_at_launch: dict[TopicPartition, FollowedPartition] = field(default_factory=dict)
+    """The entries the last launch sent: an add that raced with it sends what it missed."""
+    ran: bool = False
+    """Whether a process of this slot ever got its partitions (until then its logs are untouched)."""
     restarts: int = 0
 
 
@@ -274,10 +278,14 @@ class FollowerSupervisor:
                     await self._first_launch(slot)
                 except Exception as exc:
                     self._logger.error(
-                        "could not start follower process",
+                        "could not start follower process; retrying with backoff",
                         fetcher_id=slot.fetcher_id,
                         partitions=len(self._partitions_of(slot)),
                         error=repr(exc),
+                    )
+                    # the restart loop relaunches it with backoff, with the slot's whole table
+                    slot.supervisor_task = asyncio.create_task(
+                        self._supervise(slot), name=f"supervise-{slot.fetcher_id}"
                     )
                     raise
 
@@ -336,9 +344,9 @@ class FollowerSupervisor:
         for tp in self._partitions_of(slot):
             handover = returned.get(tp) if returned is not None else None
             if handover is None:
-                # a slot never launched holds the broker's own handovers: no process opened them
+                # a slot whose process never got its partitions holds the broker's own handovers
                 known = self._assignments[tp].handover
-                clean = returned is not None or slot.supervisor_task is None
+                clean = returned is not None or not slot.ran
                 handover = known if clean else known.unclean()
             out[tp] = handover
         return out
@@ -362,6 +370,8 @@ class FollowerSupervisor:
             if entries:
                 sent = [entry.topic_partition for entry in entries]
                 await self._send_add(slot, process, entries)
+            slot.sent_at_launch = {entry.topic_partition: entry for entry in entries}
+            slot.ran = True
         except BaseException:
             self._mark_unclean(sent)  # it may have opened them, and now it is killed
             process.kill()
@@ -469,7 +479,9 @@ class FollowerSupervisor:
                     self._launch_locked(slot), name=f"launch-follower-{slot.fetcher_id}"
                 )
             await asyncio.shield(slot.launching)
-            return
+            entries = [e for e in entries if slot.sent_at_launch.get(e.topic_partition) is not e]
+            if not entries:
+                return
         async with slot.lock:
             if slot.supervisor_task is None:  # stopping, or not started: the entries wait in the table
                 return

@@ -11,6 +11,7 @@ import random
 import signal
 import string
 import struct
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,6 +25,7 @@ from broker.followers.supervisor import (
     FollowerSupervisor,
     fetcher_id_for,
 )
+from client.replica_ipc import IpcError
 from client.replica_messages import CONFIGURE, REMOVE_PARTITIONS, FollowerSettings, PartitionAssignment
 from server_common.config.broker_config import BrokerConfig
 from server_common.java_hash import java_string_hash
@@ -148,24 +150,29 @@ async def test_start_launches_nothing_and_stop_without_a_process_returns_nothing
     assert not (tmp_path / "m").exists()
 
 
-async def test_a_launch_that_fails_is_raised_by_add_partitions_and_leaves_no_slot_started(
+async def test_a_launch_that_fails_is_raised_by_add_partitions_and_retried_with_backoff(
     tmp_path: pathlib.Path,
 ) -> None:
+    """The first add of a fetcher id whose process cannot start raises (the transition logs it);
+    the slot's restart loop keeps trying with backoff, the table keeps the partitions, and what
+    no process ever opened is handed back clean."""
     supervisor = FollowerSupervisor(
-        1, 1, FollowerSettings(), python_executable=str(tmp_path / "no-python"), metrics_dir=tmp_path / "m"
+        1,
+        1,
+        FollowerSettings(),
+        python_executable=str(tmp_path / "no-python"),
+        metrics_dir=tmp_path / "m",
+        restart_backoff_ms=20,
     )
     await supervisor.start()
     entries = [FollowedPartition(handover(("t", p), tmp_path), 2, "h", 1, 0, 0) for p in range(2)]
     with pytest.raises(OSError):
         await supervisor.add_partitions([entries[0]])
     assert supervisor.process_ids() == {0: None}
-    assert supervisor.restart_count(0) == 0
-    assert supervisor._slots[0].supervisor_task is None  # no restart loop of a slot never launched
+    assert supervisor._slots[0].supervisor_task is not None  # the restart loop retries it
     assert supervisor.assignments[("t", 0)] == entries[0]  # still the supervisor's to hand back
-
-    with pytest.raises(OSError):  # the next partition of that fetcher id tries the launch again
-        await supervisor.add_partitions([entries[1]])
-    assert supervisor._slots[0].supervisor_task is None
+    await supervisor.add_partitions([entries[1]])  # recorded: the next launch sends the whole table
+    assert supervisor.restart_count(0) == 0  # no launch succeeded
     assert await supervisor.remove_partitions([("t", 1)]) == {("t", 1): entries[1].handover}
 
     async with asyncio.timeout(10):
@@ -173,6 +180,30 @@ async def test_a_launch_that_fails_is_raised_by_add_partitions_and_leaves_no_slo
     assert handovers == {("t", 0): entries[0].handover}  # no process ever opened it: still clean
     assert supervisor.process_ids() == {0: None}
     assert not (tmp_path / "m").exists()
+
+
+async def test_a_first_launch_that_failed_is_retried_until_it_runs(
+    tmp_path: pathlib.Path, leader: NetworkLeader
+) -> None:
+    """A follower process that fails its first start (here: its interpreter exits at once, the
+    first time) is started again by the slot's restart loop, and replicates."""
+    flag = tmp_path / "failed-once"
+    wrapper = tmp_path / "python-failing-once"
+    wrapper.write_text(
+        f'#!/bin/sh\nif [ ! -e {flag} ]; then touch {flag}; exit 3; fi\nexec {sys.executable} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    broker = Broker(tmp_path, leader, python_executable=str(wrapper))  # restart backoff 50 ms
+    try:
+        await broker.supervisor.start()
+        log = leader.log(T0, [(0, 2)])
+        with pytest.raises((IpcError, OSError, TimeoutError)):
+            await broker.supervisor.add_partitions([broker.entry(T0)])
+        await until(lambda: broker.supervisor.process_ids()[0] is not None, PROCESS_TIMEOUT_S)
+        assert broker.supervisor.restart_count(0) == 1
+        await until(broker.replicated(T0, log), PROCESS_TIMEOUT_S)
+    finally:
+        await broker.close()
 
 
 def test_settings_come_from_the_broker_config(tmp_path: pathlib.Path) -> None:

@@ -10,6 +10,7 @@ import contextlib
 import os
 import pathlib
 import signal
+import sys
 from collections.abc import Callable
 
 from broker.followers.supervisor import FollowedPartition, FollowerSupervisor
@@ -58,7 +59,14 @@ def log_bytes(log: PartitionLog) -> bytes:
 class Broker:
     """The broker's side: its LogManager, the supervisor, and a leader on TCP for its partitions."""
 
-    def __init__(self, tmp_path: pathlib.Path, leader: NetworkLeader, num_fetchers: int = 1) -> None:
+    def __init__(
+        self,
+        tmp_path: pathlib.Path,
+        leader: NetworkLeader,
+        num_fetchers: int = 1,
+        *,
+        python_executable: str = sys.executable,
+    ) -> None:
         self.clock = FakeClock(1_700_000_000_000)
         self.manager = LogManager([tmp_path / "logs"], LogConfig(), self.clock)
         self.leader = leader
@@ -71,6 +79,7 @@ class Broker:
             on_partition_failed=lambda topic, partition, reason: self.failures.append(
                 (topic, partition, reason)
             ),
+            python_executable=python_executable,
             metrics_dir=tmp_path / "metrics",
             env=child_env(),
             log_level="WARNING",
