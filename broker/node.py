@@ -4,7 +4,7 @@ Used only by the entry point (``broker/__main__.py``); like it, this module buil
 and holds no logic of its own. There is one kind of node, as in Kafka 4 (KRaft only):
 
 * the **controller** role (``process.roles`` has ``controller`` and this node is a voter) owns the
-  ``__cluster_metadata-0`` log in the first log dir and serves, on its controller listener,
+  ``__cluster_metadata-0`` log in one of its log dirs and serves, on its controller listener,
   BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds, the admin requests
   brokers forward, and Fetch of the metadata log;
 * the **broker** role registers with the controller and heartbeats (``BrokerLifecycleManager``),

@@ -217,7 +217,7 @@ class ReplicaManager:
             broker_eligibility=self._broker_eligibility,
         )
 
-    # -- leadership changes (cluster) ------------------------------------------------------------
+    # -- leadership changes ------------------------------------------------------------------
 
     def lead(self, topic: TopicState, state: PartitionState) -> Partition | None:
         """Open and lead one partition assigned here (its log is created if new); None if it failed."""

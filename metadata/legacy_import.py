@@ -12,8 +12,11 @@ The files are then renamed aside (:func:`set_aside`), never deleted: a downgrade
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from metadata.records import (
     ConfigRecord,
@@ -23,7 +26,7 @@ from metadata.records import (
     ProducerIdsRecord,
     TopicRecord,
 )
-from metadata.topics import TopicState
+from metadata.topics import PartitionState, TopicState
 from storage.checkpoint import fsync_directory
 
 LEGACY_TOPICS_FILE = "__kipling_metadata.json"
@@ -99,7 +102,7 @@ def _read_topics(path: Path, node_id: int) -> list[TopicState]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
         version, written_by = document["version"], document["node_id"]
-        topics = [TopicState.from_json(raw) for raw in document["topics"]]
+        topics = [_topic(raw) for raw in document["topics"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise LegacyMetadataError(f"{path}: unreadable topic metadata: {exc}") from exc
     if version != LEGACY_FORMAT_VERSION:
@@ -114,6 +117,27 @@ def _read_topics(path: Path, node_id: int) -> list[TopicState]:
     if len(names) != len(topics) or len(ids) != len(topics) or any(i.int == 0 for i in ids):
         raise LegacyMetadataError(f"{path}: duplicate or zero topic names/ids")
     return topics
+
+
+def _topic(raw: Mapping[str, Any]) -> TopicState:
+    """One topic of the file, as the earlier release wrote it."""
+    partitions = [
+        PartitionState(
+            partition=int(p["partition"]),
+            leader_id=int(p["leader_id"]),
+            leader_epoch=int(p["leader_epoch"]),
+            partition_epoch=int(p["partition_epoch"]),
+            replicas=[int(r) for r in p["replicas"]],
+            isr=[int(r) for r in p["isr"]],
+        )
+        for p in raw["partitions"]
+    ]
+    return TopicState(
+        name=str(raw["name"]),
+        topic_id=uuid.UUID(raw["topic_id"]),
+        partitions={p.partition: p for p in partitions},
+        configs={str(k): str(v) for k, v in raw.get("configs", {}).items()},
+    )
 
 
 def _read_next_producer_id(path: Path) -> int:

@@ -2,17 +2,12 @@
 
 The value types every layer shares: the controller builds them from its records, each broker's
 :class:`~metadata.image.MetadataImage` replays them, handlers and the replica manager read them.
-``to_json``/``from_json`` read the topic file of kipling's early single-node releases, imported
-once into the metadata log.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from metadata import topic_names
 
@@ -32,20 +27,6 @@ class PartitionState:
     partition_epoch: int
     replicas: list[int]
     isr: list[int]
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> PartitionState:
-        return cls(
-            partition=int(raw["partition"]),
-            leader_id=int(raw["leader_id"]),
-            leader_epoch=int(raw["leader_epoch"]),
-            partition_epoch=int(raw["partition_epoch"]),
-            replicas=[int(r) for r in raw["replicas"]],
-            isr=[int(r) for r in raw["isr"]],
-        )
 
 
 @dataclass
@@ -69,21 +50,3 @@ class TopicState:
 
     def sorted_partitions(self) -> list[PartitionState]:
         return [self.partitions[index] for index in sorted(self.partitions)]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "topic_id": str(self.topic_id),
-            "configs": dict(self.configs),
-            "partitions": [p.to_json() for p in self.sorted_partitions()],
-        }
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> TopicState:
-        partitions = [PartitionState.from_json(p) for p in raw["partitions"]]
-        return cls(
-            name=str(raw["name"]),
-            topic_id=uuid.UUID(raw["topic_id"]),
-            partitions={p.partition: p for p in partitions},
-            configs={str(k): str(v) for k, v in raw.get("configs", {}).items()},
-        )

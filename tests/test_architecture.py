@@ -122,7 +122,7 @@ def test_rules_detect_a_violation(tmp_path: Path) -> None:
     assert _imports(bad) == {"asyncio", "storage"}
 
 
-def test_storage_may_use_only_protocol_records(tmp_path: Path) -> None:
+def test_storage_may_use_only_protocol_records_and_sentinels(tmp_path: Path) -> None:
     """The narrower rule sees full module paths, not just the top-level package."""
     bad = tmp_path / "bad.py"
     bad.write_text("from protocol.errors import DecodeError\nfrom protocol.records import read_header\n")

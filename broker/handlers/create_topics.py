@@ -1,10 +1,11 @@
 """CreateTopics (19): create topics, each with its own result, as Kafka's controller answers.
 
-Creation is synchronous and persisted before the answer, so ``timeout_ms`` has nothing to wait for.
-A name given more than once is answered once with INVALID_REQUEST "Duplicate topic name." and none
-of its entries is created (Kafka's ControllerApis). More than 10,000 partitions in one request is a
-POLICY_VIOLATION for every topic of the request. From v5 a created (or validated) topic reports its
-partition count, replication factor and every topic-level config with its source.
+Served on the controller listener: a created topic is in the metadata log before the answer; a
+broker forwarding the request answers once its own metadata shows the topic. A name given more
+than once is answered once with INVALID_REQUEST "Duplicate topic name." and none of its entries is
+created (Kafka's ControllerApis). More than 10,000 partitions in one request is a POLICY_VIOLATION
+for every topic of the request. From v5 a created (or validated) topic reports its partition count,
+replication factor and every topic-level config with its source.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ surfaces it at once as a fatal error naming the id, where COORDINATOR_NOT_AVAILA
 NOT_COORDINATOR (retriable) would leave a transactional producer retrying until its timeout,
 as it does against a Kafka cluster whose transaction state topic cannot be created.
 
-In a cluster, ids come in blocks from the controller; while a broker has none at hand it answers
+Ids come in blocks from the controller; while a broker has none at hand it answers
 COORDINATOR_LOAD_IN_PROGRESS, as Kafka's RPCProducerIdManager does, and the client retries.
 """
 

@@ -1,9 +1,9 @@
-"""The controller's metadata log on disk: the ``__cluster_metadata-0`` partition, led by the controller.
+"""Reading the controller's metadata log, the ``__cluster_metadata-0`` partition, at start-up.
 
-The log is an ordinary partition (segments, indexes, leader-epoch checkpoint, crash recovery) held
-as a :class:`~broker.partition.Partition` whose only replica is the controller. Being a Partition
-is what lets brokers fetch it with the ordinary Fetch machinery: long polls woken by appends,
-diverging-epoch answers, file slices sent without copies.
+The log is an ordinary partition log (segments, indexes, leader-epoch checkpoint, crash recovery);
+the broker holds it as a Partition whose only replica is the controller
+(broker/metadata_partition.py), which is what lets brokers fetch it with the ordinary Fetch
+machinery. Here: the controller epoch it starts at, and the batches it replays.
 
 Durability: every batch is fsynced before the controller applies it to its image and answers.
 A metadata change that was answered (a created topic, an elected leader, a committed ISR) therefore
