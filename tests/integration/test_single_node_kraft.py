@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from tests.integration.wire_client import WireClient
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "legacy-single-node.tar.gz"
 METADATA_LOG_DIR = f"{METADATA_TOPIC}-0"
 LEGACY_OVERRIDES = ["offsets.topic.num.partitions=2"]
+READ_DEADLINE_S = 60.0
 
 
 def _children(pid: int) -> list[int]:
@@ -132,13 +134,16 @@ def _check_imported(broker: BrokerProcess, partitions: dict[str, int], events: i
         assert sum(meta.offset for meta in offsets.values()) == 20
     finally:
         admin.close()
-    consumer = KafkaConsumer(
-        bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000
-    )
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest")
+    values: list[bytes] = []
     try:
         tps = [TopicPartition("orders", p) for p in range(3)] + [TopicPartition("events", 0)]
         consumer.assign(tps)
-        values = [record.value for record in consumer]
+        deadline = time.monotonic() + READ_DEADLINE_S  # generous: the records are all there
+        while len(values) < 30 + events and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                values.extend(record.value for record in records)
+        assert all(consumer.position(tp) == consumer.end_offsets([tp])[tp] for tp in tps)
     finally:
         consumer.close()
     assert sorted(v for v in values if v.startswith(b"order-")) == sorted(
