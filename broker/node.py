@@ -324,8 +324,13 @@ def _build_broker(
         metadata_channel, image, transitions.apply, transitions.apply_initial, broker_id=config.node_id
     )
 
+    epoch_updates: set[asyncio.Task[None]] = set()
+
     def on_epoch(epoch: int) -> None:
-        asyncio.get_running_loop().create_task(supervisor.set_broker_epoch(epoch))
+        """Tell the follower processes the new broker epoch (held until done, its failure logged)."""
+        task = asyncio.get_running_loop().create_task(supervisor.set_broker_epoch(epoch))
+        epoch_updates.add(task)
+        task.add_done_callback(_finished_epoch_update(epoch_updates))
 
     lifecycle = BrokerLifecycleManager(
         channel,
@@ -516,6 +521,17 @@ def _import_legacy_metadata(
         next_producer_id=legacy.next_producer_id,
         set_aside=[str(path) for path in moved],
     )
+
+
+def _finished_epoch_update(pending: set[asyncio.Task[None]]) -> Callable[[asyncio.Task[None]], None]:
+    def finished(task: asyncio.Task[None]) -> None:
+        pending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error(
+                "could not send the broker epoch to the follower processes", error=repr(task.exception())
+            )
+
+    return finished
 
 
 def _controller_address(

@@ -29,6 +29,10 @@ from protocol.sentinels import ZERO_UUID
 __all__ = ["ForwardingHandler", "effect_of"]
 
 MIN_WAIT_S = 0.05
+FORWARD_TIMEOUT_FLOOR_S = 5.0
+"""The controller gets at least this long to answer, whatever the client's ``timeout_ms`` (which
+bounds only the wait for this broker's metadata to show the effect): a CreateTopics with
+timeout_ms=0 is carried out and answered, as Kafka's controller does, not timed out in transit."""
 
 Effect = Callable[[MetadataImage], bool]
 EffectOf = Callable[[MessageData, MessageData], Effect]
@@ -68,7 +72,9 @@ class ForwardingHandler(Handler):
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         timeout_s = max(request.timeout_ms / 1000, MIN_WAIT_S)
         try:
-            response = await self._channel.forward(self.api_key, ctx.api_version, request, timeout_s)
+            response = await self._channel.forward(
+                self.api_key, ctx.api_version, request, max(timeout_s, FORWARD_TIMEOUT_FLOOR_S)
+            )
         except ControllerUnavailableError as exc:
             _log.warning(
                 "controller unavailable for a forwarded request", api=self.api_key.name, error=str(exc)
