@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.errors import CorruptRecordError, UnsupportedMagicError
-from protocol.records.batch import NO_TIMESTAMP, RecordBatchHeader, read_header, verify_batch
+from protocol.records.batch import RecordBatchHeader, read_header, verify_batch
 from protocol.records.columnar import (
     FIELDS_PER_RECORD,
     KEY_LENGTH,
@@ -39,6 +39,7 @@ from protocol.records.columnar import (
 )
 from protocol.records.compression import CompressionType
 from protocol.records.recompress import InnerOffsetError, recompress_batch
+from protocol.sentinels import NO_TIMESTAMP
 from storage.config import COMPRESSION_PRODUCER, LONG_MAX, LogConfig
 
 __all__ = [

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 from protocol.data import MessageData
 from protocol.errors import DecodeError
 from protocol.schema import Field, MessageSpec
-from protocol.sentinels import NO_LEADER_EPOCH
+from protocol.sentinels import NO_LEADER_EPOCH, NO_TIMESTAMP
 from protocol.versioned import encode_versioned, read_version
 
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -41,8 +41,6 @@ GROUP_METADATA_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 """The only OffsetCommitValue version with an expire timestamp."""
-NO_TIMESTAMP = -1
-"""Kafka's ``OffsetCommitRequest.DEFAULT_TIMESTAMP``: no expire timestamp, no current-state timestamp."""
 
 
 OFFSET_COMMIT_KEY_SPEC = MessageSpec(
@@ -200,7 +198,6 @@ __all__ = [
     "GROUP_METADATA_KEY_VERSION",
     "GROUP_METADATA_VALUE_SPEC",
     "GROUP_METADATA_VALUE_VERSION",
-    "NO_TIMESTAMP",
     "OFFSET_COMMIT_KEY_SPEC",
     "OFFSET_COMMIT_KEY_VERSION",
     "OFFSET_COMMIT_VALUE_SPEC",

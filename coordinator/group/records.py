@@ -18,13 +18,14 @@ from coordinator.group.requests import JoinProtocol
 from coordinator.group.state import GroupState
 from protocol import consumer_offsets as co
 from protocol.data import MessageData
+from protocol.sentinels import NO_TIMESTAMP
 from storage.clock import Clock
 
 
 def offset_commit_record(
     group_id: str, partition: TopicPartition, offset: OffsetAndMetadata
 ) -> OffsetsRecord:
-    expire = offset.expire_timestamp if offset.expire_timestamp is not None else co.NO_TIMESTAMP
+    expire = offset.expire_timestamp if offset.expire_timestamp is not None else NO_TIMESTAMP
     value = co.encode_offset_commit_value(
         {
             "offset": offset.offset,
@@ -74,7 +75,7 @@ def group_metadata_record(group: GroupMetadata, assignment: Mapping[str, bytes])
             "generation": group.generation_id,
             "protocol": group.protocol_name,
             "leader": group.leader_id,
-            "current_state_timestamp": timestamp if timestamp is not None else co.NO_TIMESTAMP,
+            "current_state_timestamp": timestamp if timestamp is not None else NO_TIMESTAMP,
             "members": members,
         }
     )
@@ -89,7 +90,7 @@ def read_offset(value: bytes) -> OffsetAndMetadata:
         leader_epoch=data.leader_epoch,
         metadata=data.metadata,
         commit_timestamp=data.commit_timestamp,
-        expire_timestamp=None if expire == co.NO_TIMESTAMP else expire,
+        expire_timestamp=None if expire == NO_TIMESTAMP else expire,
     )
 
 
@@ -102,7 +103,7 @@ def read_group(group_id: str, value: bytes, clock: Clock) -> GroupMetadata:
     group.protocol_type = data.protocol_type or None
     group.protocol_name = data.protocol
     timestamp = data.current_state_timestamp
-    group.current_state_timestamp = None if timestamp == co.NO_TIMESTAMP else timestamp
+    group.current_state_timestamp = None if timestamp == NO_TIMESTAMP else timestamp
     for stored in data.members:
         group.add(_read_member(stored, data.protocol_type, data.protocol, decoded.version))
     group.leader_id = data.leader

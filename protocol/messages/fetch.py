@@ -1,7 +1,7 @@
 """Fetch (key 1): consumers and follower replicas read record batches from partition leaders."""
 
 from protocol.schema import Field, request, response
-from protocol.sentinels import NO_LEADER_EPOCH
+from protocol.sentinels import NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET, UNKNOWN_OFFSET
 
 FETCH_REQUEST = request(
     1,
@@ -43,7 +43,7 @@ FETCH_REQUEST = request(
                     Field("current_leader_epoch", "int32", "9+", default=NO_LEADER_EPOCH),
                     Field("fetch_offset", "int64", "0+"),
                     Field("last_fetched_epoch", "int32", "12+", default=NO_LEADER_EPOCH),
-                    Field("log_start_offset", "int64", "5+", default=-1),
+                    Field("log_start_offset", "int64", "5+", default=UNKNOWN_OFFSET),
                     Field("partition_max_bytes", "int32", "0+"),
                     Field("replica_directory_id", "uuid", "17+", tagged_versions="17+", tag=0),
                 ),
@@ -86,8 +86,8 @@ FETCH_RESPONSE = response(
                     Field("partition_index", "int32", "0+"),
                     Field("error_code", "int16", "0+"),
                     Field("high_watermark", "int64", "0+"),
-                    Field("last_stable_offset", "int64", "4+", default=-1),
-                    Field("log_start_offset", "int64", "5+", default=-1),
+                    Field("last_stable_offset", "int64", "4+", default=UNKNOWN_OFFSET),
+                    Field("log_start_offset", "int64", "5+", default=UNKNOWN_OFFSET),
                     Field(
                         "diverging_epoch",
                         "EpochEndOffset",
@@ -96,7 +96,7 @@ FETCH_RESPONSE = response(
                         tag=0,
                         fields=(
                             Field("epoch", "int32", "12+", default=NO_LEADER_EPOCH),
-                            Field("end_offset", "int64", "12+", default=-1),
+                            Field("end_offset", "int64", "12+", default=UNDEFINED_EPOCH_OFFSET),
                         ),
                     ),
                     Field(

@@ -1,7 +1,7 @@
 """ListOffsets (key 2): look up a partition's offset by timestamp (earliest, latest, ...)."""
 
 from protocol.schema import Field, request, response
-from protocol.sentinels import NO_LEADER_EPOCH
+from protocol.sentinels import NO_LEADER_EPOCH, NO_TIMESTAMP, UNKNOWN_OFFSET
 
 LIST_OFFSETS_REQUEST = request(
     2,
@@ -49,8 +49,8 @@ LIST_OFFSETS_RESPONSE = response(
                 fields=(
                     Field("partition_index", "int32", "0+"),
                     Field("error_code", "int16", "0+"),
-                    Field("timestamp", "int64", "1+", default=-1),
-                    Field("offset", "int64", "1+", default=-1),
+                    Field("timestamp", "int64", "1+", default=NO_TIMESTAMP),
+                    Field("offset", "int64", "1+", default=UNKNOWN_OFFSET),
                     Field("leader_epoch", "int32", "4+", default=NO_LEADER_EPOCH),
                 ),
             ),

@@ -1,6 +1,7 @@
 """Metadata (key 3): the cluster's brokers, controller, topics and partition leaders."""
 
 from protocol.schema import Field, request, response
+from protocol.sentinels import NO_LEADER_EPOCH
 
 METADATA_REQUEST = request(
     3,
@@ -58,7 +59,7 @@ METADATA_RESPONSE = response(
                     Field("error_code", "int16", "0+"),
                     Field("partition_index", "int32", "0+"),
                     Field("leader_id", "int32", "0+"),
-                    Field("leader_epoch", "int32", "7+", default=-1),
+                    Field("leader_epoch", "int32", "7+", default=NO_LEADER_EPOCH),
                     Field("replica_nodes", "[]int32", "0+"),
                     Field("isr_nodes", "[]int32", "0+"),
                     Field("offline_replicas", "[]int32", "5+"),

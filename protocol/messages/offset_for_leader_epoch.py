@@ -1,7 +1,7 @@
 """OffsetForLeaderEpoch (key 23): the end offset of a leader epoch, used to truncate a diverged log."""
 
 from protocol.schema import Field, request, response
-from protocol.sentinels import NO_LEADER_EPOCH
+from protocol.sentinels import NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 OFFSET_FOR_LEADER_EPOCH_REQUEST = request(
     23,
@@ -49,7 +49,7 @@ OFFSET_FOR_LEADER_EPOCH_RESPONSE = response(
                     Field("error_code", "int16", "0+"),
                     Field("partition", "int32", "0+"),
                     Field("leader_epoch", "int32", "1+", default=NO_LEADER_EPOCH),
-                    Field("end_offset", "int64", "0+", default=-1),
+                    Field("end_offset", "int64", "0+", default=UNDEFINED_EPOCH_OFFSET),
                 ),
             ),
         ),

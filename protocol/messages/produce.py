@@ -1,6 +1,7 @@
 """Produce (key 0): a producer appends record batches to partitions and learns their offsets."""
 
 from protocol.schema import Field, request, response
+from protocol.sentinels import NO_LEADER_EPOCH, NO_TIMESTAMP, UNKNOWN_OFFSET
 
 PRODUCE_REQUEST = request(
     0,
@@ -48,8 +49,8 @@ PRODUCE_RESPONSE = response(
                     Field("index", "int32", "0+"),
                     Field("error_code", "int16", "0+"),
                     Field("base_offset", "int64", "0+"),
-                    Field("log_append_time_ms", "int64", "2+", default=-1),
-                    Field("log_start_offset", "int64", "5+", default=-1),
+                    Field("log_append_time_ms", "int64", "2+", default=NO_TIMESTAMP),
+                    Field("log_start_offset", "int64", "5+", default=UNKNOWN_OFFSET),
                     Field(
                         "record_errors",
                         "[]BatchIndexAndErrorMessage",
@@ -74,7 +75,7 @@ PRODUCE_RESPONSE = response(
                         tag=0,
                         fields=(
                             Field("leader_id", "int32", "10+", default=-1),
-                            Field("leader_epoch", "int32", "10+", default=-1),
+                            Field("leader_epoch", "int32", "10+", default=NO_LEADER_EPOCH),
                         ),
                     ),
                 ),

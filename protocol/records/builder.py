@@ -18,14 +18,13 @@ from protocol.records.batch import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
-    NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     TimestampType,
 )
 from protocol.records.compression import CompressionType
 from protocol.records.compression import compress as compress_with
-from protocol.sentinels import NO_LEADER_EPOCH
+from protocol.sentinels import NO_LEADER_EPOCH, NO_TIMESTAMP
 
 _HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")
 _BASE = struct.Struct(">qiib")
