@@ -12,14 +12,13 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import TYPE_CHECKING, NamedTuple
 
-from protocol.sentinels import NO_LEADER_EPOCH
+from protocol.sentinels import NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 if TYPE_CHECKING:
     from storage.checkpoint import LeaderEpochCheckpointFile
 
 UNDEFINED_EPOCH = NO_LEADER_EPOCH
 """Kafka's name for it in LeaderEpochFileCache: no epoch at or below the one asked about."""
-UNDEFINED_EPOCH_OFFSET = -1
 
 
 class EpochEntry(NamedTuple):

@@ -21,6 +21,7 @@ from array import array
 from operator import le, lt
 from sys import byteorder
 
+from protocol.sentinels import NO_TIMESTAMP
 from storage.errors import CorruptIndexError, StorageError
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
@@ -366,7 +367,7 @@ class TimeIndex(_MappedIndex):
         self._last_entry = self._compute_last_entry()
 
     def _compute_last_entry(self) -> tuple[int, int]:
-        return self.entry(self._entries - 1) if self._entries else (-1, self.base_offset)
+        return self.entry(self._entries - 1) if self._entries else (NO_TIMESTAMP, self.base_offset)
 
     @property
     def is_full(self) -> bool:
@@ -410,7 +411,7 @@ class TimeIndex(_MappedIndex):
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
         """(timestamp, offset) of the largest entry with timestamp <= target, or (-1, base_offset)."""
         slot = self._last_slot_at_most(_INT64, 0, target_timestamp)
-        return (-1, self.base_offset) if slot < 0 else self.entry(slot)
+        return (NO_TIMESTAMP, self.base_offset) if slot < 0 else self.entry(slot)
 
     def _truncate_to_entries(self, count: int) -> None:
         super()._truncate_to_entries(count)

@@ -25,7 +25,15 @@ from typing import NamedTuple
 import structlog
 
 from protocol.records.batch import read_header
-from protocol.sentinels import NO_LEADER_EPOCH
+from protocol.sentinels import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    NO_LEADER_EPOCH,
+    NO_TIMESTAMP,
+    UNKNOWN_OFFSET,
+)
 from storage import retention
 from storage.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
@@ -46,13 +54,6 @@ from storage.timestamps import first_record_at_or_after
 from storage.validation import ValidatedAppend, assign_offsets_as_leader, validate_as_follower
 
 __all__ = ["AppendInfo", "FileSlice", "PartitionLog", "ReadResult", "parse_topic_partition"]
-
-NO_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-"""ListOffsets sentinels (Kafka's ListOffsetsRequest constants)."""
 
 _log = structlog.get_logger(__name__)
 _SUFFIXED_DIR = re.compile(r"^(?P<tp>.+)\.[0-9a-f]{32}-(?:delete|future|stray)$")
@@ -342,7 +343,7 @@ class PartitionLog:
         self._check_open()
         best = max(self._segments, key=lambda segment: segment.max_timestamp_so_far)
         if best.max_timestamp_so_far < 0:
-            return NO_TIMESTAMP, -1
+            return NO_TIMESTAMP, UNKNOWN_OFFSET
         found = self._find_in_segment(best, best.max_timestamp_so_far)
         if found is None:
             return best.max_timestamp_so_far, best.offset_of_max_timestamp_so_far

@@ -44,6 +44,7 @@ from typing import Literal, NamedTuple
 import structlog
 
 from protocol.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, RecordBatchHeader
+from protocol.sentinels import NO_TIMESTAMP, UNKNOWN_OFFSET
 from storage.errors import StorageError
 from storage.producer_snapshot import (
     CorruptSnapshotError,
@@ -66,8 +67,6 @@ PRODUCER_EXPIRATION_CHECK_INTERVAL_MS = 600_000
 """How often leaders and followers expire idle producers (Kafka's
 producer.id.expiration.check.interval.ms)."""
 NO_COORDINATOR_EPOCH = -1
-NO_OFFSET = -1
-NO_TIMESTAMP = -1
 
 AppendOrigin = Literal["leader", "replication"]
 
@@ -138,7 +137,7 @@ class ProducerStateEntry:
 
     @property
     def last_data_offset(self) -> int:
-        return self.batch_metadata[-1].last_offset if self.batch_metadata else NO_OFFSET
+        return self.batch_metadata[-1].last_offset if self.batch_metadata else UNKNOWN_OFFSET
 
     def find_duplicate_batch(self, header: RecordBatchHeader) -> BatchMetadata | None:
         """The remembered batch with the same epoch and exactly the same sequence range, if any."""
@@ -357,7 +356,7 @@ class ProducerStateManager:
         for producer_id in sorted(self._producers):
             entry = self._producers[producer_id]
             if not entry.batch_metadata:
-                yield _row(entry, NO_SEQUENCE, NO_OFFSET, 0, entry.last_timestamp)
+                yield _row(entry, NO_SEQUENCE, UNKNOWN_OFFSET, 0, entry.last_timestamp)
                 continue
             for batch in entry.batch_metadata:
                 yield _row(entry, *batch)
@@ -442,7 +441,7 @@ def _row(
         offset_delta,
         timestamp,
         entry.coordinator_epoch,
-        NO_OFFSET if txn_first_offset is None else txn_first_offset,
+        UNKNOWN_OFFSET if txn_first_offset is None else txn_first_offset,
     )
 
 

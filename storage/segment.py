@@ -23,6 +23,7 @@ from typing import BinaryIO, NamedTuple, cast
 
 from protocol.records import ProtocolError
 from protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader, read_header, verify_batch
+from protocol.sentinels import NO_TIMESTAMP
 from storage.config import LogConfig
 from storage.epoch import LeaderEpochFileCache
 from storage.errors import CorruptIndexError, KiplingStorageError
@@ -35,7 +36,6 @@ TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
-NO_TIMESTAMP = -1
 MAX_RELATIVE_OFFSET = 2**31 - 1
 
 _SCAN_CHUNK = 16 * 1024

@@ -20,6 +20,7 @@ from protocol.records.batch import (
     verify_batch,
 )
 from protocol.records.compression import CompressionType
+from protocol.sentinels import NO_TIMESTAMP, UNKNOWN_OFFSET
 from storage.config import LogConfig
 from storage.errors import (
     InvalidRecordError,
@@ -28,7 +29,6 @@ from storage.errors import (
     UnexpectedAppendOffsetError,
 )
 
-NO_TIMESTAMP = -1
 _MAX_CODEC = max(CompressionType)
 
 
@@ -67,7 +67,7 @@ def assign_offsets_as_leader(
     """
     check_append_size(len(buf), config)
     batches: list[tuple[int, int, int]] = []
-    first_offset, max_timestamp, offset_of_max, num_records = next_offset, NO_TIMESTAMP, NO_TIMESTAMP, 0
+    first_offset, max_timestamp, offset_of_max, num_records = next_offset, NO_TIMESTAMP, UNKNOWN_OFFSET, 0
     log_append_time = config.log_append_time
     pos, end = 0, len(buf)
     while pos < end:
@@ -117,8 +117,8 @@ def validate_as_follower(
     check_append_size(len(data), config)
     batches: list[tuple[int, int, int]] = []
     epoch_starts: list[tuple[int, int]] = []
-    max_timestamp, offset_of_max, num_records = NO_TIMESTAMP, NO_TIMESTAMP, 0
-    first_offset = next_offset = -1
+    max_timestamp, offset_of_max, num_records = NO_TIMESTAMP, UNKNOWN_OFFSET, 0
+    first_offset = next_offset = UNKNOWN_OFFSET
     pos, end = 0, len(data)
     while pos < end:
         header = verify_batch(data, pos)
