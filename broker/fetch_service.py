@@ -86,7 +86,7 @@ from protocol.error_codes import ErrorCode
 from protocol.messages.fetch import FETCH_NODE_ENDPOINTS_VERSION as NODE_ENDPOINTS_VERSION
 from protocol.records.batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK
 from protocol.records.compression import CompressionType
-from protocol.sentinels import NO_LEADER_EPOCH, IsolationLevel
+from protocol.sentinels import NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET, IsolationLevel
 from server_common.purgatory import DelayedOperationPurgatory
 from storage.slices import FileSlice
 
@@ -165,7 +165,7 @@ class PartitionPayload(NamedTuple):
     """
 
     records: FileSlice | bytes | None
-    diverging_end_offset: int = -1
+    diverging_end_offset: int = UNDEFINED_EPOCH_OFFSET
     current_leader: tuple[int, int] | None = None
     """(leader id, leader epoch) for NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH at v16+."""
 

@@ -50,6 +50,7 @@ from metadata.topics import NO_LEADER, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.records import Record, build_batch, iter_batches
 from protocol.records.reader import iter_records
+from protocol.sentinels import UNKNOWN_OFFSET
 
 OFFSETS_TOPIC = topic_names.GROUP_METADATA_TOPIC
 OFFSETS_TOPIC_CONFIGS = {
@@ -120,17 +121,17 @@ class OffsetsTopicGroupLog:
         self, partition: int, outcomes: list[PartitionOutcome] | None, callback: AppendCallback
     ) -> None:
         if outcomes is None:
-            callback(ErrorCode.UNKNOWN_SERVER_ERROR, -1)
+            callback(ErrorCode.UNKNOWN_SERVER_ERROR, UNKNOWN_OFFSET)
             return
         try:
             await self._produce.wait_for_commit(self._timeout_ms, outcomes)
         except Exception:
             _log.exception("waiting for __consumer_offsets to commit failed", partition=partition)
-            callback(ErrorCode.UNKNOWN_SERVER_ERROR, -1)
+            callback(ErrorCode.UNKNOWN_SERVER_ERROR, UNKNOWN_OFFSET)
             return
         [outcome] = outcomes
         if outcome.error_code != ErrorCode.NONE or outcome.result is None:
-            callback(outcome.error_code or ErrorCode.UNKNOWN_SERVER_ERROR, -1)
+            callback(outcome.error_code or ErrorCode.UNKNOWN_SERVER_ERROR, UNKNOWN_OFFSET)
         else:
             callback(ErrorCode.NONE, outcome.result.base_offset)
 

@@ -56,7 +56,17 @@ from broker.replica_state import (
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.errors import CorruptRecordError, UnsupportedMagicError
 from protocol.records.batch import RecordBatchHeader
-from protocol.sentinels import NO_LEADER_EPOCH, IsolationLevel
+from protocol.sentinels import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    NO_LEADER_EPOCH,
+    NO_TIMESTAMP,
+    UNDEFINED_EPOCH_OFFSET,
+    UNKNOWN_OFFSET,
+    IsolationLevel,
+)
 from storage.clock import Clock
 from storage.errors import (
     InvalidRecordError,
@@ -83,15 +93,6 @@ __all__ = [
     "PartitionRead",
     "TimestampAndOffset",
 ]
-
-UNKNOWN_OFFSET = -1
-NO_TIMESTAMP = -1
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
-"""ListOffsets sentinels (v7: -3, v8: -4, v9: -5)."""
 
 _POSITION_CACHE_LIMIT = 1024
 
@@ -586,8 +587,8 @@ class Partition:
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(largest epoch <= ``epoch``, its end offset) from the leader epoch cache; (-1, -1) if unknown."""
         found_epoch, end_offset = self.log.leader_epoch_cache.end_offset_for(epoch, self.log.log_end_offset)
-        if end_offset == UNKNOWN_OFFSET:
-            return NO_LEADER_EPOCH, UNKNOWN_OFFSET
+        if end_offset == UNDEFINED_EPOCH_OFFSET:
+            return NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET
         return found_epoch, end_offset
 
     def on_older_segment(self, offset: int, end_offset: int) -> bool:

@@ -39,6 +39,7 @@ from protocol.error_codes import ErrorCode, KafkaError
 from protocol.errors import ProtocolError
 from protocol.records.batch import RecordBatchHeader, read_header
 from protocol.records.compression import CompressionType
+from protocol.sentinels import UNKNOWN_OFFSET
 from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import Clock
 
@@ -53,7 +54,6 @@ __all__ = [
 ADMIN_CLIENT_ID = "__admin_client"
 """Kafka lets only this client id append to internal topics (AdminUtils.ADMIN_CLIENT_ID)."""
 ZSTD_MIN_VERSION = 7
-UNKNOWN_OFFSET = -1
 
 _log = structlog.get_logger("kipling.produce")
 

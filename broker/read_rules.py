@@ -15,19 +15,15 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol
 
-from protocol.sentinels import NO_LEADER_EPOCH, IsolationLevel
+from protocol.sentinels import NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET, IsolationLevel
 
 __all__ = [
-    "UNDEFINED_EPOCH_OFFSET",
     "Divergence",
     "EpochLookup",
     "ReadOffsets",
     "diverging_epoch",
     "visible_end_offset",
 ]
-
-UNDEFINED_EPOCH_OFFSET = -1
-"""The end offset of an epoch the epoch cache cannot place (Kafka's ``UNDEFINED_EPOCH_OFFSET``)."""
 
 
 class ReadOffsets(Protocol):

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from protocol.error_codes import ErrorCode
+from protocol.sentinels import UNKNOWN_OFFSET
 
 __all__ = [
     "DEFAULT_REPLICA_LAG_TIME_MAX_MS",
-    "UNKNOWN_OFFSET",
     "BrokerEligibility",
     "IsrProposal",
     "LeaderReplicaSet",
@@ -32,9 +32,6 @@ __all__ = [
     "ReplicaState",
     "check_alter_partition",
 ]
-
-UNKNOWN_OFFSET = -1
-"""A follower's log end / start offset before its first fetch to this leader."""
 
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 
@@ -53,6 +50,7 @@ class ReplicaState:
 
     replica_id: int
     log_end_offset: int = UNKNOWN_OFFSET
+    """UNKNOWN_OFFSET before the follower's first fetch to this leader (also its log start offset)."""
     log_start_offset: int = UNKNOWN_OFFSET
     last_fetch_time_ms: int = 0
     last_caught_up_time_ms: int = 0

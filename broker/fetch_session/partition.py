@@ -20,10 +20,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 from protocol.error_codes import ErrorCode
-from protocol.sentinels import NO_LEADER_EPOCH, ZERO_UUID
+from protocol.sentinels import NO_LEADER_EPOCH, UNKNOWN_OFFSET, ZERO_UUID
 
-INVALID_HIGH_WATERMARK = -1
-INVALID_LOG_START_OFFSET = -1
 NO_PREFERRED_READ_REPLICA = -1
 
 
@@ -90,7 +88,7 @@ class PartitionFetchParams:
     """What a Fetch request asks for one partition; a session caches the latest of these."""
 
     fetch_offset: int
-    log_start_offset: int = INVALID_LOG_START_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
     """The follower's own log start offset; -1 from consumers."""
     max_bytes: int
     current_leader_epoch: int = NO_LEADER_EPOCH
@@ -114,9 +112,9 @@ class PartitionFetchResult:
     """
 
     error_code: int = ErrorCode.NONE
-    high_watermark: int = INVALID_HIGH_WATERMARK
-    last_stable_offset: int = -1
-    log_start_offset: int = INVALID_LOG_START_OFFSET
+    high_watermark: int = UNKNOWN_OFFSET
+    last_stable_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
     records_size: int = 0
     diverging_epoch: int = NO_LEADER_EPOCH
     preferred_read_replica: int = NO_PREFERRED_READ_REPLICA
@@ -161,8 +159,8 @@ class CachedPartition:
         key: TopicPartitionKey,
         params: PartitionFetchParams,
         seq: int,
-        high_watermark: int = INVALID_HIGH_WATERMARK,
-        log_start_offset: int = INVALID_LOG_START_OFFSET,
+        high_watermark: int = UNKNOWN_OFFSET,
+        log_start_offset: int = UNKNOWN_OFFSET,
     ) -> None:
         self.key = key
         self.params = params
@@ -198,7 +196,7 @@ class CachedPartition:
             if update:
                 self.log_start_offset = result.log_start_offset
         if update and result.error_code != ErrorCode.NONE:
-            self.high_watermark = INVALID_HIGH_WATERMARK
+            self.high_watermark = UNKNOWN_OFFSET
         return respond
 
     def __repr__(self) -> str:

@@ -25,12 +25,11 @@ from operator import attrgetter
 from typing import NewType
 
 from broker.fetch_session.partition import (
-    INVALID_HIGH_WATERMARK,
-    INVALID_LOG_START_OFFSET,
     CachedPartition,
     PartitionFetchParams,
     TopicPartitionKey,
 )
+from protocol.sentinels import UNKNOWN_OFFSET
 
 SessionId = NewType("SessionId", int)
 Epoch = NewType("Epoch", int)
@@ -136,8 +135,8 @@ class FetchSession:
         self,
         key: TopicPartitionKey,
         params: PartitionFetchParams,
-        high_watermark: int = INVALID_HIGH_WATERMARK,
-        log_start_offset: int = INVALID_LOG_START_OFFSET,
+        high_watermark: int = UNKNOWN_OFFSET,
+        log_start_offset: int = UNKNOWN_OFFSET,
     ) -> CachedPartition:
         """Add a partition at the tail of the session order (the caller has checked it is new)."""
         cached = CachedPartition(key, params, self._take_seq(), high_watermark, log_start_offset)

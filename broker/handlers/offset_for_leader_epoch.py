@@ -15,12 +15,11 @@ from typing import Any
 import structlog
 
 from broker.handlers.base import Handler, RequestContext
-from broker.partition import UNKNOWN_OFFSET
 from broker.replica_manager import ReplicaManager
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
-from protocol.sentinels import NO_LEADER_EPOCH
+from protocol.sentinels import NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 _log = structlog.get_logger("kipling.offset_for_leader_epoch")
 
@@ -67,6 +66,6 @@ class OffsetForLeaderEpochHandler(Handler):
 
 
 def _result(
-    index: int, code: ErrorCode, epoch: int = NO_LEADER_EPOCH, end_offset: int = UNKNOWN_OFFSET
+    index: int, code: ErrorCode, epoch: int = NO_LEADER_EPOCH, end_offset: int = UNDEFINED_EPOCH_OFFSET
 ) -> dict[str, Any]:
     return {"error_code": int(code), "partition": index, "leader_epoch": epoch, "end_offset": end_offset}

@@ -22,10 +22,9 @@ from broker.server.dispatcher import CloseConnection
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
+from protocol.sentinels import NO_TIMESTAMP, UNKNOWN_OFFSET
 
 CURRENT_LEADER_VERSION = 10
-UNKNOWN_OFFSET = -1
-NO_TIMESTAMP = -1
 
 _log = structlog.get_logger("kipling.produce")
 

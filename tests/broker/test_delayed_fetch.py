@@ -20,8 +20,7 @@ from broker.delayed_fetch import (
 )
 from broker.fetch_session import FetchSession, PartitionFetchParams, SessionId, TopicPartitionKey
 from broker.metrics_purgatory import FETCH_EXPIRES, DelayedFetchMetrics
-from broker.read_rules import UNDEFINED_EPOCH_OFFSET
-from protocol.sentinels import NO_LEADER_EPOCH, ZERO_UUID, IsolationLevel
+from protocol.sentinels import NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET, ZERO_UUID, IsolationLevel
 from server_common.purgatory import DelayedOperationPurgatory, FakeScheduler
 
 RECORD_BYTES = 100

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.read_rules import UNDEFINED_EPOCH_OFFSET, Divergence, diverging_epoch, visible_end_offset
-from protocol.sentinels import NO_LEADER_EPOCH, IsolationLevel
+from broker.read_rules import Divergence, diverging_epoch, visible_end_offset
+from protocol.sentinels import NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET, IsolationLevel
 
 
 class Offsets(NamedTuple):

@@ -6,7 +6,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.replica_state import (
-    UNKNOWN_OFFSET,
     IsrProposal,
     LeaderReplicaSet,
     ProposalOutcome,
@@ -14,6 +13,7 @@ from broker.replica_state import (
     check_alter_partition,
 )
 from protocol.error_codes import ErrorCode
+from protocol.sentinels import UNKNOWN_OFFSET
 
 LAG = 30_000
 T0 = 1_000_000
