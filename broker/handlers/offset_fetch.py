@@ -24,10 +24,11 @@ from typing import Any
 
 from broker.handlers.base import Handler, RequestContext
 from coordinator.group import GroupCoordinator, OffsetFetchResult, PartitionOffset
-from coordinator.group.results import INVALID_OFFSET, TopicPartition
+from coordinator.group.results import TopicPartition
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
+from protocol.sentinels import UNKNOWN_OFFSET
 
 FIRST_TOP_LEVEL_ERROR_VERSION = 2
 FIRST_REQUIRE_STABLE_VERSION = 7
@@ -80,7 +81,7 @@ def _single_group(
     offsets = result.partitions
     error = result.error
     if error is not ErrorCode.NONE and version < FIRST_TOP_LEVEL_ERROR_VERSION:
-        failed = PartitionOffset(INVALID_OFFSET, error=error)
+        failed = PartitionOffset(UNKNOWN_OFFSET, error=error)
         offsets = dict.fromkeys(requested or (), failed)
     return {"throttle_time_ms": 0, "error_code": int(error), "topics": _topics(offsets)}
 

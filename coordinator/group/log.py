@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from protocol.error_codes import ErrorCode
+from protocol.sentinels import UNKNOWN_OFFSET
 
 AppendCallback = Callable[[ErrorCode, int], None]
-"""Called once per append: (error, offset of the batch's first record; -1 on error)."""
-NO_OFFSET = -1
+"""Called once per append: (error, offset of the batch's first record; UNKNOWN_OFFSET on error)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +142,7 @@ class InMemoryGroupLog:
 
     def _resolve(self, pending: _DeferredAppend, error: ErrorCode | None) -> None:
         if error is not None and error is not ErrorCode.NONE:
-            pending.callback(error, NO_OFFSET)
+            pending.callback(error, UNKNOWN_OFFSET)
             return
         log = self.partitions.setdefault(pending.partition, [])
         base = len(log)

@@ -12,8 +12,9 @@ Who may commit (``validateOffsetCommit``):
   rejoin), and a commit counts as a sign of life.
 
 Fetches return the durable offsets whatever the group's state (a group may use Kafka only to store
-offsets), INVALID_OFFSET (-1) for partitions without one; with ``require_stable`` a partition whose
-commit is still being written answers UNSTABLE_OFFSET_COMMIT.
+offsets), UNKNOWN_OFFSET (-1, Kafka's ``OffsetFetchResponse.INVALID_OFFSET``) for partitions without
+one; with ``require_stable`` a partition whose commit is still being written answers
+UNSTABLE_OFFSET_COMMIT.
 """
 
 from __future__ import annotations

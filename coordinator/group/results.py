@@ -9,13 +9,11 @@ from dataclasses import dataclass
 
 from coordinator.group.requests import UNKNOWN_MEMBER_ID
 from protocol.error_codes import ErrorCode
-from protocol.sentinels import NO_LEADER_EPOCH
+from protocol.sentinels import NO_LEADER_EPOCH, UNKNOWN_OFFSET
 
 TopicPartition = tuple[str, int]
 NO_LEADER = ""
 """Kafka's ``GroupCoordinator.NoLeader``."""
-INVALID_OFFSET = -1
-"""Kafka's ``OffsetFetchResponse.INVALID_OFFSET``: no committed offset."""
 CLASSIC_GROUP_TYPE = "classic"
 """ListGroups v5's group type for every group of this coordinator."""
 
@@ -71,9 +69,10 @@ class LeaveGroupResult:
 
 @dataclass(frozen=True, slots=True)
 class PartitionOffset:
-    """One partition of an OffsetFetch answer; leader epoch -1 means none."""
+    """One partition of an OffsetFetch answer; offset UNKNOWN_OFFSET (Kafka's
+    ``OffsetFetchResponse.INVALID_OFFSET``) means no committed offset, leader epoch -1 none."""
 
-    offset: int = INVALID_OFFSET
+    offset: int = UNKNOWN_OFFSET
     leader_epoch: int = NO_LEADER_EPOCH
     metadata: str = ""
     error: ErrorCode = ErrorCode.NONE
@@ -127,7 +126,6 @@ class DescribedGroup:
 
 __all__ = [
     "CLASSIC_GROUP_TYPE",
-    "INVALID_OFFSET",
     "NO_LEADER",
     "UNKNOWN_MEMBER_ID",
     "DescribedGroup",

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from coordinator.group.results import INVALID_OFFSET
+from protocol.sentinels import UNKNOWN_OFFSET
 from tests.broker.group_handlers_support import (
     NONE,
     E,
@@ -128,7 +128,7 @@ async def test_fetch_committed_and_missing_offsets(version: int) -> None:
         NONE,
         {
             **{tp: (offset, epoch, "meta", NONE) for tp, offset in OFFSETS.items()},
-            ("orders", 7): (INVALID_OFFSET, -1, "", NONE),
+            ("orders", 7): (UNKNOWN_OFFSET, -1, "", NONE),
         },
     )
     assert [t.name for t in (answer.groups[0].topics if version >= 8 else answer.topics)] == [
@@ -152,7 +152,7 @@ async def test_v1_puts_a_group_error_on_every_requested_partition() -> None:
     answer = await env.call(env.offset_fetch, 1, fetch_body(1, {elsewhere: list(OFFSETS)}))
     assert fetched(answer, 1) == (
         NONE,  # v1 has no top-level error
-        {tp: (INVALID_OFFSET, -1, "", int(E.NOT_COORDINATOR)) for tp in OFFSETS},
+        {tp: (UNKNOWN_OFFSET, -1, "", int(E.NOT_COORDINATOR)) for tp in OFFSETS},
     )
 
 
@@ -198,7 +198,7 @@ async def test_require_stable_counts_from_v7(version: int) -> None:
     answer = await env.call(env.offset_fetch, version, body)
     partition = fetched(answer, version)[1][("t", 0)]
     if version >= 7:
-        assert (partition[0], partition[3]) == (INVALID_OFFSET, int(E.UNSTABLE_OFFSET_COMMIT))
+        assert (partition[0], partition[3]) == (UNKNOWN_OFFSET, int(E.UNSTABLE_OFFSET_COMMIT))
     else:
         assert (partition[0], partition[3]) == (1, NONE)
     await env.finish_log(pending)
