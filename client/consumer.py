@@ -35,7 +35,7 @@ from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
 from protocol.records import DecodedRecord, iter_all_records, iter_batches
-from protocol.sentinels import IsolationLevel
+from protocol.sentinels import LATEST_TIMESTAMP, IsolationLevel
 
 DEFAULT_MAX_WAIT_MS = 500
 DEFAULT_MIN_BYTES = 1
@@ -43,8 +43,6 @@ DEFAULT_MAX_BYTES = 52_428_800
 """Kafka's ``fetch.max.bytes`` default."""
 DEFAULT_PARTITION_MAX_BYTES = 1_048_576
 """Kafka's ``max.partition.fetch.bytes`` default."""
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
 CLOSE_TIMEOUT_S = 5.0
 
 _log = structlog.get_logger("kipling.client.consumer")
@@ -249,8 +247,6 @@ class Consumer:
 
 
 __all__ = [
-    "EARLIEST_TIMESTAMP",
-    "LATEST_TIMESTAMP",
     "Consumer",
     "FetchResult",
     "FetchedPartition",

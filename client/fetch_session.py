@@ -35,7 +35,7 @@ import structlog
 
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
-from protocol.sentinels import NO_LEADER_EPOCH, ZERO_UUID, IsolationLevel
+from protocol.sentinels import NO_LEADER_EPOCH, UNKNOWN_OFFSET, ZERO_UUID, IsolationLevel
 
 SessionId = NewType("SessionId", int)
 SessionEpoch = NewType("SessionEpoch", int)
@@ -117,7 +117,7 @@ class PartitionData(NamedTuple):
 
     fetch_offset: int
     max_bytes: int
-    log_start_offset: int = -1
+    log_start_offset: int = UNKNOWN_OFFSET
     current_leader_epoch: int = NO_LEADER_EPOCH
     last_fetched_epoch: int = NO_LEADER_EPOCH
     topic_id: uuid.UUID = ZERO_UUID

@@ -18,21 +18,19 @@ from client.errors import error_code
 from client.fetch_session import TopicPartition
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
-from protocol.sentinels import IsolationLevel
-
-EARLIEST_TIMESTAMP = -2
-"""ListOffsets sentinel: the log start offset."""
-LATEST_TIMESTAMP = -1
-"""ListOffsets sentinel: the high watermark (read_uncommitted) or the last stable offset (read_committed)."""
-NO_OFFSET = -1
-"""What the broker answers when no record has a timestamp at or after the one asked for."""
+from protocol.sentinels import (
+    NO_LEADER_EPOCH,
+    NO_TIMESTAMP,
+    UNKNOWN_OFFSET,
+    IsolationLevel,
+)
 
 CONSUMER_REPLICA_ID = -1
 
 
 @dataclass(frozen=True, slots=True)
 class ListedOffset:
-    """One partition's answer. ``offset`` is :data:`NO_OFFSET` when a timestamp matched no record."""
+    """One partition's answer. ``offset`` is ``UNKNOWN_OFFSET`` when a timestamp matched no record."""
 
     tp: TopicPartition
     error: ErrorCode
@@ -54,10 +52,10 @@ async def list_offsets(
 ) -> dict[TopicPartition, ListedOffset]:
     """Ask the connected broker (the leader of every partition given) for each partition's offset.
 
-    ``timestamps`` maps each partition to :data:`EARLIEST_TIMESTAMP`, :data:`LATEST_TIMESTAMP` or a
-    timestamp in ms (the first offset whose record timestamp is at or after it). Every partition asked
-    gets an entry; one the response left out carries UNKNOWN_SERVER_ERROR. Connection failures raise
-    (see :mod:`client.errors`).
+    ``timestamps`` maps each partition to ``EARLIEST_TIMESTAMP``, ``LATEST_TIMESTAMP`` (both in
+    :mod:`protocol.sentinels`) or a timestamp in ms (the first offset whose record timestamp is at or
+    after it). Every partition asked gets an entry; one the response left out carries
+    UNKNOWN_SERVER_ERROR. Connection failures raise (see :mod:`client.errors`).
     """
     if not timestamps:
         return {}
@@ -79,14 +77,13 @@ async def list_offsets(
                 out[tp] = ListedOffset(tp, error_code(p.error_code), p.offset, p.timestamp, p.leader_epoch)
     for tp in timestamps:
         if tp not in out:
-            out[tp] = ListedOffset(tp, ErrorCode.UNKNOWN_SERVER_ERROR, NO_OFFSET, -1, -1)
+            out[tp] = ListedOffset(
+                tp, ErrorCode.UNKNOWN_SERVER_ERROR, UNKNOWN_OFFSET, NO_TIMESTAMP, NO_LEADER_EPOCH
+            )
     return out
 
 
 __all__ = [
-    "EARLIEST_TIMESTAMP",
-    "LATEST_TIMESTAMP",
-    "NO_OFFSET",
     "ListedOffset",
     "list_offsets",
 ]

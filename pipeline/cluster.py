@@ -27,7 +27,7 @@ from client.connection import KafkaConnection
 from client.connection_pool import ConnectionPool
 from client.errors import ClientError, KafkaResponseError
 from client.fetch_session import TopicPartition
-from client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, list_offsets
+from client.offsets import list_offsets
 from pipeline.errors import KiplingOptionError
 from pipeline.options import (
     Assign,
@@ -38,7 +38,7 @@ from pipeline.options import (
     Subscription,
 )
 from protocol.error_codes import ErrorCode
-from protocol.sentinels import IsolationLevel
+from protocol.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, IsolationLevel
 
 T = TypeVar("T")
 

@@ -43,7 +43,6 @@ import structlog
 from client.consumer import Consumer, FetchedPartition, FetchResult
 from client.errors import ClientError, KafkaResponseError
 from client.fetch_session import TopicPartition
-from client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from pipeline.arrow import DEFAULT_MAX_ROWS_PER_BATCH, RecordBatchBuilder
 from pipeline.cluster import BrokerSession, ClusterClient
 from pipeline.errors import KiplingReadTimeoutError
@@ -51,7 +50,7 @@ from pipeline.offsets import DataLossReporter, OffsetRange
 from pipeline.options import BrokerAddress, ConnectionSettings
 from protocol.error_codes import ErrorCode
 from protocol.records import DecodedRecord
-from protocol.sentinels import IsolationLevel
+from protocol.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, IsolationLevel
 
 _log = structlog.get_logger("kipling.pipeline.fetch")
 

@@ -32,7 +32,6 @@ from typing import Any, Protocol
 import structlog
 
 from client.fetch_session import TopicPartition
-from client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_OFFSET
 from pipeline.errors import (
     INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE,
     KiplingDataLossError,
@@ -47,6 +46,7 @@ from pipeline.options import (
     SpecificOffsets,
     SpecificTimestamps,
 )
+from protocol.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, UNKNOWN_OFFSET
 
 _log = structlog.get_logger("kipling.pipeline.offsets")
 
@@ -81,7 +81,7 @@ class OffsetLookup(Protocol):
     def latest(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets: ...
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> PartitionOffsets:
-        """The first offset with a timestamp at or after each one, :data:`NO_OFFSET` when none."""
+        """The first offset with a timestamp at or after each one, ``UNKNOWN_OFFSET`` when none."""
         ...
 
 
@@ -140,7 +140,7 @@ def _resolve_timestamps(
     timestamps: dict[TopicPartition, int], strategy: NoMatchStrategy, lookup: OffsetLookup, starting: bool
 ) -> PartitionOffsets:
     found = _complete(lookup.offsets_for_times(timestamps), timestamps, "offset for timestamp")
-    unmatched = [tp for tp, offset in found.items() if offset == NO_OFFSET]
+    unmatched = [tp for tp, offset in found.items() if offset == UNKNOWN_OFFSET]
     if unmatched and starting and strategy is NoMatchStrategy.ERROR:
         tp = unmatched[0]
         raise KiplingOptionError(

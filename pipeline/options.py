@@ -21,10 +21,9 @@ from typing import Any, Literal
 import structlog
 
 from client.fetch_session import TopicPartition
-from client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from pipeline.errors import KiplingOptionError
 from protocol.records import CompressionType
-from protocol.sentinels import IsolationLevel
+from protocol.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, IsolationLevel
 
 Mode = Literal["batch", "stream", "any"]
 """Which query kind the options are validated for ("any": only what both kinds share, at ``load()``)."""

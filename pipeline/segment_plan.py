@@ -38,7 +38,6 @@ from dataclasses import dataclass
 import structlog
 
 from client.fetch_session import TopicPartition
-from client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from pipeline.errors import KiplingOptionError
 from pipeline.offsets import DataLossReporter, OffsetRange, PartitionOffsets, plan_batch
 from pipeline.options import (
@@ -66,6 +65,7 @@ from pipeline.options import (
     parse_subscription,
 )
 from pipeline.segment_files import SegmentTask, log_end_offset, log_file_name
+from protocol.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,

@@ -29,7 +29,7 @@ import pytest
 
 from client.fetch_session import TopicPartition
 from client.group_member import Generation
-from client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from protocol.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.group_members import (
     ConsoleMember,

@@ -27,11 +27,11 @@ from client import (
     RequestTimeoutError,
     TopicPartition,
 )
-from client.consumer import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from client.fetch_session import INVALID_SESSION_ID
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
 from protocol.records import Record
+from protocol.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from tests.integration.broker_process import BrokerProcess
 
 SESSIONS_GAUGE = "kafka_server_fetchsessioncache_numincrementalfetchsessions"

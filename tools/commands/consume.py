@@ -46,15 +46,11 @@ from client.connection import KafkaConnection
 from client.consumer import Consumer, FetchResult
 from client.errors import ClientError, KafkaResponseError
 from client.fetch_session import TopicPartition
-from client.offsets import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    list_offsets,
-)
+from client.offsets import list_offsets
 from client.tasks import cancel_and_wait
 from protocol.error_codes import ErrorCode
 from protocol.records import DecodedRecord, TimestampType
-from protocol.sentinels import IsolationLevel
+from protocol.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, IsolationLevel
 from server_common.config.properties import PropertiesError, read_properties_file
 from tools.commands.arguments import parse_properties, positive_int
 from tools.commands.consume_group import (

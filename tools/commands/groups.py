@@ -33,10 +33,11 @@ from typing import TextIO
 from client.connection import KafkaConnection
 from client.errors import ClientError, KafkaResponseError, error_code
 from client.fetch_session import TopicPartition
-from client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, list_offsets
+from client.offsets import list_offsets
 from protocol import consumer_protocol
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
+from protocol.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from tools.commands.topics import (
     BrokerAddress,
     ClusterConnections,
