@@ -16,14 +16,16 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import NewType
 
+from protocol import sentinels
+
 TopicPartition = tuple[str, int]
 """(topic, partition), as storage.log_manager names it."""
 Offset = NewType("Offset", int)
 LeaderEpoch = NewType("LeaderEpoch", int)
 
-UNDEFINED_EPOCH = LeaderEpoch(-1)
+UNDEFINED_EPOCH = LeaderEpoch(sentinels.NO_LEADER_EPOCH)
 """No epoch (Kafka's EpochEndOffset.UNDEFINED_EPOCH), as on the wire."""
-UNDEFINED_EPOCH_OFFSET = Offset(-1)
+UNDEFINED_EPOCH_OFFSET = Offset(sentinels.UNDEFINED_EPOCH_OFFSET)
 """No end offset (Kafka's EpochEndOffset.UNDEFINED_EPOCH_OFFSET), as on the wire."""
 
 

@@ -25,9 +25,10 @@ from follower.fetch_state import (
     Offset,
     TopicPartition,
 )
+from protocol import sentinels
 from protocol.error_codes import ErrorCode
 
-NO_OFFSET = Offset(-1)
+UNKNOWN_OFFSET = Offset(sentinels.UNKNOWN_OFFSET)
 """An absent high watermark / log start offset / last stable offset, as on the wire."""
 
 
@@ -89,11 +90,11 @@ class FetchPartitionData:
     """
 
     error: ErrorCode = ErrorCode.NONE
-    high_watermark: Offset = NO_OFFSET
-    log_start_offset: Offset = NO_OFFSET
+    high_watermark: Offset = UNKNOWN_OFFSET
+    log_start_offset: Offset = UNKNOWN_OFFSET
     records: bytes | bytearray | memoryview = b""
     diverging_epoch: EpochEndOffset | None = None
-    last_stable_offset: Offset = NO_OFFSET
+    last_stable_offset: Offset = UNKNOWN_OFFSET
 
 
 class LeaderEndpoint(Protocol):

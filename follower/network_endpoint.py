@@ -41,7 +41,13 @@ from follower.leader_endpoint import (
 )
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode, KafkaError
-from protocol.sentinels import NO_LEADER_EPOCH, ZERO_UUID, IsolationLevel
+from protocol.sentinels import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    NO_LEADER_EPOCH,
+    ZERO_UUID,
+    IsolationLevel,
+)
 
 FETCH_MAX_VERSION = 17
 FETCH_MIN_VERSION = 4
@@ -53,9 +59,6 @@ REPLICA_STATE_MIN_VERSION = 15
 """From here the replica is named in the ReplicaState tagged field instead of ReplicaId."""
 OFFSET_FOR_LEADER_EPOCH_MAX_VERSION = 4
 LIST_OFFSETS_MIN_VERSION = 1
-
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
 
 
 class NetworkLeaderEndpoint:
