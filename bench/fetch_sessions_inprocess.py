@@ -115,6 +115,7 @@ from protocol.api import decode_response, encode_request
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
 from protocol.records import HEADER_SIZE, Record, build_batch, read_header, verify_batch
+from protocol.sentinels import NO_LEADER_EPOCH, NO_TIMESTAMP, UNKNOWN_OFFSET
 from server_common.config import BrokerConfig, load_config
 from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import Clock, SystemClock
@@ -135,7 +136,6 @@ RESPONSE_MAX_BYTES = 50 << 20
 """The client's max_bytes; the broker caps it at fetch.max.bytes (default 55 MiB), never reached here."""
 DEFAULT_SIZES = "100,300,1000,3000,10000,30000,100000"
 MODES = ("sessionless_full", "incremental", "incremental_fixed")
-NO_TIMESTAMP = -1
 
 
 def topic_name(t: int) -> str:
@@ -530,10 +530,10 @@ class FetchClient:
             topics.setdefault(t, []).append(
                 {
                     "partition": p,
-                    "current_leader_epoch": -1,
+                    "current_leader_epoch": NO_LEADER_EPOCH,
                     "fetch_offset": self.offsets[g],
-                    "last_fetched_epoch": -1,
-                    "log_start_offset": -1,
+                    "last_fetched_epoch": NO_LEADER_EPOCH,
+                    "log_start_offset": UNKNOWN_OFFSET,
                     "partition_max_bytes": PARTITION_MAX_BYTES,
                 }
             )
