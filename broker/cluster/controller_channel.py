@@ -27,7 +27,7 @@ from metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
-from protocol.sentinels import NO_LEADER_EPOCH, IsolationLevel
+from protocol.sentinels import NO_LEADER_EPOCH, UNKNOWN_OFFSET, IsolationLevel
 
 __all__ = [
     "AlterPartitionItem",
@@ -301,7 +301,7 @@ class ControllerChannel:
                             "current_leader_epoch": NO_LEADER_EPOCH,
                             "fetch_offset": fetch_offset,
                             "last_fetched_epoch": last_fetched_epoch,
-                            "log_start_offset": -1,
+                            "log_start_offset": UNKNOWN_OFFSET,
                             "partition_max_bytes": max_bytes,
                         }
                     ],
@@ -315,7 +315,7 @@ class ControllerChannel:
             ApiKey.FETCH, body, version=METADATA_FETCH_VERSION, timeout_s=timeout_s
         )
         if response.error_code:
-            return MetadataFetch(ErrorCode(response.error_code), b"", -1, None)
+            return MetadataFetch(ErrorCode(response.error_code), b"", UNKNOWN_OFFSET, None)
         for topic in response.responses:
             for partition in topic.partitions:
                 diverging = partition.diverging_epoch
@@ -331,4 +331,4 @@ class ControllerChannel:
                     int(partition.high_watermark),
                     diverged,
                 )
-        return MetadataFetch(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, b"", -1, None)
+        return MetadataFetch(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, b"", UNKNOWN_OFFSET, None)
