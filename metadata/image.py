@@ -47,7 +47,8 @@ from metadata.topics import NO_LEADER, PartitionState, TopicState
 from protocol.sentinels import ZERO_UUID
 
 NO_OFFSET = -1
-"""The offset of an image that has applied no record."""
+"""The offset of an image that has applied no record: a position below every record's offset (records
+at or below :attr:`MetadataImage.offset` are skipped), not protocol.sentinels.UNKNOWN_OFFSET."""
 NO_EPOCH = -1
 """The controller epoch of an image that has applied no record."""
 INITIAL_NEXT_PRODUCER_ID = 0
