@@ -6,19 +6,20 @@ partitions here: every partition holds segment files and index maps open, and th
 one layer, the segment files, and keeps every layer above it:
 
 * **real broker code** from the request bytes to the response buffers:
-  ``RequestDispatcher.dispatch`` (request header and body decoded by ``protocol.messages`` codecs,
-  version check, :class:`~broker.handlers.fetch.FetchHandler`, response header, the
+  ``RequestDispatcher.dispatch`` (request header and body decoded by ``protocol.messages`` codecs, version
+  check, :class:`~broker.handlers.fetch.FetchHandler`, response header, the
   :class:`~broker.handlers.base.EncodedResponse` parts, request metrics) →
-  :class:`~broker.fetch_service.FetchService` (byte budget, long-poll decision, result building) →
-  :mod:`broker.fetch_session` (``FetchManager``, ``FetchSessionCache`` with its watch index, the
-  sessions' dirty sets) → :class:`~broker.replica_manager.ReplicaManager` →
-  :class:`~broker.partition.Partition` (``read``, the high-watermark rule, ``append_records`` with its
-  batch validation, producer state, and the listeners through which ``FetchService.on_partition_changed``
-  marks sessions dirty) → :mod:`broker.fetch_response` (topics grouping, records as external bytes);
-  topics created by a real :class:`~metadata.controller.controller.QuorumController` (over an
-  in-memory metadata log, this node registered and unfenced) and led as the replica transitions lead
-  them (``ReplicaManager.lead``), looked up in the controller's metadata image; the leader epoch cache
-  a real :class:`~storage.epoch.LeaderEpochFileCache` without a checkpoint file;
+  :class:`~broker.fetch.service.FetchService` (byte budget, long-poll decision, result building) →
+  :mod:`broker.fetch_session` (``FetchManager``, ``FetchSessionCache`` with its watch index, the sessions'
+  dirty sets) → :class:`~broker.replication.replica_manager.ReplicaManager` →
+  :class:`~broker.replication.partition.Partition` (``read``, the high-watermark rule, ``append_records``
+  with its batch validation, producer state, and the listeners through which
+  ``FetchService.on_partition_changed`` marks sessions dirty) → :mod:`broker.fetch.response` (topics
+  grouping, records as external bytes); topics created by a real
+  :class:`~metadata.controller.controller.QuorumController` (over an in-memory metadata log, this node
+  registered and unfenced) and led as the replica transitions lead them (``ReplicaManager.lead``), looked up
+  in the controller's metadata image; the leader epoch cache a real
+  :class:`~storage.epoch.LeaderEpochFileCache` without a checkpoint file;
 * **in memory instead of on disk**: :class:`MemoryLog` stands in for ``storage.log.PartitionLog`` and
   its ``LogSegment`` files (``.log``, ``.index``, ``.timeindex``), and :class:`MemoryLogManager` for the
   ``LogManager`` that opens them. Appends still go through the real
@@ -97,13 +98,13 @@ from prometheus_client import CollectorRegistry
 
 from bench import RESULTS_DIR, write_results
 from bench.scaling_plot import plot_session_scaling
-from broker.fetch_service import FetchService
+from broker.fetch.service import FetchService
 from broker.fetch_session import FetchManager, FetchSessionCache, FetchSessionCacheMetrics
 from broker.handlers.fetch import FetchHandler
 from broker.handlers.registry import HandlerRegistry
-from broker.partition import Partition
-from broker.replica_manager import ReplicaManager
-from broker.request_metrics import RequestMetrics
+from broker.metrics.requests import RequestMetrics
+from broker.replication.partition import Partition
+from broker.replication.replica_manager import ReplicaManager
 from broker.server.dispatcher import Reply, RequestDispatcher
 from metadata.controller.controller import ControllerConfig, QuorumController
 from metadata.controller.metadata_log import InMemoryMetadataLog
@@ -243,7 +244,7 @@ class MemorySegment:
 class MemoryLog:
     """Stands in for ``storage.log.PartitionLog``: the same offsets and calls, one in-memory segment.
 
-    It provides what :class:`~broker.partition.Partition` and the ReplicaManager use of a log: the
+    It provides what :class:`~broker.replication.partition.Partition` and the ReplicaManager use of a log: the
     offsets (log start, log end, high watermark), the leader epoch cache, ``append_as_leader`` (through
     the real offset assignment and CRC check), ``read`` with ``PartitionLog.read``'s range rules, and the
     segment view that ``bytes_available`` / ``on_older_segment`` (the long-poll checks) inspect. No

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
-from broker.fetch_service import FetchService, TopicLookup
+from broker.fetch.service import FetchService, TopicLookup
 from broker.fetch_session.cache import FetchSessionCache
 from broker.fetch_session.context import FetchManager
 from broker.fetch_session.metrics import FetchSessionCacheMetrics
@@ -31,10 +31,10 @@ from broker.handlers.metadata import BrokerEndpoint
 from broker.handlers.offset_commit import OffsetCommitHandler
 from broker.handlers.offset_fetch import OffsetFetchHandler
 from broker.handlers.sync_group import SyncGroupHandler
-from broker.metrics_purgatory import DelayedFetchMetrics, DelayedProduceMetrics, PurgatoryMetrics
-from broker.partition_metrics import register_partition_metrics
-from broker.produce_service import ProduceService
-from broker.replica_manager import ReplicaManager
+from broker.metrics.purgatory import DelayedFetchMetrics, DelayedProduceMetrics, PurgatoryMetrics
+from broker.produce.service import ProduceService
+from broker.replication.partition_metrics import register_partition_metrics
+from broker.replication.replica_manager import ReplicaManager
 from coordinator.group import GroupCoordinator, GroupCoordinatorConfig
 from server_common.config import BrokerConfig
 from server_common.periodic import PeriodicTask

@@ -35,14 +35,14 @@ from typing import Protocol
 import structlog
 
 from broker.handlers.metadata import BrokerEndpoint
-from broker.partition import Partition
-from broker.produce_service import (
+from broker.produce.service import (
     ADMIN_CLIENT_ID,
     PartitionOutcome,
     ProducePartitionData,
     ProduceRequest,
     ProduceService,
 )
+from broker.replication.partition import Partition
 from coordinator.group import GroupCoordinator
 from coordinator.group.log import AppendCallback, LoggedRecord, OffsetsRecord
 from metadata import topic_names

@@ -14,7 +14,7 @@ from broker.assembly import DataPlane, GroupCoordination, group_handlers
 from broker.cluster.controller_channel import ControllerChannel
 from broker.cluster.metadata_loader import MetadataLoader
 from broker.cluster.producer_id_blocks import ControllerProducerIdManager
-from broker.fetch_service import FetchService
+from broker.fetch.service import FetchService
 from broker.handlers.allocate_producer_ids import AllocateProducerIdsHandler
 from broker.handlers.alter_partition import AlterPartitionHandler
 from broker.handlers.api_versions import ApiVersionsHandler
@@ -33,7 +33,7 @@ from broker.handlers.metadata import BrokerEndpoint, MetadataHandler, TopicCreat
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.produce import ProduceHandler
 from broker.handlers.registry import HandlerRegistry
-from broker.replica_manager import ReplicaManager
+from broker.replication.replica_manager import ReplicaManager
 from metadata.controller.admin import ControllerTopicAdmin
 from metadata.controller.controller import QuorumController
 from metadata.image import MetadataImage

@@ -1,10 +1,10 @@
 """The metadata log as a partition this node leads: the controller writes it, brokers fetch it.
 
 :class:`PartitionMetadataLog` is the controller's :class:`~metadata.controller.metadata_log.MetadataLog`
-over a :class:`~broker.partition.Partition` whose only replica is the controller, so every batch gets
-segments, indexes, a leader-epoch checkpoint and crash recovery like any partition.
-:class:`MetadataPartitionSource` lets the controller listener's Fetch serve that one partition
-through the ordinary fetch path (long polls woken by appends, diverging epochs, zero-copy slices).
+over a :class:`~broker.replication.partition.Partition` whose only replica is the controller, so every batch
+gets segments, indexes, a leader-epoch checkpoint and crash recovery like any partition.
+:class:`MetadataPartitionSource` lets the controller listener's Fetch serve that one partition through the
+ordinary fetch path (long polls woken by appends, diverging epochs, zero-copy slices).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Hashable, Sequence
 
-from broker.partition import Partition
+from broker.replication.partition import Partition
 from metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 from metadata.records import MetadataRecord
 from metadata.serde import encode_metadata_batch

@@ -41,12 +41,10 @@ from broker.cluster.controller_channel import BrokerListener, ControllerChannel
 from broker.cluster.lifecycle import BrokerLifecycleManager
 from broker.cluster.metadata_loader import MetadataLoader
 from broker.cluster.producer_id_blocks import ControllerProducerIdManager
-from broker.fetch_service import FetchService
+from broker.fetch.service import FetchService
 from broker.fetch_session.cache import FetchSessionCache
 from broker.fetch_session.context import FetchManager
 from broker.fetch_session.metrics import FetchSessionCacheMetrics
-from broker.followers import FollowerSupervisor
-from broker.followers.settings import follower_settings
 from broker.group_runtime import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_CONFIGS,
@@ -57,11 +55,13 @@ from broker.handler_sets import broker_handlers, controller_handlers
 from broker.handlers.metadata import BrokerEndpoint
 from broker.meta_properties import ensure_meta_properties
 from broker.metadata_partition import MetadataPartitionSource, PartitionMetadataLog
-from broker.metrics_endpoint import MetricsEndpoint
-from broker.partition import Partition
-from broker.replica_manager import ReplicaManager
-from broker.replica_transitions import ReplicaTransitions
-from broker.request_metrics import RequestMetrics
+from broker.metrics.endpoint import MetricsEndpoint
+from broker.metrics.requests import RequestMetrics
+from broker.replication.followers import FollowerSupervisor
+from broker.replication.followers.settings import follower_settings
+from broker.replication.partition import Partition
+from broker.replication.replica_manager import ReplicaManager
+from broker.replication.transitions import ReplicaTransitions
 from broker.server.dispatcher import RequestDispatcher
 from broker.server.listener import BrokerServer
 from broker.startup import bound

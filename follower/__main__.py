@@ -1,9 +1,9 @@
 """Entry point of a follower process: ``python -m follower --broker-id N --fetcher-id K --ipc-fd FD``.
 
-Started by its broker (broker/followers/supervisor.py), never by hand. The broker passes one end of
-a Unix socketpair as ``FD``; everything else (the replica.* settings, the broker epoch, the logs to
-follow) arrives over it, starting with ``configure``. This module only wires the pieces together:
-logging, uvloop, the IPC channel and the :class:`~follower.service.FollowerService`.
+Started by its broker (broker/replication/followers/supervisor.py), never by hand. The broker passes one end
+of a Unix socketpair as ``FD``; everything else (the replica.* settings, the broker epoch, the logs to
+follow) arrives over it, starting with ``configure``. This module only wires the pieces together: logging,
+uvloop, the IPC channel and the :class:`~follower.service.FollowerService`.
 
 The process ends when the broker asks (``shutdown``), on SIGTERM, or when the IPC socket closes
 because the broker died; in every case the fetchers stop and the logs are flushed and closed first.

@@ -25,7 +25,7 @@ from broker.cluster.controller_channel import (
     ControllerChannel,
     ControllerUnavailableError,
 )
-from broker.replica_state import IsrProposal
+from broker.replication.replica_state import IsrProposal
 from protocol.error_codes import ErrorCode
 
 __all__ = ["AlterPartitionManager"]
@@ -36,7 +36,7 @@ _log = structlog.get_logger("kipling.alter_partition")
 
 
 class ProposingPartition(Protocol):
-    """What the manager needs of a partition (broker.partition.Partition)."""
+    """What the manager needs of a partition (broker.replication.partition.Partition)."""
 
     topic: str
     index: int

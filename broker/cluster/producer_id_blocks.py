@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from broker.producer_ids import ProducerIdsUnavailableError
+from broker.produce.producer_ids import ProducerIdsUnavailableError
 from metadata.producer_id_block import ProducerIdBlock
 from protocol.error_codes import ErrorCode
 

@@ -1,9 +1,9 @@
 """Fetch (key 1, v4-17): consumers and followers read record batches, possibly after a long poll.
 
-Thin: the request becomes a :class:`~broker.fetch_service.FetchRequest` (topic names up to v12,
+Thin: the request becomes a :class:`~broker.fetch.service.FetchRequest` (topic names up to v12,
 topic ids from v13; the replica id, and the follower's broker epoch, from ReplicaState from v15),
 the :class:`FetchService` serves it, and the response is encoded around the records' file slices
-(:mod:`broker.fetch_response`).
+(:mod:`broker.fetch.response`).
 v4 is the lowest version served: it is the first with record batch v2, which kipling stores.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from broker.fetch_response import BrokerList, encode_response, response_body
-from broker.fetch_service import FetchRequest, FetchService
+from broker.fetch.response import BrokerList, encode_response, response_body
+from broker.fetch.service import FetchRequest, FetchService
 from broker.fetch_session import (
     FetchResponseParts,
     PartitionFetchParams,

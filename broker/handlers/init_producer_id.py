@@ -25,7 +25,7 @@ from typing import Any
 import structlog
 
 from broker.handlers.base import Handler, RequestContext
-from broker.producer_ids import ProducerIdGenerator, ProducerIdsUnavailableError
+from broker.produce.producer_ids import ProducerIdGenerator, ProducerIdsUnavailableError
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode

@@ -21,8 +21,8 @@ from typing import Any
 import structlog
 
 from broker.handlers.base import Handler, RequestContext
-from broker.partition import NOT_FOUND, TimestampAndOffset
-from broker.replica_manager import ReplicaManager
+from broker.replication.partition import NOT_FOUND, TimestampAndOffset
+from broker.replication.replica_manager import ReplicaManager
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError

@@ -1,7 +1,7 @@
 """Produce (key 0, v3-11): append each partition's batch on this leader and report its offsets.
 
-Thin: the request becomes a :class:`~broker.produce_service.ProduceRequest`, the
-:class:`~broker.produce_service.ProduceService` appends (and for acks=-1 waits for the high
+Thin: the request becomes a :class:`~broker.produce.service.ProduceRequest`, the
+:class:`~broker.produce.service.ProduceService` appends (and for acks=-1 waits for the high
 watermark; its module docstring lists the request-level and per-partition rules), and the
 response is built from the per-partition outcomes, with CurrentLeader for NOT_LEADER_OR_FOLLOWER
 at v10+.
@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 
 from broker.handlers.base import NO_RESPONSE, Handler, RequestContext
-from broker.produce_service import PartitionOutcome, ProducePartitionData, ProduceRequest, ProduceService
+from broker.produce.service import PartitionOutcome, ProducePartitionData, ProduceRequest, ProduceService
 from broker.server.dispatcher import CloseConnection
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData

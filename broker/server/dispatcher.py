@@ -21,7 +21,7 @@ import structlog
 from broker.handlers.api_versions import api_versions_body
 from broker.handlers.base import NO_RESPONSE, EncodedResponse, Handler, RequestContext
 from broker.handlers.registry import HandlerRegistry
-from broker.request_metrics import RequestMetrics, api_name
+from broker.metrics.requests import RequestMetrics, api_name
 from protocol.api import read_request_header
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode, KafkaError

@@ -12,7 +12,7 @@ import itertools
 
 import structlog
 
-from broker.request_metrics import RequestMetrics
+from broker.metrics.requests import RequestMetrics
 from broker.server.connection import KafkaConnection
 from broker.server.dispatcher import RequestDispatcher
 

@@ -45,7 +45,7 @@ from broker.cluster.controller_channel import (
 )
 from broker.cluster.lifecycle import BrokerLifecycleManager
 from broker.cluster.metadata_loader import MetadataLoader
-from broker.replica_state import IsrProposal
+from broker.replication.replica_state import IsrProposal
 from metadata.image import MetadataDelta, MetadataImage
 from metadata.records import (
     BrokerEndpointRecord,

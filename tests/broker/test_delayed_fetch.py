@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from broker.delayed_fetch import (
+from broker.fetch.delayed import (
     CONSUMER_REPLICA_ID,
     DelayedFetch,
     FetchablePartition,
@@ -19,7 +19,7 @@ from broker.delayed_fetch import (
     FetchPartitionStatus,
 )
 from broker.fetch_session import FetchSession, PartitionFetchParams, SessionId, TopicPartitionKey
-from broker.metrics_purgatory import FETCH_EXPIRES, DelayedFetchMetrics
+from broker.metrics.purgatory import FETCH_EXPIRES, DelayedFetchMetrics
 from protocol.sentinels import NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET, ZERO_UUID, IsolationLevel
 from server_common.purgatory import DelayedOperationPurgatory, FakeScheduler
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import pytest
 from prometheus_client import CollectorRegistry
 
-from broker.delayed_produce import DelayedProduce, ProducePartitionStatus, ReplicatedPartition
-from broker.metrics_purgatory import PRODUCE_EXPIRES, DelayedProduceMetrics
+from broker.metrics.purgatory import PRODUCE_EXPIRES, DelayedProduceMetrics
+from broker.produce.delayed import DelayedProduce, ProducePartitionStatus, ReplicatedPartition
 from protocol.error_codes import ErrorCode
 from server_common.purgatory import DelayedOperationPurgatory, FakeScheduler
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from broker.fetch_service import FetchRequest, FetchService, PartitionPayload
+from broker.fetch.service import FetchRequest, FetchService, PartitionPayload
 from broker.fetch_session import (
     FetchContext,
     FetchManager,
@@ -27,8 +27,8 @@ from broker.fetch_session import (
     PartitionFetchResult,
     TopicPartitionKey,
 )
-from broker.partition import Partition
-from broker.replica_manager import ReplicaManager
+from broker.replication.partition import Partition
+from broker.replication.replica_manager import ReplicaManager
 from metadata.topics import TopicState
 from protocol.error_codes import ErrorCode
 from protocol.records import CompressionType, Record, build_batch

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 import pytest
 from prometheus_client import CollectorRegistry
 
-from broker.fetch_service import FetchRequest, FetchService
+from broker.fetch.service import FetchRequest, FetchService
 from broker.fetch_session import (
     FetchContext,
     FetchManager,
@@ -27,9 +27,9 @@ from broker.fetch_session import (
     PartitionFetchParams,
     TopicPartitionKey,
 )
-from broker.partition import Partition
-from broker.produce_service import PartitionOutcome, ProducePartitionData, ProduceRequest, ProduceService
-from broker.replica_manager import ReplicaManager
+from broker.produce.service import PartitionOutcome, ProducePartitionData, ProduceRequest, ProduceService
+from broker.replication.partition import Partition
+from broker.replication.replica_manager import ReplicaManager
 from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.errors import ProtocolError

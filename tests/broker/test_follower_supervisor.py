@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from broker.followers.process import FollowerProcess
-from broker.followers.settings import follower_settings
-from broker.followers.supervisor import (
+from broker.replication.followers.process import FollowerProcess
+from broker.replication.followers.settings import follower_settings
+from broker.replication.followers.supervisor import (
     FollowedPartition,
     FollowerSupervisor,
     fetcher_id_for,

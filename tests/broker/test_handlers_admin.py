@@ -24,7 +24,7 @@ from broker.handlers.metadata import (
     MetadataHandler,
 )
 from broker.handlers.registry import HandlerRegistry
-from broker.replica_manager import ReplicaManager
+from broker.replication.replica_manager import ReplicaManager
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
 from protocol.messages import REQUESTS, RESPONSES

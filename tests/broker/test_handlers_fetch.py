@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from broker.fetch_response import response_body
+from broker.fetch.response import response_body
 from broker.fetch_session import FetchResponseParts, PartitionFetchResult, TopicPartitionKey
 from broker.handlers.base import EncodedResponse, RequestContext
 from broker.handlers.fetch import FetchHandler
 from broker.handlers.metadata import BrokerEndpoint
 from broker.handlers.registry import HandlerRegistry
-from broker.request_metrics import RequestMetrics
+from broker.metrics.requests import RequestMetrics
 from broker.server.dispatcher import RequestDispatcher
 from protocol.api import decode_response, encode_request
 from protocol.data import MessageData

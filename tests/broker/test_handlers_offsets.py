@@ -13,7 +13,7 @@ from broker.handlers.base import Handler, RequestContext
 from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.registry import HandlerRegistry
-from broker.replica_manager import ReplicaManager
+from broker.replication.replica_manager import ReplicaManager
 from metadata.topics import PartitionState, TopicState
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError

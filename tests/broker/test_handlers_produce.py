@@ -19,8 +19,8 @@ from broker.handlers.base import NO_RESPONSE, Handler, RequestContext
 from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.produce import ProduceHandler
 from broker.handlers.registry import HandlerRegistry
-from broker.produce_service import ProduceService
-from broker.replica_manager import ReplicaManager
+from broker.produce.service import ProduceService
+from broker.replication.replica_manager import ReplicaManager
 from broker.server.dispatcher import CloseConnection
 from metadata.topics import PartitionState, TopicState
 from protocol.data import MessageData

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from broker.partition import AlterPartitionSender, Partition, PartitionRead
-from broker.replica_state import IsrProposal, check_alter_partition
+from broker.replication.partition import AlterPartitionSender, Partition, PartitionRead
+from broker.replication.replica_state import IsrProposal, check_alter_partition
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.records import Record, build_batch
 from protocol.sentinels import NO_LEADER_EPOCH

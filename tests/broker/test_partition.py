@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from broker.partition import (
+from broker.replication.partition import (
     NOT_FOUND,
     Partition,
     PartitionRead,

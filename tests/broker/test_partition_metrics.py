@@ -6,8 +6,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from broker.partition_metrics import register_partition_metrics
-from broker.replica_manager import ReplicaManager
+from broker.replication.partition_metrics import register_partition_metrics
+from broker.replication.replica_manager import ReplicaManager
 from protocol.records import Record, build_batch
 from server_common.config import load_config, to_log_config
 from storage.clock import FakeClock

@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from broker.partition import Partition
+from broker.replication.partition import Partition
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.records import CompressionType, Record, build_batch, iter_batches, iter_records, read_header
 from protocol.records.builder import encode_record

@@ -8,8 +8,8 @@ import pathlib
 
 import pytest
 
-from broker.partition import Partition
-from broker.produce_validation import INVALID_TIMESTAMP_MESSAGE, RecordError, RecordValidationError
+from broker.produce.validation import INVALID_TIMESTAMP_MESSAGE, RecordError, RecordValidationError
+from broker.replication.partition import Partition
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.records import CompressionType, Record, TimestampType, build_batch, iter_records, rewrite_crc
 from storage.clock import FakeClock

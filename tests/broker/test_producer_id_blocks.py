@@ -9,7 +9,7 @@ import pytest
 from broker.cluster.producer_id_blocks import PREFETCH_FRACTION, ControllerProducerIdManager
 from broker.handlers.base import RequestContext
 from broker.handlers.init_producer_id import InitProducerIdHandler
-from broker.producer_ids import ProducerIdsUnavailableError
+from broker.produce.producer_ids import ProducerIdsUnavailableError
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode

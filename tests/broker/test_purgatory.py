@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from prometheus_client import CollectorRegistry
 
-from broker.metrics_purgatory import NUM_DELAYED_OPERATIONS, PURGATORY_SIZE, PurgatoryMetrics
+from broker.metrics.purgatory import NUM_DELAYED_OPERATIONS, PURGATORY_SIZE, PurgatoryMetrics
 from server_common.purgatory import DelayedOperation, DelayedOperationPurgatory, FakeScheduler
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.read_rules import Divergence, diverging_epoch, visible_end_offset
+from broker.fetch.read_rules import Divergence, diverging_epoch, visible_end_offset
 from protocol.sentinels import NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET, IsolationLevel
 
 

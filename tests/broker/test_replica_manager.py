@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from broker.partition import Partition
-from broker.replica_manager import ReplicaManager
+from broker.replication.partition import Partition
+from broker.replication.replica_manager import ReplicaManager
 from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.records import Record, build_batch

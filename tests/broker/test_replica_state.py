@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.replica_state import (
+from broker.replication.replica_state import (
     IsrProposal,
     LeaderReplicaSet,
     ProposalOutcome,

@@ -19,11 +19,11 @@ from dataclasses import dataclass, replace
 import pytest
 from structlog.testing import capture_logs
 
-from broker.followers import FollowedPartition
-from broker.partition import Partition
-from broker.replica_manager import ReplicaManager
-from broker.replica_state import IsrProposal
-from broker.replica_transitions import ReplicaTransitions
+from broker.replication.followers import FollowedPartition
+from broker.replication.partition import Partition
+from broker.replication.replica_manager import ReplicaManager
+from broker.replication.replica_state import IsrProposal
+from broker.replication.transitions import ReplicaTransitions
 from metadata.image import MetadataDelta, MetadataImage
 from metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 from metadata.records import (

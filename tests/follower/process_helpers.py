@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from broker.followers.supervisor import FollowedPartition, FollowerSupervisor
+from broker.replication.followers.supervisor import FollowedPartition, FollowerSupervisor
 from client.replica_messages import FollowerSettings
 from storage.clock import FakeClock
 from storage.config import LogConfig

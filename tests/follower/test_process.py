@@ -18,8 +18,8 @@ from dataclasses import replace
 import pytest
 from prometheus_client import CollectorRegistry
 
-from broker.followers.process import FollowerProcess
-from broker.followers.supervisor import FollowedPartition, fetcher_id_for
+from broker.replication.followers.process import FollowerProcess
+from broker.replication.followers.supervisor import FollowedPartition, fetcher_id_for
 from client.replica_messages import ADD_PARTITIONS, CONFIGURE, fetcher_client_id
 from storage.clock import FakeClock
 from storage.config import LogConfig

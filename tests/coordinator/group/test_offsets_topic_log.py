@@ -14,8 +14,8 @@ import pathlib
 import uuid
 
 from broker.group_runtime import OFFSETS_TOPIC, OffsetsTopicGroupLog, _read_offsets_partition
-from broker.produce_service import ProduceService
-from broker.replica_manager import ReplicaManager
+from broker.produce.service import ProduceService
+from broker.replication.replica_manager import ReplicaManager
 from coordinator.group import GroupState, MemberIdentity, OffsetsRecord
 from coordinator.group.loader import rebuild_groups
 from metadata.topics import PartitionState, TopicState

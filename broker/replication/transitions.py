@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterable
 
 import structlog
 
-from broker.followers import FollowedPartition, FollowerSupervisor
-from broker.replica_manager import ReplicaManager
+from broker.replication.followers import FollowedPartition, FollowerSupervisor
+from broker.replication.replica_manager import ReplicaManager
 from metadata.image import MetadataDelta, MetadataImage
 from metadata.log_topic import METADATA_TOPIC
 from metadata.topics import NO_LEADER, PartitionState, TopicState

@@ -24,7 +24,7 @@ REQUEST_TIMED_OUT (the error they carry from the start) and mark the expiry mete
 callback runs exactly once with every partition's status, in request order.
 
 The high watermark of a partition with followers moves when a follower's fetch shows it has the
-records (:meth:`broker.partition.Partition.update_follower_fetch`); the partition's listeners then
+records (:meth:`broker.replication.partition.Partition.update_follower_fetch`); the partition's listeners then
 call ``check_and_complete``, so a parked produce completes in the same event-loop tick as that fetch.
 """
 

@@ -10,11 +10,11 @@ Request-level rules, as Kafka's KafkaApis applies them before any append:
 - Per partition, before the append: unknown topic or partition → UNKNOWN_TOPIC_OR_PARTITION, led
   elsewhere → NOT_LEADER_OR_FOLLOWER, an internal topic written by a client →
   INVALID_TOPIC_EXCEPTION, a zstd batch below v7 → UNSUPPORTED_COMPRESSION_TYPE. The partition then
-  applies its own checks (see :mod:`broker.partition`).
+  applies its own checks (see :mod:`broker.replication.partition`).
 
 acks=-1 is refused with NOT_ENOUGH_REPLICAS, nothing appended, while the committed ISR is below
 ``min(min.insync.replicas, replication factor)`` (the partition checks it). Otherwise it waits in
-the produce purgatory (:class:`~broker.delayed_produce.DelayedProduce`) until the high watermark
+the produce purgatory (:class:`~broker.produce.delayed.DelayedProduce`) until the high watermark
 covers the batch, or ``timeout_ms`` passes (REQUEST_TIMED_OUT). With a single replica the high
 watermark moves at append, so the wait completes before it starts. With followers it moves when
 their fetches show they have the batch; every HW move (and a leadership loss) wakes the wait
@@ -30,10 +30,10 @@ from typing import Any
 
 import structlog
 
-from broker.delayed_produce import DelayedProduce, ProducePartitionStatus
-from broker.partition import AppendResult, Partition
-from broker.produce_validation import RecordError, RecordValidationError
-from broker.replica_manager import ReplicaManager
+from broker.produce.delayed import DelayedProduce, ProducePartitionStatus
+from broker.produce.validation import RecordError, RecordValidationError
+from broker.replication.partition import AppendResult, Partition
+from broker.replication.replica_manager import ReplicaManager
 from metadata import topic_names
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.errors import ProtocolError

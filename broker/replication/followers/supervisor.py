@@ -1,9 +1,9 @@
 """The broker's follower processes: start them, route partitions to them, restart them, stop them.
 
-A broker runs up to ``num.replica.fetchers`` follower processes (DESIGN.md section 1). A followed
-partition always goes to the same one, Kafka's fetcher id
-``abs(31 * topic.hashCode() + partition) % num.replica.fetchers`` (broker/followers/fetcher_ids.py),
-which then owns the partition's log until it hands it back.
+A broker runs up to ``num.replica.fetchers`` follower processes (DESIGN.md section 1). A followed partition
+always goes to the same one, Kafka's fetcher id ``abs(31 * topic.hashCode() + partition) %
+num.replica.fetchers`` (broker/replication/followers/fetcher_ids.py), which then owns the partition's log
+until it hands it back.
 
 The processes start lazily. :meth:`FollowerSupervisor.start` only prepares (the metrics
 directory); a fetcher id's process is launched, sent ``configure`` with the current broker epoch
@@ -46,9 +46,9 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from broker.followers.fetcher_ids import fetcher_id_for
-from broker.followers.metrics import FollowerMetricsCollector, LagSeries, forget_process
-from broker.followers.process import FollowerProcess
+from broker.replication.followers.fetcher_ids import fetcher_id_for
+from broker.replication.followers.metrics import FollowerMetricsCollector, LagSeries, forget_process
+from broker.replication.followers.process import FollowerProcess
 from client.replica_ipc import IpcClosedError, IpcError, JsonObject
 from client.replica_messages import (
     ADD_PARTITIONS,

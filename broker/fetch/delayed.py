@@ -53,8 +53,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, Protocol, TypeVar
 
+from broker.fetch.read_rules import diverging_epoch
 from broker.fetch_session.partition import PartitionFetchParams
-from broker.read_rules import diverging_epoch
 from protocol.sentinels import NO_LEADER_EPOCH, IsolationLevel
 from server_common.purgatory import DelayedOperation
 
@@ -135,7 +135,7 @@ class FetchablePartition(Protocol):
         ...
 
     def end_offset_for(self, isolation_level: IsolationLevel, is_follower: bool) -> int:
-        """What the reader may read up to (:func:`~broker.read_rules.visible_end_offset`)."""
+        """What the reader may read up to (:func:`~broker.fetch.read_rules.visible_end_offset`)."""
         ...
 
     @property

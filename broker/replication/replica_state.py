@@ -11,7 +11,7 @@ rules of kafka-behaviour.md section 6 can be tested on plain integers.
   epoch, the acks=-1 checks (6.5, 9.7), and the credit of fetches a follower made while its fetch
   session held the partition idle (DESIGN "Follower liveness without touching idle partitions").
 
-:class:`broker.partition.Partition` drives it; nothing here sends or notifies.
+:class:`broker.replication.partition.Partition` drives it; nothing here sends or notifies.
 """
 
 from __future__ import annotations

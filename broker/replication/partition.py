@@ -15,8 +15,8 @@ copies and stamps the batch. The CRC is therefore computed once per batch, not o
 and once in the log; the rare paths that answer without appending (a duplicate, a sequence error)
 verify it themselves first, so a corrupt batch is always CORRUPT_MESSAGE.
 
-Replication, leader side (kafka-behaviour.md 6), is a :class:`~broker.replica_state.LeaderReplicaSet`
-driven from here:
+Replication, leader side (kafka-behaviour.md 6), is a
+:class:`~broker.replication.replica_state.LeaderReplicaSet` driven from here:
 
 - the high watermark is recomputed after a local append, after a follower fetch
   (:meth:`Partition.update_follower_fetch`) and when the ISR changes; it is the minimum LEO over the
@@ -44,9 +44,9 @@ from typing import NamedTuple, Protocol
 
 import structlog
 
-from broker.produce_validation import check_timestamps, conform_to_topic_codec, read_single_batch, verify_crc
-from broker.read_rules import diverging_epoch, visible_end_offset
-from broker.replica_state import (
+from broker.fetch.read_rules import diverging_epoch, visible_end_offset
+from broker.produce.validation import check_timestamps, conform_to_topic_codec, read_single_batch, verify_crc
+from broker.replication.replica_state import (
     DEFAULT_REPLICA_LAG_TIME_MAX_MS,
     BrokerEligibility,
     IsrProposal,
@@ -525,7 +525,7 @@ class Partition:
         return ErrorCode.NONE
 
     def end_offset_for(self, isolation_level: IsolationLevel, is_follower: bool) -> int:
-        """What a reader may read up to (:func:`~broker.read_rules.visible_end_offset`)."""
+        """What a reader may read up to (:func:`~broker.fetch.read_rules.visible_end_offset`)."""
         return visible_end_offset(self, isolation_level, is_follower)
 
     def read(

@@ -1,6 +1,6 @@
 """The partitions this broker leads, kept in step with the metadata by the replica transitions.
 
-As the metadata loader replays the metadata log, :class:`~broker.replica_transitions.ReplicaTransitions`
+As the metadata loader replays the metadata log, :class:`~broker.replication.transitions.ReplicaTransitions`
 calls :meth:`ReplicaManager.lead` for each partition this node comes to lead (its log is opened, or
 created, with its producer state rebuilt), :meth:`ReplicaManager.stop_leading` when leadership moves
 away, and :meth:`ReplicaManager.on_topic_deleted` when a topic goes (files included). Request
@@ -23,8 +23,8 @@ from typing import Protocol
 
 import structlog
 
-from broker.partition import AlterPartitionSender, Partition
-from broker.replica_state import BrokerEligibility
+from broker.replication.partition import AlterPartitionSender, Partition
+from broker.replication.replica_state import BrokerEligibility
 from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.errors import ProtocolError

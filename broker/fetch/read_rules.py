@@ -3,8 +3,8 @@
 - :func:`visible_end_offset`: how far a reader may read. A follower reads up to the log end offset
   (it must replicate what is not committed yet), a READ_UNCOMMITTED consumer up to the high
   watermark, a READ_COMMITTED one up to the last stable offset. It applies to anything that has
-  the three offsets: the live :class:`~broker.partition.Partition`, or the
-  :class:`~broker.partition.PartitionRead` taken when a read started.
+  the three offsets: the live :class:`~broker.replication.partition.Partition`, or the
+  :class:`~broker.replication.partition.PartitionRead` taken when a read started.
 - :func:`diverging_epoch`: the check of a fetch's LastFetchedEpoch (kafka-behaviour.md 6.6). The
   leader looks the epoch up in its epoch cache; the follower's log diverges when the leader cannot
   place that epoch, knows only an older one, or ended it below the fetch offset. The answer is

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from broker.partition import Partition
+from broker.replication.partition import Partition
 
 
 class PartitionLogCollector(Collector):

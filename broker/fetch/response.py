@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from broker.fetch_service import PartitionPayload
+from broker.fetch.service import PartitionPayload
 from broker.fetch_session import FetchResponseParts, PartitionFetchResult, TopicPartitionKey
 from broker.handlers.base import EncodedResponse
 from protocol.api_keys import ApiKey

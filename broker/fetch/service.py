@@ -13,7 +13,7 @@ The steps follow Kafka's KafkaApis.handleFetchRequest and ReplicaManager.fetchMe
    ``skipped_for_budget`` (it stays dirty in its session).
 3. The request is answered at once when ``max_wait_ms <= 0``, when ``min(min_bytes, max_bytes)``
    bytes were read, when a read failed or found a diverging epoch, or when nothing is readable (a
-   full fetch of unknown partitions only). Otherwise a :class:`~broker.delayed_fetch.DelayedFetch`
+   full fetch of unknown partitions only). Otherwise a :class:`~broker.fetch.delayed.DelayedFetch`
    is parked with try-complete-else-watch and the coroutine awaits it; appends wake it through
    :meth:`FetchService.on_partition_changed`. An incremental fetch parks on its session's waiter
    instead of partition keys, so kafka-python's idle fetch (no partitions listed) long-polls too.
@@ -25,18 +25,18 @@ Unknown partitions (topic, topic id, index not in the metadata) are *erroneous*:
 the readable ones and never a reason to answer early, as in Kafka. A partition in the metadata but
 not led here gets the replica manager's error (NOT_LEADER_OR_FOLLOWER or KAFKA_STORAGE_ERROR).
 
-Followers (replica id >= 0) read up to the log end offset, and must be in the partition's replica
-set (NOT_LEADER_OR_FOLLOWER, or UNKNOWN_LEADER_EPOCH when the request carries a leader epoch, as
-Kafka's followerReplicaOrThrow). Every partition a follower's *first* read returned without error
-and without a diverging epoch then updates the follower's state in the partition
-(:meth:`~broker.partition.Partition.update_follower_fetch`, kafka-behaviour.md 6.1): fetch offset =
-follower LEO, the request's LogStartOffset, the fetch manager's clock, the leader LEO read before
-the read, and the request's ReplicaEpoch (the partition's eligibility check decides what an unknown
-or stale one means for the ISR; the fetch itself is not refused for it). The update runs after the
-response of an immediate answer is built (so that a high watermark it raises marks the partition
-dirty in a session created by this very request) and before a long poll parks; the re-read after a
-long poll updates nothing, as in Kafka. A moved high watermark reaches delayed produces, delayed
-fetches and sessions through the partition's listeners.
+Followers (replica id >= 0) read up to the log end offset, and must be in the partition's replica set
+(NOT_LEADER_OR_FOLLOWER, or UNKNOWN_LEADER_EPOCH when the request carries a leader epoch, as Kafka's
+followerReplicaOrThrow). Every partition a follower's *first* read returned without error and without a
+diverging epoch then updates the follower's state in the partition
+(:meth:`~broker.replication.partition.Partition.update_follower_fetch`, kafka-behaviour.md 6.1): fetch
+offset = follower LEO, the request's LogStartOffset, the fetch manager's clock, the leader LEO read before
+the read, and the request's ReplicaEpoch (the partition's eligibility check decides what an unknown or stale
+one means for the ISR; the fetch itself is not refused for it). The update runs after the response of an
+immediate answer is built (so that a high watermark it raises marks the partition dirty in a session created
+by this very request) and before a long poll parks; the re-read after a long poll updates nothing, as in
+Kafka. A moved high watermark reaches delayed produces, delayed fetches and sessions through the partition's
+listeners.
 
 Follower liveness of idle partitions: the partitions of an incremental follower fetch that are not
 dirty are not read, hence not updated here. They count as fetched at each use of the session at
@@ -62,12 +62,13 @@ from typing import NamedTuple, Protocol
 
 import structlog
 
-from broker.delayed_fetch import (
+from broker.fetch.delayed import (
     DelayedFetch,
     FetchablePartition,
     FetchParams,
     FetchPartitionStatus,
 )
+from broker.fetch.read_rules import visible_end_offset
 from broker.fetch_session import (
     CachedPartition,
     FetchContext,
@@ -79,8 +80,7 @@ from broker.fetch_session import (
     PartitionFetchResult,
     TopicPartitionKey,
 )
-from broker.partition import Partition, PartitionRead
-from broker.read_rules import visible_end_offset
+from broker.replication.partition import Partition, PartitionRead
 from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.messages.fetch import FETCH_NODE_ENDPOINTS_VERSION as NODE_ENDPOINTS_VERSION
