@@ -468,6 +468,7 @@ def _build_controller(
         "controller-tick",
         min(CONTROLLER_TICK_MS, config.broker_session_timeout_ms // 4 or 1),
         controller.tick,
+        on_late=controller.forgive_stall,  # a paused controller fences nobody for the pause
     )
     log.info("controller ready", epoch=epoch, metadata_offset=controller.image.offset)
     return ControllerNode(controller, partition, server, purgatory, tick)

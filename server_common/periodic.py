@@ -14,19 +14,38 @@ log = structlog.get_logger("kipling.periodic")
 
 
 class PeriodicTask:
-    """Calls ``fn`` every ``interval_ms``; an exception is logged and the schedule goes on."""
+    """Calls ``fn`` every ``interval_ms``; an exception is logged and the schedule goes on.
 
-    def __init__(self, name: str, interval_ms: int, fn: Callable[[], object]) -> None:
+    ``on_late(late_ms)``, if given, is called first whenever a run comes more than one interval
+    after it was due: the process was paused or the event loop blocked, and work that depends on
+    elapsed time (the controller's broker sessions) can discount the time it could not run.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        interval_ms: int,
+        fn: Callable[[], object],
+        *,
+        on_late: Callable[[int], object] | None = None,
+    ) -> None:
         self.name = name
         self._interval_s = interval_ms / 1000
         self._fn = fn
+        self._on_late = on_late
         self._handle: asyncio.TimerHandle | None = None
+        self._due = 0.0
 
     def start(self) -> None:
-        self._handle = asyncio.get_running_loop().call_later(self._interval_s, self._run)
+        loop = asyncio.get_running_loop()
+        self._due = loop.time() + self._interval_s
+        self._handle = loop.call_at(self._due, self._run)
 
     def _run(self) -> None:
+        late_s = asyncio.get_running_loop().time() - self._due
         try:
+            if self._on_late is not None and late_s > self._interval_s:
+                self._on_late(int(late_s * 1000))
             self._fn()
         except Exception:
             log.exception("periodic task failed", task=self.name)

@@ -110,6 +110,11 @@ class BrokerSessions:
     def get(self, broker_id: int) -> BrokerSession | None:
         return self._sessions.get(broker_id)
 
+    def extend(self, by_ms: int) -> None:
+        """Move every session's last contact ``by_ms`` later (see QuorumController.forgive_stall)."""
+        for session in self._sessions.values():
+            session.last_contact_ms += by_ms
+
     def remove(self, broker_id: int) -> None:
         self._sessions.pop(broker_id, None)
 

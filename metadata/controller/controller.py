@@ -230,6 +230,17 @@ class QuorumController:
         """Fence the brokers whose session expired by ``now_ms`` (default: the clock); returns their ids."""
         return self._cluster.fence_stale_brokers(self._clock.time_ms() if now_ms is None else now_ms)
 
+    def forgive_stall(self, stalled_ms: int) -> None:
+        """The controller could not run for ``stalled_ms`` (a paused process, a blocked event loop):
+        that time must not count against any broker's session.
+
+        Heartbeats that queued up during the stall are read only after the next session check,
+        so without this a controller resumed from a pause longer than the session timeout would
+        fence every broker at once. Its driver calls this before :meth:`tick` when the tick ran late.
+        """
+        self._sessions.extend(stalled_ms)
+        _log.warning("controller stalled: broker sessions extended", stalled_ms=stalled_ms)
+
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdBlock:
         """AllocateProducerIds: the next block of producer ids for this broker."""
         return self._cluster.allocate_producer_ids(broker_id, broker_epoch)

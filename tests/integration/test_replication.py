@@ -288,3 +288,35 @@ def test_a_leader_paused_past_its_session_is_replaced_and_rejoins_as_follower(cl
     _wait_replicas_identical(cluster, [1, 2, 3], len(acked))
     for node in (1, 2, 3):
         _check_acked(cluster, node, acked)
+
+
+def _isr(cluster: Cluster, topic: str) -> list[list[int]]:
+    admin = KafkaAdminClient(bootstrap_servers=cluster.brokers[2].bootstrap)
+    try:
+        [described] = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    partitions = sorted(described["partitions"], key=lambda p: p["partition_index"])
+    return [sorted(p["isr_nodes"]) for p in partitions]
+
+
+def test_a_controller_paused_past_the_session_timeout_fences_nobody_when_it_resumes(
+    cluster: Cluster,
+) -> None:
+    """SIGSTOP of the controller (broker 1) for longer than broker.session.timeout.ms: when it
+    resumes, the heartbeats queued during the pause are read after its next session check, which
+    must not fence the brokers for the controller's own silence. Every ISR stays whole."""
+    _create_topic(cluster)
+    wait_until(lambda: _isr(cluster, TOPIC) == [[1, 2, 3]], 30, "the ISR to hold every replica")
+    controller = cluster.brokers[1].process
+    assert controller is not None
+    controller.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(5)  # broker.session.timeout.ms is 3 s in FAST_FAILOVER
+    finally:
+        controller.send_signal(signal.SIGCONT)
+    wait_until(lambda: "controller stalled" in cluster.brokers[1].output(), 30, "the stall to be noticed")
+    time.sleep(2)  # several session checks and heartbeats after the resume
+    output = cluster.brokers[1].output()
+    assert "session expired" not in output, output[-3000:]
+    assert _isr(cluster, TOPIC) == [[1, 2, 3]]

@@ -306,3 +306,18 @@ def test_session_timeout_comes_from_the_config() -> None:
     cluster.join(1)
     cluster.clock.advance(101)
     assert cluster.controller.tick() == [1]
+
+
+def test_a_stalled_controller_fences_nobody_for_the_time_it_could_not_run(cluster: Cluster) -> None:
+    """A controller paused for longer than the session timeout (SIGSTOP, a blocked loop) reads the
+    heartbeats that queued meanwhile only after its next session check: that check must not fence
+    brokers for silence the controller itself caused. Its driver reports the stall first."""
+    cluster.join(1, 2)
+    stall = 3 * SESSION_MS
+    cluster.clock.advance(stall)
+    cluster.controller.forgive_stall(stall)
+    assert cluster.controller.tick() == []
+    assert cluster.image.live_broker_ids() == [1, 2]
+    cluster.clock.advance(SESSION_MS + 1)  # real silence after the stall still fences
+    cluster.keep_alive([1])
+    assert cluster.controller.tick() == [2]
