@@ -1,0 +1,580 @@
+"""One member of the metadata quorum: Raft elections (KIP-595, KIP-996 pre-vote) and pull replication.
+
+:class:`RaftNode` is a synchronous, sans-IO state machine. Each ``handle_*`` method takes a received
+message and returns the messages to send; :meth:`RaftNode.poll` fires the timers (election, fetch,
+backoff, check quorum, resends) and says when it next needs to run. Time comes from the injected clock,
+randomness from the injected ``random.Random``. The persisted part of the state (epoch, vote, leader)
+is written to the :class:`~metadata.raft.store.QuorumStateStore` inside every transition, before any
+message that depends on it is returned, so a vote is never given twice in an epoch across a restart.
+
+Replication is Kafka's pull model: followers and observers fetch from the leader with
+``(fetch_offset, last_fetched_epoch)``; the leader answers with entries and its high watermark, or a
+diverging epoch when that pair is not on its log, and the follower truncates and fetches again.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from metadata.raft.config import RaftConfig
+from metadata.raft.leader import LeaderTracker, QuorumInfo
+from metadata.raft.log import Entry, RaftLog
+from metadata.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DivergingEpoch,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    RaftError,
+    RaftMessage,
+    VoteRequest,
+    VoteResponse,
+)
+from metadata.raft.state import (
+    Candidate,
+    EpochState,
+    Follower,
+    Kind,
+    Leader,
+    Prospective,
+    Resigned,
+    Unattached,
+    check_transition,
+)
+from metadata.raft.store import QuorumStateStore
+from storage.clock import Clock
+
+
+class NotLeaderError(RuntimeError):
+    """An operation only the leader may perform was asked of another node."""
+
+
+def leader_change_payload(leader_id: int, voters: frozenset[int]) -> bytes:
+    """The entry a new leader appends first (Kafka's LeaderChangeMessage control record, as JSON)."""
+    return json.dumps({"type": "LeaderChange", "leaderId": leader_id, "voters": sorted(voters)}).encode()
+
+
+@dataclass
+class PollResult:
+    """Messages the timers produced and when :meth:`RaftNode.poll` next needs to run."""
+
+    messages: list[RaftMessage] = field(default_factory=list)
+    next_deadline_ms: int = 0
+
+
+@dataclass
+class _Ballot:
+    """Votes of one (pre-)election round."""
+
+    granted: set[int]
+    rejected: set[int] = field(default_factory=set)
+
+
+class RaftNode:
+    """One node of a fixed voter set (or an observer when ``node_id`` is not a voter)."""
+
+    def __init__(
+        self,
+        node_id: int,
+        voters: frozenset[int],
+        log: RaftLog,
+        store: QuorumStateStore,
+        clock: Clock,
+        rng: random.Random,
+        config: RaftConfig | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.voters = voters
+        self.log = log
+        self.config = config or RaftConfig()
+        self._store = store
+        self._clock = clock
+        self._rng = rng
+        self.high_watermark = 0
+        """Volatile: learnt again from the leader after a restart (never persisted, never moves back)."""
+        self._leader: LeaderTracker | None = None
+        self._ballot: _Ballot | None = None
+        self._timer_ms = 0
+        """The deadline of the state's main timer: election, fetch, or backoff timeout."""
+        self._lost = False
+        """Prospective/Candidate: this round was lost and ``_timer_ms`` is the backoff's end."""
+        self._lost_rounds = 0
+        self._fetch_in_flight: FetchRequest | None = None
+        self._fetch_sent_ms = 0
+        self._next_fetch_ms = 0
+        self._last_leader_contact_ms: int | None = None
+        self._leader_resigned = False
+        self._begin_sent_ms: dict[int, int] = {}
+        self.state: EpochState = self._initial_state()
+        self._enter(self.state, self._now())
+
+    # -- queries ----------------------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    @property
+    def leader_id(self) -> int | None:
+        return self.state.election.leader_id if self.state.kind in (Kind.LEADER, Kind.FOLLOWER) else None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state.kind is Kind.LEADER
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voters
+
+    def describe_quorum(self) -> QuorumInfo:
+        """DescribeQuorum's answer; only the leader has it."""
+        if self._leader is None:
+            raise NotLeaderError(f"node {self.node_id} is {self.state.kind.value} in epoch {self.epoch}")
+        return self._leader.describe(self.epoch)
+
+    # -- start-up and transitions -----------------------------------------------------------------
+
+    def _initial_state(self) -> EpochState:
+        stored = self._store.read()
+        if stored is None:
+            state: EpochState = Unattached(0)
+            self._store.write(state.election)
+            return state
+        if stored.leader_id == self.node_id:
+            return Resigned(stored.epoch, local_id=self.node_id)
+        if stored.leader_id is not None:
+            return Follower(stored.epoch, leader_id=stored.leader_id, voted_id=stored.voted_id)
+        if stored.voted_id == self.node_id:
+            return Prospective(stored.epoch, voted_id=self.node_id)
+        return Unattached(stored.epoch, voted_id=stored.voted_id)
+
+    def _transition(self, new: EpochState) -> None:
+        """Check ``new`` against the table, persist it, then reset the volatile per-state data."""
+        check_transition(self.state, new)
+        if new.election != self.state.election:
+            self._store.write(new.election)
+        self.state = new
+        self._enter(new, self._now())
+
+    def _enter(self, state: EpochState, now: int) -> None:
+        self._leader = None
+        self._ballot = None
+        self._lost = False
+        self._fetch_in_flight = None
+        self._next_fetch_ms = now
+        self._leader_resigned = False
+        self._begin_sent_ms = {}
+        if isinstance(state, Follower):
+            self._timer_ms = now + self.config.fetch_timeout_ms
+            self._last_leader_contact_ms = now
+        else:
+            self._timer_ms = now + self._random_election_timeout()
+            self._last_leader_contact_ms = None
+
+    def _random_election_timeout(self) -> int:
+        base = self.config.election_timeout_ms
+        return base + self._rng.randrange(base)
+
+    def _election_backoff(self) -> int:
+        self._lost_rounds += 1
+        ceiling = min(
+            self.config.election_backoff_max_ms, self.config.retry_backoff_ms << min(self._lost_rounds, 20)
+        )
+        return self._rng.randint(1, max(1, ceiling))
+
+    def _step_down(self, epoch: int, leader_id: int | None) -> None:
+        """A message from a higher epoch: follow its leader if named, else wait unattached in it."""
+        if leader_id is not None and leader_id != self.node_id:
+            self._transition(Follower(epoch, leader_id=leader_id))
+        else:
+            self._transition(Unattached(epoch))
+
+    def _follow(self, epoch: int, leader_id: int) -> None:
+        """Learnt the leader of ``epoch`` (>= ours)."""
+        if epoch > self.epoch:
+            self._transition(Follower(epoch, leader_id=leader_id))
+        elif isinstance(self.state, Follower):
+            if self.state.leader_id != leader_id:
+                check_transition(self.state, Follower(epoch, leader_id=leader_id))
+        elif self.state.kind in (Kind.LEADER, Kind.RESIGNED):
+            check_transition(self.state, Follower(epoch, leader_id=leader_id))  # raises: two leaders
+        else:
+            voted = self.state.election.voted_id
+            self._transition(Follower(epoch, leader_id=leader_id, voted_id=voted))
+
+    # -- elections --------------------------------------------------------------------------------
+
+    def _log_is_up_to_date(self, last_epoch: int, end_offset: int) -> bool:
+        return (last_epoch, end_offset) >= (self.log.last_fetched_epoch, self.log.end_offset)
+
+    def _vote_response(self, request: VoteRequest, granted: bool, error: RaftError) -> VoteResponse:
+        return VoteResponse(
+            self.node_id, request.source, self.epoch, self.leader_id, granted, request.pre_vote, error
+        )
+
+    def handle_vote_request(self, request: VoteRequest) -> list[RaftMessage]:
+        """Grant or refuse a (pre-)vote; a real vote is persisted before the answer is returned."""
+        if request.source not in self.voters or not self.is_voter:
+            return [self._vote_response(request, False, RaftError.INCONSISTENT_VOTER_SET)]
+        up_to_date = self._log_is_up_to_date(request.last_epoch, request.end_offset)
+        if request.pre_vote:
+            return [self._vote_response(request, self._grants_pre_vote(request, up_to_date), RaftError.NONE)]
+        if request.candidate_epoch < self.epoch:
+            return [self._vote_response(request, False, RaftError.FENCED_LEADER_EPOCH)]
+        if request.candidate_epoch > self.epoch:
+            self._transition(Unattached(request.candidate_epoch))
+        granted = False
+        state = self.state
+        if (
+            isinstance(state, Unattached | Prospective)
+            and state.election.leader_id is None
+            and up_to_date
+            and state.voted_id in (None, request.source)
+        ):
+            granted = True
+            if state.voted_id is None or isinstance(state, Prospective):
+                self._transition(Unattached(self.epoch, voted_id=request.source))
+        return [self._vote_response(request, granted, RaftError.NONE)]
+
+    def _grants_pre_vote(self, request: VoteRequest, up_to_date: bool) -> bool:
+        """KIP-996: grant if the asker's log is up to date and no live leader is known here."""
+        if request.candidate_epoch <= self.epoch or not up_to_date:
+            return False
+        if self.state.kind is Kind.LEADER:
+            return False
+        if isinstance(self.state, Follower) and not self._leader_resigned:
+            contact = self._last_leader_contact_ms
+            return contact is not None and self._now() - contact >= self.config.fetch_timeout_ms
+        return True
+
+    def handle_vote_response(self, response: VoteResponse) -> list[RaftMessage]:
+        if response.epoch > self.epoch:
+            self._step_down(response.epoch, response.leader_id)
+            return []
+        if response.epoch == self.epoch and response.leader_id is not None:
+            if self.state.kind in (Kind.UNATTACHED, Kind.PROSPECTIVE, Kind.CANDIDATE):
+                self._follow(self.epoch, response.leader_id)
+                return self._poll_fetch(self._now())
+            return []
+        ballot = self._ballot
+        if ballot is None or self._lost:
+            return []
+        counts = (isinstance(self.state, Prospective) and response.pre_vote) or (
+            isinstance(self.state, Candidate) and not response.pre_vote and response.epoch == self.epoch
+        )
+        if not counts:
+            return []
+        (ballot.granted if response.granted else ballot.rejected).add(response.source)
+        return self._count_ballot()
+
+    def _count_ballot(self) -> list[RaftMessage]:
+        assert self._ballot is not None
+        majority = len(self.voters) // 2 + 1
+        if len(self._ballot.granted) >= majority:
+            if isinstance(self.state, Prospective):
+                return self._become_candidate()
+            return self._become_leader()
+        if len(self._ballot.rejected) > len(self.voters) - majority:
+            self._lost = True
+            self._timer_ms = self._now() + self._election_backoff()
+        return []
+
+    def _become_prospective(self) -> list[RaftMessage]:
+        if not isinstance(self.state, Prospective):
+            election = self.state.election
+            self._transition(
+                Prospective(self.epoch, voted_id=election.voted_id, leader_id=election.leader_id)
+            )
+        self._ballot = _Ballot({self.node_id})
+        self._lost = False
+        self._timer_ms = self._now() + self._random_election_timeout()
+        return self._ask_for_votes(pre_vote=True) + self._count_ballot()
+
+    def _become_candidate(self) -> list[RaftMessage]:
+        self._transition(Candidate(self.epoch + 1, local_id=self.node_id))
+        self._ballot = _Ballot({self.node_id})
+        return self._ask_for_votes(pre_vote=False) + self._count_ballot()
+
+    def _ask_for_votes(self, pre_vote: bool) -> list[RaftMessage]:
+        candidate_epoch = self.epoch + 1 if pre_vote else self.epoch
+        return [
+            VoteRequest(
+                self.node_id,
+                voter,
+                candidate_epoch,
+                self.log.last_fetched_epoch,
+                self.log.end_offset,
+                pre_vote,
+            )
+            for voter in sorted(self.voters - {self.node_id})
+        ]
+
+    def _become_leader(self) -> list[RaftMessage]:
+        self._transition(Leader(self.epoch, local_id=self.node_id))
+        self._lost_rounds = 0
+        now = self._now()
+        start = self.log.end_offset
+        self.log.append_as_leader(self.epoch, [leader_change_payload(self.node_id, self.voters)])
+        self._leader = LeaderTracker(
+            self.node_id,
+            self.voters,
+            start,
+            self.high_watermark,
+            now,
+            self.config.check_quorum_timeout_ms,
+        )
+        self._leader_progress(now)
+        return self._send_begin_quorum_epoch(now)
+
+    def _send_begin_quorum_epoch(self, now: int) -> list[RaftMessage]:
+        assert self._leader is not None
+        out: list[RaftMessage] = []
+        for voter in sorted(self.voters - self._leader.begin_quorum_acked):
+            sent = self._begin_sent_ms.get(voter)
+            if sent is None or now - sent >= self.config.request_timeout_ms:
+                self._begin_sent_ms[voter] = now
+                out.append(BeginQuorumEpochRequest(self.node_id, voter, self.epoch, self.node_id))
+        return out
+
+    def handle_begin_quorum_epoch(self, request: BeginQuorumEpochRequest) -> list[RaftMessage]:
+        if request.epoch >= self.epoch:
+            self._follow(request.epoch, request.leader_id)
+        return [BeginQuorumEpochResponse(self.node_id, request.source, self.epoch, self.leader_id)]
+
+    def handle_begin_quorum_epoch_response(self, response: BeginQuorumEpochResponse) -> list[RaftMessage]:
+        if response.epoch > self.epoch:
+            self._step_down(response.epoch, response.leader_id)
+        elif response.epoch == self.epoch and self._leader is not None:
+            self._leader.begin_quorum_acked.add(response.source)
+        return []
+
+    def resign(self) -> list[RaftMessage]:
+        """Give up leadership (graceful shutdown): EndQuorumEpoch to the voters, best successors first."""
+        if self._leader is None:
+            raise NotLeaderError(f"node {self.node_id} is {self.state.kind.value} in epoch {self.epoch}")
+        successors = self._leader.preferred_successors()
+        self._transition(Resigned(self.epoch, local_id=self.node_id))
+        return [
+            EndQuorumEpochRequest(self.node_id, voter, self.epoch, self.node_id, successors)
+            for voter in successors
+        ]
+
+    def handle_end_quorum_epoch(self, request: EndQuorumEpochRequest) -> list[RaftMessage]:
+        if request.epoch >= self.epoch and request.leader_id != self.node_id:
+            self._follow(request.epoch, request.leader_id)
+            self._leader_resigned = True
+            now = self._now()
+            if self.node_id in request.preferred_successors:
+                position = request.preferred_successors.index(self.node_id)
+                backoff = min(self.config.election_backoff_max_ms, self.config.retry_backoff_ms * position)
+            else:
+                backoff = self._random_election_timeout()
+            self._timer_ms = min(self._timer_ms, now + backoff)
+        return [EndQuorumEpochResponse(self.node_id, request.source, self.epoch, self.leader_id)]
+
+    def handle_end_quorum_epoch_response(self, response: EndQuorumEpochResponse) -> list[RaftMessage]:
+        if response.epoch > self.epoch:
+            self._step_down(response.epoch, response.leader_id)
+        return []
+
+    # -- replication: the leader's side -----------------------------------------------------------
+
+    def append(self, payloads: Sequence[bytes]) -> int:
+        """Append entries in the leader's epoch; returns the offset after them (commit when HW >= it)."""
+        if self._leader is None:
+            raise NotLeaderError(f"node {self.node_id} is {self.state.kind.value} in epoch {self.epoch}")
+        self.log.append_as_leader(self.epoch, payloads)
+        self._leader_progress(self._now())
+        return self.log.end_offset
+
+    def _leader_progress(self, now: int) -> None:
+        assert self._leader is not None
+        if self._leader.update_local(self.log.end_offset, now):
+            self.high_watermark = self._leader.high_watermark
+
+    def handle_fetch(self, request: FetchRequest) -> list[RaftMessage]:
+        """Serve a fetch: entries, or a diverging epoch when the fetcher's log left ours, plus the HW."""
+
+        def answer(
+            error: RaftError, entries: tuple[Entry, ...] = (), diverging: DivergingEpoch | None = None
+        ) -> list[RaftMessage]:
+            response = FetchResponse(
+                self.node_id,
+                request.source,
+                self.epoch,
+                self.leader_id,
+                request.fetch_offset,
+                self.high_watermark,
+                entries,
+                diverging,
+                error,
+            )
+            return [response]
+
+        if request.epoch > self.epoch:
+            self._step_down(request.epoch, None)
+        if request.epoch < self.epoch:
+            return answer(RaftError.FENCED_LEADER_EPOCH)
+        if self._leader is None:
+            return answer(RaftError.NOT_LEADER_OR_FOLLOWER)
+        now = self._now()
+        diverging = self._validate(request.fetch_offset, request.last_fetched_epoch)
+        if diverging is not None:
+            return answer(RaftError.NONE, diverging=diverging)
+        if self._leader.update_replica(request.source, request.fetch_offset, self.log.end_offset, now):
+            self.high_watermark = self._leader.high_watermark
+        entries = tuple(self.log.read(request.fetch_offset, self.config.fetch_max_entries))
+        return answer(RaftError.NONE, entries=entries)
+
+    def _validate(self, fetch_offset: int, last_fetched_epoch: int) -> DivergingEpoch | None:
+        """None when (fetch_offset, last_fetched_epoch) is on our log, else where that epoch ends here."""
+        if fetch_offset == 0:
+            return None
+        epoch, end_offset = self.log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch != last_fetched_epoch or end_offset < fetch_offset:
+            return DivergingEpoch(epoch, end_offset)
+        return None
+
+    # -- replication: the follower's side ---------------------------------------------------------
+
+    def _poll_fetch(self, now: int) -> list[RaftMessage]:
+        if not isinstance(self.state, Follower):
+            return []
+        in_flight = self._fetch_in_flight
+        if in_flight is not None and now - self._fetch_sent_ms < self.config.request_timeout_ms:
+            return []
+        if in_flight is None and now < self._next_fetch_ms:
+            return []
+        request = FetchRequest(
+            self.node_id,
+            self.state.leader_id,
+            self.epoch,
+            self.log.end_offset,
+            self.log.last_fetched_epoch,
+        )
+        self._fetch_in_flight = request
+        self._fetch_sent_ms = now
+        return [request]
+
+    def handle_fetch_response(self, response: FetchResponse) -> list[RaftMessage]:
+        """Truncate on a diverging epoch, else append; then adopt the leader's HW (capped by our end)."""
+        if response.epoch > self.epoch:
+            self._step_down(response.epoch, response.leader_id)
+            return self._poll_fetch(self._now())
+        if response.epoch < self.epoch:
+            return []
+        if response.error is not RaftError.NONE:
+            known = response.leader_id
+            if known is not None and known != self.node_id and self.state.kind is not Kind.FOLLOWER:
+                self._follow(self.epoch, known)
+            self._fetch_in_flight = None
+            self._next_fetch_ms = self._now() + self.config.retry_backoff_ms
+            return []
+        if response.leader_id is not None and self.state.kind is not Kind.FOLLOWER:
+            self._follow(self.epoch, response.leader_id)
+            return self._poll_fetch(self._now())
+        state = self.state
+        in_flight = self._fetch_in_flight
+        if not isinstance(state, Follower) or response.source != state.leader_id or in_flight is None:
+            return []
+        if response.fetch_offset != in_flight.fetch_offset or response.fetch_offset != self.log.end_offset:
+            return []  # a stale or duplicated answer
+        now = self._now()
+        self._fetch_in_flight = None
+        self._last_leader_contact_ms = now
+        if not self._leader_resigned:
+            self._timer_ms = now + self.config.fetch_timeout_ms
+        if response.diverging_epoch is not None:
+            self._truncate(response.diverging_epoch)
+            self._next_fetch_ms = now
+        else:
+            if response.entries:
+                self.log.append_as_follower(response.entries)
+            self._next_fetch_ms = now if response.entries else now + self.config.fetch_max_wait_ms
+            new_hw = min(response.high_watermark, self.log.end_offset)
+            if new_hw > self.high_watermark:
+                self.high_watermark = new_hw
+        return self._poll_fetch(now)
+
+    def _truncate(self, diverging: DivergingEpoch) -> None:
+        _, local_end = self.log.end_offset_for_epoch(diverging.epoch)
+        offset = max(0, min(local_end, diverging.end_offset))
+        if offset < self.high_watermark:
+            raise RuntimeError(
+                f"node {self.node_id}: truncating to {offset} below the high watermark {self.high_watermark}"
+            )
+        self.log.truncate_to(offset)
+
+    # -- timers -----------------------------------------------------------------------------------
+
+    def poll(self) -> PollResult:
+        """Fire whatever timer is due; returns its messages and the next time poll must run."""
+        now = self._now()
+        out: list[RaftMessage] = []
+        state = self.state
+        if isinstance(state, Leader):
+            assert self._leader is not None
+            if now >= self._leader.check_quorum_deadline_ms and len(self.voters) > 1:
+                out += self.resign()  # no majority fetched lately: we may be partitioned away
+            else:
+                out += self._send_begin_quorum_epoch(now)
+        elif now >= self._timer_ms:
+            out += self._on_timer(now)
+        out += self._poll_fetch(now)
+        return PollResult(out, self._next_deadline(now))
+
+    def _on_timer(self, now: int) -> list[RaftMessage]:
+        if not self.is_voter:
+            self._timer_ms = now + self.config.fetch_timeout_ms
+            return []
+        if self.state.kind is Kind.CANDIDATE:
+            election = self.state.election
+            self._transition(Prospective(self.epoch, voted_id=election.voted_id))
+        return self._become_prospective()
+
+    def _next_deadline(self, now: int) -> int:
+        if self._leader is not None:
+            deadlines = [self._leader.check_quorum_deadline_ms]
+            deadlines += [sent + self.config.request_timeout_ms for sent in self._begin_sent_ms.values()]
+            return max(now, min(deadlines))
+        deadlines = [self._timer_ms]
+        if isinstance(self.state, Follower):
+            if self._fetch_in_flight is not None:
+                deadlines.append(self._fetch_sent_ms + self.config.request_timeout_ms)
+            else:
+                deadlines.append(self._next_fetch_ms)
+        return max(now, min(deadlines))
+
+    # -- dispatch ---------------------------------------------------------------------------------
+
+    def handle(self, message: RaftMessage) -> list[RaftMessage]:
+        """Handle any message addressed to this node, then run due timers (one step of the poll loop)."""
+        if message.destination != self.node_id:
+            raise ValueError(f"node {self.node_id} got a message for node {message.destination}")
+        out: list[RaftMessage]
+        match message:
+            case VoteRequest():
+                out = self.handle_vote_request(message)
+            case VoteResponse():
+                out = self.handle_vote_response(message)
+            case BeginQuorumEpochRequest():
+                out = self.handle_begin_quorum_epoch(message)
+            case BeginQuorumEpochResponse():
+                out = self.handle_begin_quorum_epoch_response(message)
+            case EndQuorumEpochRequest():
+                out = self.handle_end_quorum_epoch(message)
+            case EndQuorumEpochResponse():
+                out = self.handle_end_quorum_epoch_response(message)
+            case FetchRequest():
+                out = self.handle_fetch(message)
+            case FetchResponse():
+                out = self.handle_fetch_response(message)
+        return out + self.poll().messages
+
+    def _now(self) -> int:
+        return self._clock.time_ms()
