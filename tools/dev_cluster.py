@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TextIO
 
 from broker.startup import StartupError, check_log_dirs
+from client.tasks import cancel_and_wait
 from server_common.config import BrokerConfig, ConfigError
 from server_common.config.properties import PropertiesError, read_properties_file
 
@@ -441,12 +442,19 @@ class Child:
 
 @dataclass
 class Supervisor:
-    """Runs the brokers until a stop signal or until one of them exits, then stops them all."""
+    """Runs the brokers until a stop signal, then stops them all.
+
+    A broker that exits on its own is reported and the others keep running, so that a failover can
+    be watched (and its clients tried) from one terminal; with ``restart_after_s`` it is started
+    again that many seconds later, on the same log directory. When no broker is left running and
+    none is to be restarted, the supervisor stops.
+    """
 
     commands: Sequence[tuple[str, Sequence[str]]]
     console: Console
     stop_timeout_s: float = DEFAULT_STOP_TIMEOUT_S
     env: Mapping[str, str] | None = None
+    restart_after_s: float | None = None
     children: list[Child] = field(default_factory=list, init=False)
     _stop: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     """Set by the first stop signal: stop the brokers gracefully."""
@@ -454,14 +462,14 @@ class Supervisor:
     """Set by a second stop signal: kill what is still running instead of waiting."""
 
     async def run(self) -> int:
-        """Exit status: 0 when stopped by a signal, 1 when a broker exited on its own or could not
-        be started."""
+        """Exit status: 0 when stopped by a signal with every broker that died restarted, 1 when a
+        broker exited on its own and was not restarted, or could not be started."""
         loop = asyncio.get_running_loop()
         for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, self._on_signal, sig)
         try:
             started = await self._start_all()
-            failed = not started or await self._wait_for_stop_or_exit()
+            failed = not started or await self._supervise()
             await self._stop_all()
         finally:
             for sig in STOP_SIGNALS:
@@ -481,24 +489,26 @@ class Supervisor:
         self._stop.set()
 
     async def _start_all(self) -> bool:
+        return all([await self._start(name, argv) for name, argv in self.commands])
+
+    async def _start(self, name: str, argv: Sequence[str]) -> bool:
         env = dict(self.env if self.env is not None else os.environ, PYTHONUNBUFFERED="1")
-        for name, argv in self.commands:
-            try:
-                process = await asyncio.create_subprocess_exec(
-                    *argv,
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.STDOUT,
-                    env=env,
-                    process_group=0,
-                )
-            except OSError as exc:
-                self.console.notice(f"cannot start {name}: {exc}")
-                return False
-            assert process.stdout is not None
-            pump = asyncio.create_task(self._pump(name, process.stdout), name=f"output of {name}")
-            self.children.append(Child(name, process, pump))
-            self.console.notice(f"started {name} (pid {process.pid})")
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env=env,
+                process_group=0,
+            )
+        except OSError as exc:
+            self.console.notice(f"cannot start {name}: {exc}")
+            return False
+        assert process.stdout is not None
+        pump = asyncio.create_task(self._pump(name, process.stdout), name=f"output of {name}")
+        self.children.append(Child(name, process, pump))
+        self.console.notice(f"started {name} (pid {process.pid})")
         return True
 
     async def _pump(self, name: str, stream: asyncio.StreamReader) -> None:
@@ -509,24 +519,57 @@ class Supervisor:
         if rest := splitter.flush():
             self.console.lines(name, rest)
 
-    async def _wait_for_stop_or_exit(self) -> bool:
-        """Wait for a stop signal or a broker's exit; True if a broker exited on its own."""
+    async def _supervise(self) -> bool:
+        """Until a stop signal: report each broker that exits on its own and, with
+        ``restart_after_s``, start it again. True if a broker died and was not restarted."""
+        unrestarted = False
+        restarts: dict[asyncio.Task[bool], str] = {}
         stop = asyncio.create_task(self._stop.wait())
-        exits = {asyncio.create_task(child.process.wait()): child for child in self.children}
-        await asyncio.wait({stop, *exits}, return_when=asyncio.FIRST_COMPLETED)
-        stop.cancel()
-        for task in exits:
-            task.cancel()
-        failed = False
-        for child in self.children:
-            if not child.running and not self._stop.is_set():
-                child.exited_on_its_own = True
-                failed = True
-                self.console.notice(
-                    f"{child.name} exited on its own ({_describe_exit(child.process.returncode)}); "
-                    "stopping the other brokers"
-                )
-        return failed
+        try:
+            while not self._stop.is_set():
+                exits = {asyncio.create_task(c.process.wait()): c for c in self.children if c.running}
+                if not exits and not restarts:
+                    self.console.notice("no broker is running: stopping")
+                    return True
+                done, _ = await asyncio.wait({stop, *exits, *restarts}, return_when=asyncio.FIRST_COMPLETED)
+                for task in exits:
+                    task.cancel()
+                for restart in [task for task in restarts if task in done]:
+                    restarts.pop(restart)
+                    unrestarted |= not restart.result()
+                if self._stop.is_set():
+                    break
+                for task in done & exits.keys():
+                    child = exits[task]
+                    child.exited_on_its_own = True
+                    if self.restart_after_s is None:
+                        unrestarted = True
+                        self.console.notice(
+                            f"{child.name} exited on its own ({_describe_exit(child.process.returncode)}); "
+                            "the other brokers keep running (Ctrl-C stops them)"
+                        )
+                        continue
+                    self.console.notice(
+                        f"{child.name} exited on its own ({_describe_exit(child.process.returncode)}); "
+                        f"restarting it in {self.restart_after_s:g} s"
+                    )
+                    restarts[asyncio.create_task(self._restart(child.name))] = child.name
+        finally:
+            stop.cancel()
+            for task in restarts:
+                await cancel_and_wait(task)
+        return unrestarted
+
+    async def _restart(self, name: str) -> bool:
+        """Start broker ``name`` again after ``restart_after_s`` (unless stopping meanwhile)."""
+        assert self.restart_after_s is not None
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.restart_after_s):
+                await self._stop.wait()
+        if self._stop.is_set():
+            return True
+        argv = dict(self.commands)[name]
+        return await self._start(name, argv)
 
     async def _stop_all(self) -> None:
         """SIGTERM every running broker, SIGKILL whatever is left at the deadline (or on a second
@@ -612,6 +655,7 @@ class DevClusterOptions:
     cluster_config_dir: Path
     stop_timeout_s: float = DEFAULT_STOP_TIMEOUT_S
     log_level: str = "INFO"
+    restart_after_s: float | None = None
 
 
 def run_dev_cluster(options: DevClusterOptions, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -628,7 +672,9 @@ def run_dev_cluster(options: DevClusterOptions, out: TextIO | None = None, err: 
         console.notice(notice)
     _announce(console, specs, settings_file, options.cluster_config_dir)
     commands = [(spec.name, broker_command(spec, settings_file, options.log_level)) for spec in specs]
-    supervisor = Supervisor(commands, console, options.stop_timeout_s)
+    supervisor = Supervisor(
+        commands, console, options.stop_timeout_s, restart_after_s=options.restart_after_s
+    )
     return asyncio.run(supervisor.run())
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from protocol.api_keys import ApiKey
 from server_common.config import BrokerConfig
 from storage.checkpoint import CLEAN_SHUTDOWN_MARKER
 from tests.integration.dev_cluster_process import (
@@ -35,6 +36,7 @@ from tests.integration.dev_cluster_process import (
     free_layout,
     kipling_command,
 )
+from tests.integration.wire_client import WireClient
 from tools.cli import main
 from tools.dev_cluster import (
     ClusterLayout,
@@ -367,15 +369,54 @@ def test_a_one_broker_cluster_takes_acks_all_writes(start_cluster: Callable[...,
     assert "lowered default.replication.factor=1" in cluster.err()
 
 
-def test_a_broker_that_dies_stops_the_others(start_cluster: Callable[..., DevCluster]) -> None:
+def _wait_for(cluster: DevCluster, text: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while text not in cluster.err():
+        assert time.monotonic() < deadline, f"no {text!r} in:\n{cluster.err()}"
+        time.sleep(0.05)
+
+
+def test_a_broker_that_dies_leaves_the_others_running(start_cluster: Callable[..., DevCluster]) -> None:
+    """A failover can be watched from one terminal: the others keep serving; Ctrl-C then stops
+    them and the status says a broker died (1)."""
     cluster = start_cluster(2)
     cluster.wait_until_serving()
     pids = cluster.pids()
     os.kill(pids["broker-2"], signal.SIGKILL)
-    assert cluster.process.wait(timeout=15) == 1, cluster.err()
-    assert "broker-2 exited on its own (killed by SIGKILL)" in cluster.err()
+    _wait_for(cluster, "broker-2 exited on its own (killed by SIGKILL); the other brokers keep running")
+    assert cluster.process.poll() is None and _alive(pids["broker-1"])
+    with WireClient(cluster.base, timeout_s=5) as client:  # broker 1 still answers
+        body = {"client_software_name": "dev-cluster-test", "client_software_version": "1"}
+        assert client.request(ApiKey.API_VERSIONS, 3, body).body.error_code == 0
+    cluster.process.send_signal(signal.SIGTERM)
+    assert cluster.process.wait(timeout=60) == 1, cluster.err()
     assert "broker-1 stopped (exit code 0)" in cluster.err()
     assert not _alive(pids["broker-1"])
+
+
+def test_a_broker_that_dies_is_started_again_with_restart_after(
+    start_cluster: Callable[..., DevCluster],
+) -> None:
+    cluster = start_cluster(2, restart_after_s=0.5)
+    cluster.wait_until_serving()
+    first = cluster.pids()["broker-2"]
+    os.kill(first, signal.SIGKILL)
+    _wait_for(cluster, "broker-2 exited on its own (killed by SIGKILL); restarting it in 0.5 s")
+    deadline = time.monotonic() + 30
+    while cluster.pids()["broker-2"] == first:
+        assert time.monotonic() < deadline, cluster.err()
+        time.sleep(0.05)
+    cluster.wait_until_serving(timeout_s=60)
+    _sigint_and_wait(cluster)  # every broker that died was restarted: status 0
+    assert "broker-2 stopped (exit code 0)" in cluster.err()
+
+
+def test_dev_cluster_stops_when_no_broker_is_left(start_cluster: Callable[..., DevCluster]) -> None:
+    cluster = start_cluster(1)
+    cluster.wait_until_serving()
+    os.kill(cluster.pids()["broker-1"], signal.SIGKILL)
+    assert cluster.process.wait(timeout=30) == 1, cluster.err()
+    assert "no broker is running: stopping" in cluster.err()
 
 
 def test_a_port_in_use_is_reported_before_anything_starts(tmp_path: Path) -> None:

@@ -55,7 +55,12 @@ class DevCluster:
     """``kipling dev-cluster`` run as a process, its output in files."""
 
     def __init__(
-        self, tmp_path: Path, brokers: int, stop_timeout_s: float = 8, data_dir: Path | None = None
+        self,
+        tmp_path: Path,
+        brokers: int,
+        stop_timeout_s: float = 8,
+        data_dir: Path | None = None,
+        restart_after_s: float | None = None,
     ) -> None:
         self.base, self.metrics, self.controller = free_layout(brokers)
         self.brokers = brokers
@@ -72,6 +77,7 @@ class DevCluster:
             f"--controller-port={self.controller}",
             f"--cluster-config={CLUSTER_DIR}",
             f"--stop-timeout={stop_timeout_s:g}",
+            *([] if restart_after_s is None else [f"--restart-after={restart_after_s:g}"]),
         ]
         with self.out_path.open("wb") as out, self.err_path.open("wb") as err:
             self.process = subprocess.Popen(args, cwd=tmp_path, stdout=out, stderr=err)

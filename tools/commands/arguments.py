@@ -14,6 +14,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_seconds(text: str) -> float:
+    """An argparse type: a number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more seconds, got {text}")
+    return value
+
+
 def parse_properties(items: Sequence[str]) -> dict[str, str]:
     """``--property k=v`` items, as Kafka's console tools take them; raises ValueError for one
     without '='."""

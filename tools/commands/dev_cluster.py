@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tools.commands.arguments import positive_int
+from tools.commands.arguments import non_negative_seconds, positive_int
 from tools.dev_cluster import (
     CONTROLLER_PORT_OFFSET,
     DEFAULT_BASE_PORT,
@@ -40,8 +40,11 @@ output follows, each line tagged "broker-i |" (coloured on a terminal; NO_COLOR 
 EPILOG = """\
 Stopping: Ctrl-C or SIGTERM stops every broker gracefully (SIGTERM to each, SIGKILL to whatever is
 still running after --stop-timeout; a second Ctrl-C kills at once) and exits with status 0. If a broker
-exits on its own, dev-cluster says so, stops the others and exits with status 1. If a port is already
-in use or a configuration is invalid, it says which and exits with status 2 before starting anything.
+exits on its own (kill -9 one to try a failover), dev-cluster says so and the others keep running; with
+--restart-after SECONDS it starts that broker again after SECONDS, on its log directory. It exits with
+status 1 if a broker died and was not restarted, and stops by itself once no broker is left running.
+If a port is already in use or a configuration is invalid, it says which and exits with status 2
+before starting anything.
 
 Example: kipling dev-cluster --brokers 3
          kcat -L -b 127.0.0.1:9092
@@ -101,6 +104,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help=f"how long a broker may take to stop before it is killed (default: {DEFAULT_STOP_TIMEOUT_S:g})",
     )
     p.add_argument(
+        "--restart-after",
+        type=non_negative_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="start a broker that exited on its own again after SECONDS (default: leave it stopped)",
+    )
+    p.add_argument(
         "--log-level",
         default="INFO",
         metavar="LEVEL",
@@ -122,5 +132,6 @@ def run(args: argparse.Namespace) -> int:
         cluster_config_dir=args.cluster_config or default_cluster_config_dir(),
         stop_timeout_s=args.stop_timeout,
         log_level=args.log_level,
+        restart_after_s=args.restart_after,
     )
     return run_dev_cluster(options)
