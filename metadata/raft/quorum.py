@@ -108,7 +108,10 @@ class RaftNode:
         self._fetch_sent_ms = 0
         self._next_fetch_ms = 0
         self._last_leader_contact_ms: int | None = None
-        self._leader_resigned = False
+        self._resigned_epoch: int | None = None
+        """The epoch whose leader announced its resignation (EndQuorumEpoch) to us: we do not go back to
+        following it, and grant pre-votes although we heard from it lately. Kept across the
+        Follower -> Prospective transition, unlike the per-state data."""
         self._begin_sent_ms: dict[int, int] = {}
         self.state: EpochState = self._initial_state()
         self._enter(self.state, self._now())
@@ -167,7 +170,6 @@ class RaftNode:
         self._lost = False
         self._fetch_in_flight = None
         self._next_fetch_ms = now
-        self._leader_resigned = False
         self._begin_sent_ms = {}
         if isinstance(state, Follower):
             self._timer_ms = now + self.config.fetch_timeout_ms
@@ -247,7 +249,7 @@ class RaftNode:
             return False
         if self.state.kind is Kind.LEADER:
             return False
-        if isinstance(self.state, Follower) and not self._leader_resigned:
+        if isinstance(self.state, Follower) and self._resigned_epoch != self.epoch:
             contact = self._last_leader_contact_ms
             return contact is not None and self._now() - contact >= self.config.fetch_timeout_ms
         return True
@@ -256,7 +258,11 @@ class RaftNode:
         if response.epoch > self.epoch:
             self._step_down(response.epoch, response.leader_id)
             return []
-        if response.epoch == self.epoch and response.leader_id is not None:
+        if (
+            response.epoch == self.epoch
+            and response.leader_id is not None
+            and self._resigned_epoch != self.epoch
+        ):
             if self.state.kind in (Kind.UNATTACHED, Kind.PROSPECTIVE, Kind.CANDIDATE):
                 self._follow(self.epoch, response.leader_id)
                 return self._poll_fetch(self._now())
@@ -367,7 +373,7 @@ class RaftNode:
     def handle_end_quorum_epoch(self, request: EndQuorumEpochRequest) -> list[RaftMessage]:
         if request.epoch >= self.epoch and request.leader_id != self.node_id:
             self._follow(request.epoch, request.leader_id)
-            self._leader_resigned = True
+            self._resigned_epoch = request.epoch
             now = self._now()
             if self.node_id in request.preferred_successors:
                 position = request.preferred_successors.index(self.node_id)
@@ -487,7 +493,7 @@ class RaftNode:
         now = self._now()
         self._fetch_in_flight = None
         self._last_leader_contact_ms = now
-        if not self._leader_resigned:
+        if self._resigned_epoch != self.epoch:
             self._timer_ms = now + self.config.fetch_timeout_ms
         if response.diverging_epoch is not None:
             self._truncate(response.diverging_epoch)
