@@ -19,7 +19,7 @@ from broker.handlers.allocate_producer_ids import AllocateProducerIdsHandler
 from broker.handlers.alter_partition import AlterPartitionHandler
 from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.base import Handler
-from broker.handlers.broker_heartbeat import BrokerHeartbeatHandler
+from broker.handlers.broker_heartbeat import BrokerHeartbeatHandler, HeartbeatConnections
 from broker.handlers.broker_registration import BrokerRegistrationHandler
 from broker.handlers.create_partitions import CreatePartitionsHandler
 from broker.handlers.create_topics import CreateTopicsHandler
@@ -55,7 +55,10 @@ def registry_of(handlers: Iterable[Handler]) -> HandlerRegistry:
 
 
 def controller_handlers(
-    config: BrokerConfig, controller: QuorumController, metadata_fetch: FetchService
+    config: BrokerConfig,
+    controller: QuorumController,
+    metadata_fetch: FetchService,
+    heartbeat_connections: HeartbeatConnections,
 ) -> HandlerRegistry:
     """The controller listener's APIs."""
     admin = ControllerTopicAdmin(controller)
@@ -63,7 +66,7 @@ def controller_handlers(
         [
             FetchHandler(metadata_fetch),
             BrokerRegistrationHandler(controller),
-            BrokerHeartbeatHandler(controller),
+            BrokerHeartbeatHandler(controller, heartbeat_connections),
             AlterPartitionHandler(controller),
             AllocateProducerIdsHandler(controller),
             CreateTopicsHandler(admin, config),

@@ -52,6 +52,7 @@ from broker.group_runtime import (
     offsets_topic_replication_factor,
 )
 from broker.handler_sets import broker_handlers, controller_handlers
+from broker.handlers.broker_heartbeat import HeartbeatConnections
 from broker.handlers.metadata import BrokerEndpoint
 from broker.meta_properties import ensure_meta_properties
 from broker.metadata_partition import MetadataPartitionSource, PartitionMetadataLog
@@ -432,6 +433,7 @@ def _build_controller(
             default_num_partitions=config.num_partitions,
             default_replication_factor=config.default_replication_factor,
             unclean_leader_election_enable=config.unclean_leader_election_enable,
+            lost_connection_grace_ms=config.broker_heartbeat_interval_ms * 3 // 2,
         ),
         records,
     )
@@ -453,7 +455,8 @@ def _build_controller(
         fetch_max_bytes=config.fetch_max_bytes,
     )
     partition.add_listener(fetch_service.on_partition_changed)
-    registry = controller_handlers(config, controller, fetch_service)
+    heartbeat_connections = HeartbeatConnections(controller)
+    registry = controller_handlers(config, controller, fetch_service, heartbeat_connections)
     listener = config.controller_listener
     assert listener is not None  # a voter has the controller role
     request_metrics = RequestMetrics(CollectorRegistry())
@@ -463,6 +466,7 @@ def _build_controller(
         request_metrics,
         max_frame_size=config.socket_request_max_bytes,
         idle_timeout_ms=config.connections_max_idle_ms,
+        on_connection_closed=heartbeat_connections.closed,
     )
     tick = PeriodicTask(
         "controller-tick",

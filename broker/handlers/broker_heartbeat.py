@@ -2,6 +2,10 @@
 
 The answer tells the broker whether it is fenced, caught up with the metadata log, and (during a
 controlled shutdown) whether it may stop now. The state machine is the controller's.
+
+:class:`HeartbeatConnections` remembers which broker incarnation heartbeats on which connection of
+the controller listener: when that connection closes (the broker process died), the controller
+ends the broker's session after a short grace instead of a whole session timeout.
 """
 
 from __future__ import annotations
@@ -15,15 +19,35 @@ from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
 
 
+class HeartbeatConnections:
+    """Which broker (id, epoch) heartbeats on which connection of the controller listener."""
+
+    def __init__(self, controller: QuorumController) -> None:
+        self._controller = controller
+        self._brokers: dict[int, tuple[int, int]] = {}
+
+    def heartbeat(self, connection_id: int, broker_id: int, broker_epoch: int) -> None:
+        self._brokers[connection_id] = (broker_id, broker_epoch)
+
+    def closed(self, connection_id: int) -> None:
+        """The listener's callback for a closed connection."""
+        broker = self._brokers.pop(connection_id, None)
+        if broker is not None and broker not in self._brokers.values():  # not also on another one
+            self._controller.broker_connection_lost(*broker)
+
+
 class BrokerHeartbeatHandler(Handler):
     api_key = ApiKey.BROKER_HEARTBEAT
     min_version = 0
     max_version = 1
 
-    def __init__(self, controller: QuorumController) -> None:
+    def __init__(self, controller: QuorumController, connections: HeartbeatConnections | None = None) -> None:
         self._controller = controller
+        self._connections = connections
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        if self._connections is not None:
+            self._connections.heartbeat(ctx.connection_id, request.broker_id, request.broker_epoch)
         result = self._controller.heartbeat(
             request.broker_id,
             request.broker_epoch,

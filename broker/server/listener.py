@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 
 import structlog
 
@@ -28,8 +29,12 @@ class BrokerServer:
         *,
         max_frame_size: int,
         idle_timeout_ms: int,
+        on_connection_closed: Callable[[int], object] | None = None,
     ) -> None:
+        """``on_connection_closed(connection_id)`` runs when a connection closes while serving."""
         self._dispatcher = dispatcher
+        self._on_connection_closed = on_connection_closed
+        self._stopping = False
         self._addresses = addresses
         self._metrics = metrics
         self._max_frame_size = max_frame_size
@@ -69,8 +74,11 @@ class BrokerServer:
             self._connections.discard(connection)
             self._metrics.connections.dec()
             self._metrics.connections_closed.labels(connection.close_reason).inc()
+            if self._on_connection_closed is not None and not self._stopping:
+                self._on_connection_closed(connection.connection_id)
 
     async def stop(self, grace_s: float = 10.0) -> None:
+        self._stopping = True
         for server in self._servers:
             server.close()
         connections = list(self._connections)

@@ -110,6 +110,15 @@ class BrokerSessions:
     def get(self, broker_id: int) -> BrokerSession | None:
         return self._sessions.get(broker_id)
 
+    def expire_within(self, broker_id: int, broker_epoch: int, now_ms: int, grace_ms: int) -> bool:
+        """Let the session of this incarnation expire ``grace_ms`` from now unless a heartbeat comes
+        first (it restores the session); never later than it would anyway. False if unknown."""
+        session = self._sessions.get(broker_id)
+        if session is None or session.broker_epoch != broker_epoch:
+            return False
+        session.last_contact_ms = min(session.last_contact_ms, now_ms + grace_ms - self._timeout_ms)
+        return True
+
     def extend(self, by_ms: int) -> None:
         """Move every session's last contact ``by_ms`` later (see QuorumController.forgive_stall)."""
         for session in self._sessions.values():

@@ -97,6 +97,9 @@ class ControllerConfig:
     default_replication_factor: int = 1
     unclean_leader_election_enable: bool = False
     config_validator: ConfigValidator = validate_topic_configs
+    lost_connection_grace_ms: int = 3000
+    """How long a broker whose heartbeat connection closed keeps its session without a heartbeat:
+    1.5 broker.heartbeat.interval.ms (Kafka's default 2000), time for a live broker to reconnect."""
 
 
 class QuorumController:
@@ -229,6 +232,23 @@ class QuorumController:
     def tick(self, now_ms: int | None = None) -> list[int]:
         """Fence the brokers whose session expired by ``now_ms`` (default: the clock); returns their ids."""
         return self._cluster.fence_stale_brokers(self._clock.time_ms() if now_ms is None else now_ms)
+
+    def broker_connection_lost(self, broker_id: int, broker_epoch: int) -> None:
+        """The connection a broker heartbeats on closed: the process died, or its connection broke.
+
+        A live broker reconnects and heartbeats within its heartbeat interval; a dead one never
+        will. Its session therefore ends ``lost_connection_grace_ms`` from now instead of a whole
+        session timeout after its last heartbeat, so the partitions it led move in seconds
+        (fencing then follows Kafka's rules: a new leader only from the ISR).
+        """
+        now = self._clock.time_ms()
+        grace = min(self._config.lost_connection_grace_ms, self._config.broker_session_timeout_ms)
+        if self._sessions.expire_within(broker_id, broker_epoch, now, grace):
+            _log.info(
+                "broker connection lost: session ends soon unless it heartbeats",
+                broker=broker_id,
+                grace_ms=grace,
+            )
 
     def forgive_stall(self, stalled_ms: int) -> None:
         """The controller could not run for ``stalled_ms`` (a paused process, a blocked event loop):

@@ -321,3 +321,22 @@ def test_a_stalled_controller_fences_nobody_for_the_time_it_could_not_run(cluste
     cluster.clock.advance(SESSION_MS + 1)  # real silence after the stall still fences
     cluster.keep_alive([1])
     assert cluster.controller.tick() == [2]
+
+
+def test_a_broker_whose_heartbeat_connection_closed_is_fenced_after_the_grace(cluster: Cluster) -> None:
+    """A dead broker's connection closes long before its session would expire: its session then
+    ends after lost_connection_grace_ms, unless it heartbeats again (a live one reconnects)."""
+    cluster.join(1, 2, 3)
+    grace = cluster.config.lost_connection_grace_ms
+    cluster.controller.broker_connection_lost(2, cluster.epochs[2])
+    cluster.controller.broker_connection_lost(3, cluster.epochs[3])
+    cluster.clock.advance(grace // 2)
+    cluster.keep_alive([1, 3])  # broker 3 reconnected and heartbeats: its session is whole again
+    assert cluster.controller.tick() == []
+    cluster.clock.advance(grace // 2 + 1)
+    cluster.keep_alive([1, 3])
+    assert cluster.controller.tick() == [2]
+    cluster.controller.broker_connection_lost(1, cluster.epochs[1] + 1)  # a stale incarnation: ignored
+    cluster.clock.advance(grace + 1)
+    cluster.keep_alive([1, 3])
+    assert cluster.controller.tick() == []
