@@ -1,0 +1,622 @@
+"""Failover: how long acks=all writes stall when a partition leader is SIGKILLed, over many kills.
+
+A three-broker kipling cluster of real processes on loopback (bench/cluster_proc.py; broker 1 also
+runs the controller) with Kafka's default broker session: ``broker.session.timeout.ms=9000`` and
+``broker.heartbeat.interval.ms=2000``, as config/cluster/*.properties and the dev cluster run. Each
+round (``--kills``, default 20):
+
+1. A new topic, one partition, replication factor 3, ``min.insync.replicas=2``, created with the
+   replica assignment [victim, other, 1], so the victim leads it (waited for in Metadata, full ISR).
+   **Only brokers 2 and 3 are killed, alternately**: broker 1 is the only controller today, and
+   killing the controller is measured once the Raft quorum lands.
+2. A confluent-kafka producer (acks=all, ``enable.idempotence=true``, retries unbounded, a 120 s
+   delivery timeout that rides out any failover, linger 5 ms, librdkafka's defaults otherwise) sends
+   a steady stream (``--rate``, 200 records/s of 12-byte values) from a thread; its delivery
+   callback timestamps every ack (``perf_counter``, the clock of the whole bench).
+3. After ``--steady-s`` of acks, the leader is SIGKILLed: the broker process and, right after, its
+   follower processes (a machine crash; ``ClusterBroker.stop`` then only reaps them). A broker runs
+   follower processes only for partitions it follows, so in the first round the victim has none
+   (earlier rounds' topics give it some later). Measured from the kill:
+   (a) **resume**: until the first ack of a record produced after the kill;
+   (b) **longest gap** between two consecutive acks, from ``--steady-s`` before the kill until the
+       victim is restarted (the gap that spans the kill, unless a later one is longer; it can end
+       up a little shorter than (a) when an ack already on its way at the kill is read just after);
+   and, to split (a): until Metadata (asked of the live brokers every 50 ms) names a new leader;
+   the rest of (a) is the producer (librdkafka) learning that leader and its retries getting through.
+4. ``--after-s`` after the first post-kill ack the victim is restarted (same directory), and the
+   round waits until it is registered and the partition's ISR is whole again (three replicas in
+   Metadata): restart → ISR whole and the longest ack gap over that time are recorded too. The
+   stream goes on for another second, then the producer flushes (every record sent gets an outcome).
+5. The partition is read from the beginning (a consumer up to the high watermark) and compared with
+   the acks: **lost** = acknowledged values not in the log, **duplicated** = extra copies of a value,
+   **moved** = acknowledged values found at another offset than the ack said. After the last round
+   every round's partition is read again, since later kills hit its replicas too.
+
+The figures are measured, never asserted: the bench prints a table per round and p50/p90/p99/max
+(nearest rank, as bench/long_poll.py) of both figures, and writes ``bench/results/failover.json``.
+Each round takes about 15 s, so the default 20 kills about 5 minutes. Every broker and follower
+process is stopped on exit, Ctrl-C, SIGTERM or SIGHUP.
+
+Run from the repository root: ``python -m bench.failover [--kills N] [--set KEY=VALUE ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import itertools
+import logging
+import os
+import signal
+import statistics
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench import write_results
+from bench.cluster_proc import CONTROLLER_NODE, ClusterBroker, KiplingCluster, wait_until
+from bench.long_poll import percentile
+from bench.throughput import consumer_config
+
+VICTIMS = (2, 3)
+"""Brokers killed in turn: not broker 1, the only controller (until the Raft quorum lands)."""
+PARTITION = 0
+METADATA_POLL_S = 0.05
+TIMEOUT_S = 120.0
+"""Upper bound for every wait of a round (start-up, resume, ISR): a timeout means a broken failover."""
+PRODUCER_CONFIG: dict[str, Any] = {
+    "acks": "all",
+    "enable.idempotence": True,
+    "retries": 2_147_483_647,
+    "delivery.timeout.ms": 120_000,
+    "linger.ms": 5,
+    "socket.nagle.disable": True,
+}
+"""Producer settings besides the bootstrap list (``--producer-set`` adds or replaces keys)."""
+
+_rdkafka_log = logging.getLogger("bench.failover.librdkafka")
+_rdkafka_log.propagate = False
+_rdkafka_lines: list[str] = []
+
+
+class _Collect(logging.Handler):
+    """librdkafka's log lines (connection refused by the killed broker, ...) go to the JSON, not stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(_rdkafka_lines) < 200:
+            _rdkafka_lines.append(f"{record.levelname} {record.getMessage()}")
+
+
+_rdkafka_log.addHandler(_Collect())
+
+
+def client_base(bootstrap: str) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "logger": _rdkafka_log, "log.connection.close": False}
+
+
+# -- the producer ------------------------------------------------------------------------------------
+
+
+class SteadyProducer(threading.Thread):
+    """Sends ``rate`` records/s to partition 0 on a fixed schedule; every ack is timestamped.
+
+    The schedule is open-loop: ``produce`` never blocks, so records keep being sent (and queue in
+    librdkafka) while the partition has no leader, and the first record sent after the kill is known.
+    Delivery callbacks run in this thread (inside ``poll``/``flush``), so the dictionaries are written
+    by it alone; the main thread reads them under the lock.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, rate: float, tag: str, extra: dict[str, Any]) -> None:
+        super().__init__(name=f"producer-{topic}", daemon=True)
+        self.topic = topic
+        self.interval = 1.0 / rate
+        self.tag = tag
+        self.config = {**client_base(bootstrap), **PRODUCER_CONFIG, **extra}
+        self.sent_at: list[float] = []
+        """Index = sequence number: when ``produce`` was called."""
+        self.acked: dict[int, tuple[float, int]] = {}
+        """Sequence number → (ack time, offset)."""
+        self.failed: dict[int, str] = {}
+        self.errors: list[str] = []
+        self.unflushed = -1
+        self.lock = threading.Lock()
+        self._stopping = threading.Event()
+
+    def value(self, seq: int) -> bytes:
+        return f"{self.tag}-{seq:08d}".encode()
+
+    def seq_of(self, value: bytes) -> int:
+        return int(value.rsplit(b"-", 1)[1])
+
+    def _delivered(self, err: KafkaError | None, msg: Message) -> None:
+        now = time.perf_counter()
+        seq = self.seq_of(msg.value() or b"-0")
+        with self.lock:
+            if err is None:
+                self.acked[seq] = (now, msg.offset() or 0)
+            else:
+                self.failed[seq] = str(err)
+
+    def run(self) -> None:
+        producer = Producer(
+            {
+                **self.config,
+                "error_cb": lambda e: self.errors.append(str(e)) if len(self.errors) < 20 else None,
+            }
+        )
+        try:
+            due = time.perf_counter()
+            while not self._stopping.is_set():
+                now = time.perf_counter()
+                if now < due:
+                    producer.poll(due - now)
+                    continue
+                if now - due > 1.0:  # this thread was starved for a second: do not send a burst
+                    due = now
+                seq = len(self.sent_at)
+                at = time.perf_counter()
+                try:
+                    producer.produce(
+                        self.topic, self.value(seq), partition=PARTITION, on_delivery=self._delivered
+                    )
+                except BufferError:
+                    producer.poll(0.01)
+                    continue
+                with self.lock:
+                    self.sent_at.append(at)
+                due += self.interval
+                producer.poll(0)
+            self.unflushed = producer.flush(TIMEOUT_S)
+        finally:
+            del producer
+
+    def ack_count(self) -> int:
+        with self.lock:
+            return len(self.acked)
+
+    def first_ack_of_sent_after(self, t: float) -> float | None:
+        """Earliest ack time of a record whose ``produce`` came after ``t`` (None: none yet)."""
+        with self.lock:
+            times = [a for seq, (a, _) in self.acked.items() if self.sent_at[seq] > t]
+        return min(times) if times else None
+
+    def request_stop(self) -> None:
+        """Stop sending; the thread then flushes (every record sent gets its outcome) and ends."""
+        self._stopping.set()
+
+    def stop(self) -> None:
+        self.request_stop()
+        self.join(TIMEOUT_S + 30)
+        if self.is_alive():
+            raise RuntimeError(f"producer of {self.topic} did not finish flushing")
+
+
+def longest_gap(ack_times: list[float], start: float, end: float) -> tuple[float, float]:
+    """Longest interval between consecutive acks in [start, end], the window's edges included.
+
+    Returns (gap seconds, when it began). The edges count as acks, so a window with no ack at all
+    reports its whole length rather than nothing.
+    """
+    points = [start, *sorted(t for t in ack_times if start <= t <= end), end]
+    best, began = 0.0, start
+    for a, b in itertools.pairwise(points):
+        if b - a > best:
+            best, began = b - a, a
+    return best, began
+
+
+# -- cluster helpers ---------------------------------------------------------------------------------
+
+
+def create_topic(admin: AdminClient, topic: str, replicas: list[int]) -> None:
+    """One partition with ``replicas`` (first = leader), min ISR 2; wait for that leader and a full ISR."""
+    new = NewTopic(
+        topic, num_partitions=1, replica_assignment=[replicas], config={"min.insync.replicas": "2"}
+    )
+    for future in admin.create_topics([new]).values():
+        future.result(timeout=60)
+    wait_until(
+        lambda: partition_state(admin, topic) == (replicas[0], len(replicas)),
+        60,
+        f"{topic} to be led by {replicas[0]} with a full ISR",
+        0.1,
+    )
+
+
+def partition_state(admin: AdminClient, topic: str) -> tuple[int, int] | None:
+    """(leader, ISR size) of partition 0 as some live broker's Metadata gives it; None on no answer."""
+    with contextlib.suppress(KafkaException):
+        meta = admin.list_topics(topic, timeout=5).topics.get(topic)
+        if meta is not None and meta.error is None and PARTITION in meta.partitions:
+            p = meta.partitions[PARTITION]
+            return p.leader, len(p.isrs)
+    return None
+
+
+def sigkill_with_followers(broker: ClusterBroker) -> tuple[float, int]:
+    """SIGKILL the broker process, then its follower processes at once; returns (kill time, followers)."""
+    followers = broker.follower_pids()
+    pid = broker.pid
+    t_kill = time.perf_counter()
+    os.kill(pid, signal.SIGKILL)
+    for child in followers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+    broker.stop(sig=signal.SIGKILL)  # reaps the process; kills any follower left (none by now)
+    return t_kill, len(followers)
+
+
+def read_partition(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
+    """Every (offset, value) of partition 0 from the beginning up to its high watermark."""
+    consumer = Consumer({**consumer_config(bootstrap), **client_base(bootstrap)})
+    out: list[tuple[int, bytes]] = []
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, PARTITION), timeout=30)
+        consumer.assign([TopicPartition(topic, PARTITION, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + TIMEOUT_S
+        while high > 0 and consumer.position([TopicPartition(topic, PARTITION)])[0].offset < high:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: read {len(out)} records, high watermark {high}")
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                raise KafkaException(msg.error())
+            out.append((msg.offset() or 0, msg.value() or b""))
+    finally:
+        consumer.close()
+    return out
+
+
+def check_log(producer: SteadyProducer, log: list[tuple[int, bytes]]) -> dict[str, int]:
+    """Compare the partition with the acks: lost, duplicated, moved; unacknowledged values present."""
+    with producer.lock:
+        acked = {seq: offset for seq, (_, offset) in producer.acked.items()}
+    found: dict[int, list[int]] = {}
+    foreign = 0
+    for offset, value in log:
+        if not value.startswith(producer.tag.encode() + b"-"):
+            foreign += 1
+            continue
+        found.setdefault(producer.seq_of(value), []).append(offset)
+    copies = Counter({seq: len(offsets) for seq, offsets in found.items()})
+    return {
+        "records_in_log": len(log),
+        "acked": len(acked),
+        "lost": sum(1 for seq in acked if seq not in found),
+        "duplicated": sum(n - 1 for n in copies.values() if n > 1),
+        "moved": sum(1 for seq, offset in acked.items() if seq in found and offset not in found[seq]),
+        "unacked_present": sum(1 for seq in found if seq not in acked),
+        "foreign": foreign,
+    }
+
+
+# -- a round -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Round:
+    number: int
+    victim: int
+    topic: str
+    figures: dict[str, Any] = field(default_factory=dict)
+    producer: SteadyProducer | None = None
+
+
+def run_round(cluster: KiplingCluster, rnd: Round, args: argparse.Namespace, extra: dict[str, Any]) -> None:
+    victim = cluster.brokers[rnd.victim]
+    other = next(n for n in VICTIMS if n != rnd.victim)
+    replicas = [rnd.victim, other, CONTROLLER_NODE]
+    admin = AdminClient(client_base(cluster.bootstrap))
+    create_topic(admin, rnd.topic, replicas)
+    producer = SteadyProducer(cluster.bootstrap, rnd.topic, args.rate, f"r{rnd.number:03d}", extra)
+    rnd.producer = producer
+    producer.start()
+    wait_until(lambda: producer.ack_count() > 0, 60, f"the first ack on {rnd.topic}")
+    t_steady = time.perf_counter()
+    time.sleep(args.steady_s)
+
+    t_kill, followers = sigkill_with_followers(victim)
+    live = ",".join(b.bootstrap for n, b in cluster.brokers.items() if n != rnd.victim)
+    live_admin = AdminClient(client_base(live))
+    new_leader, t_meta = -1, None
+    resumed_at = None
+    deadline = t_kill + TIMEOUT_S
+    while (t_meta is None or resumed_at is None) and time.perf_counter() < deadline:
+        if t_meta is None:
+            state = partition_state(live_admin, rnd.topic)
+            if state is not None and state[0] not in (rnd.victim, -1):
+                new_leader, t_meta = state[0], time.perf_counter()
+        if resumed_at is None:
+            resumed_at = producer.first_ack_of_sent_after(t_kill)
+        time.sleep(METADATA_POLL_S)
+    if resumed_at is None:
+        raise TimeoutError(f"round {rnd.number}: no ack of a record sent after the kill within {TIMEOUT_S}s")
+    time.sleep(max(0.0, resumed_at + args.after_s - time.perf_counter()))
+
+    t_restart = time.perf_counter()
+    victim.start(timeout_s=TIMEOUT_S)
+    t_listening = time.perf_counter()
+    cluster.wait_registered(TIMEOUT_S)
+    t_registered = time.perf_counter()
+    wait_until(
+        lambda: (partition_state(live_admin, rnd.topic) or (0, 0))[1] == len(replicas),
+        TIMEOUT_S,
+        f"{rnd.topic}'s ISR to be whole again",
+        METADATA_POLL_S,
+    )
+    t_isr = time.perf_counter()
+    time.sleep(1.0)
+    t_end = time.perf_counter()
+    producer.stop()
+
+    with producer.lock:
+        ack_times = [a for a, _ in producer.acked.values()]
+        first_any = min((a for a in ack_times if a > t_kill), default=None)
+        sent, failed = len(producer.sent_at), dict(producer.failed)
+        sent_before_kill = sum(1 for s in producer.sent_at if s <= t_kill)
+    gap, gap_began = longest_gap(ack_times, t_kill - args.steady_s, t_restart)
+    steady_gap, _ = longest_gap(ack_times, t_steady, t_kill)
+    restart_gap, _ = longest_gap(ack_times, t_restart, t_end)
+    check = check_log(producer, read_partition(cluster.bootstrap, rnd.topic))
+    final = partition_state(admin, rnd.topic)
+    rnd.figures = {
+        "round": rnd.number,
+        "topic": rnd.topic,
+        "replicas": replicas,
+        "victim": rnd.victim,
+        "follower_processes_killed": followers,
+        "new_leader": new_leader,
+        "resume_s": resumed_at - t_kill,
+        "longest_gap_s": gap,
+        "longest_gap_began_s": gap_began - t_kill,
+        "first_ack_after_kill_s": None if first_any is None else first_any - t_kill,
+        "new_leader_in_metadata_s": None if t_meta is None else t_meta - t_kill,
+        "steady_longest_gap_s": steady_gap,
+        "restart_after_kill_s": t_restart - t_kill,
+        "restart_listening_s": t_listening - t_restart,
+        "restart_registered_s": t_registered - t_restart,
+        "restart_isr_whole_s": t_isr - t_restart,
+        "restart_longest_gap_s": restart_gap,
+        "leader_at_end": None if final is None else final[0],
+        "sent": sent,
+        "sent_before_kill": sent_before_kill,
+        "delivery_failures": len(failed),
+        "delivery_failure_examples": list(failed.values())[:3],
+        "unflushed": producer.unflushed,
+        "producer_errors": producer.errors[:5],
+        **check,
+    }
+
+
+# -- output ------------------------------------------------------------------------------------------
+
+
+COLUMNS = (
+    ("round", "round", 5, None),
+    ("victim", "killed", 6, None),
+    ("new_leader", "new", 4, None),
+    ("new_leader_in_metadata_s", "leader in md s", 14, 2),
+    ("resume_s", "(a) resume s", 12, 2),
+    ("longest_gap_s", "(b) gap s", 9, 2),
+    ("steady_longest_gap_s", "steady gap s", 12, 3),
+    ("restart_isr_whole_s", "restart→ISR s", 13, 2),
+    ("restart_longest_gap_s", "restart gap s", 13, 2),
+    ("acked", "acked", 6, None),
+    ("delivery_failures", "failed", 6, None),
+    ("lost", "lost", 4, None),
+    ("duplicated", "dup", 4, None),
+    ("moved", "moved", 5, None),
+)
+"""Per-round table: figure key, title, width, decimals (None: an integer)."""
+
+
+def print_rounds(rounds: list[dict[str, Any]]) -> None:
+    header = " ".join(f"{title:>{width}}" for _, title, width, _ in COLUMNS)
+    print(header)
+    print("-" * len(header))
+    for r in rounds:
+        cells = []
+        for key, _, width, decimals in COLUMNS:
+            value = r.get(key)
+            if value is None:
+                cells.append(f"{'-':>{width}}")
+            elif decimals is None:
+                cells.append(f"{value:>{width}}")
+            else:
+                cells.append(f"{value:>{width}.{decimals}f}")
+        print(" ".join(cells))
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {
+        "count": len(values),
+        "p50": percentile(values, 50),
+        "p90": percentile(values, 90),
+        "p99": percentile(values, 99),
+        "max": max(values) if values else float("nan"),
+        "mean": statistics.fmean(values) if values else float("nan"),
+    }
+
+
+# -- main --------------------------------------------------------------------------------------------
+
+
+def _raise_exit(signum: int, _frame: FrameType | None) -> None:
+    """SIGTERM/SIGHUP to the bench unwind through ``finally`` so every broker is stopped."""
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def running(cluster: KiplingCluster, rounds: list[Round]) -> Iterator[None]:
+    """Stop the producers, then every broker and follower process, whatever happened."""
+    try:
+        yield
+    finally:
+        for rnd in rounds:
+            if rnd.producer is not None and rnd.producer.is_alive():
+                rnd.producer.request_stop()
+        gc.collect()
+        cluster.cleanup()
+
+
+def parse_pairs(pairs: list[str], option: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"{option} wants KEY=VALUE, got {pair!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--kills", type=int, default=20, help="rounds, one SIGKILL each (20)")
+    parser.add_argument("--rate", type=float, default=200.0, help="records/s of the producer (200)")
+    parser.add_argument("--steady-s", type=float, default=3.0, help="acks before the kill, seconds (3)")
+    parser.add_argument(
+        "--after-s", type=float, default=2.0, help="seconds after the first post-kill ack until restart (2)"
+    )
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="broker setting")
+    parser.add_argument(
+        "--producer-set", action="append", default=[], metavar="KEY=VALUE", help="producer setting"
+    )
+    parser.add_argument("--keep-dir", action="store_true", help="keep the brokers' directories and logs")
+    args = parser.parse_args()
+    if args.kills < 1 or args.rate <= 0:
+        raise SystemExit("--kills must be at least 1 and --rate positive")
+    settings = parse_pairs(args.set, "--set")
+    extra: dict[str, Any] = dict(parse_pairs(args.producer_set, "--producer-set"))
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_exit)
+
+    cluster = KiplingCluster(settings=settings, keep_dir=args.keep_dir)
+    rounds = [Round(i + 1, VICTIMS[i % len(VICTIMS)], f"failover-{i + 1:03d}") for i in range(args.kills)]
+    started = time.perf_counter()
+    final_checks: dict[str, dict[str, int]] = {}
+    problems: dict[str, list[str]] = {}
+    session = {k: cluster.settings[k] for k in ("broker.session.timeout.ms", "broker.heartbeat.interval.ms")}
+    with running(cluster, rounds):
+        print(
+            f"starting 3 brokers in {cluster.work_dir} (broker {CONTROLLER_NODE} hosts the controller); "
+            f"session {session}",
+            flush=True,
+        )
+        cluster.start()
+        for rnd in rounds:
+            run_round(cluster, rnd, args, extra)
+            f = rnd.figures
+            print(
+                f"  round {rnd.number}: killed broker {rnd.victim} (+{f['follower_processes_killed']} "
+                f"follower processes), new leader {f['new_leader']}: resume {f['resume_s']:.2f} s, "
+                f"longest gap {f['longest_gap_s']:.2f} s; restarted, ISR whole "
+                f"{f['restart_isr_whole_s']:.2f} s later; {f['acked']} acked, {f['lost']} lost, "
+                f"{f['duplicated']} duplicated",
+                flush=True,
+            )
+        print("  reading every round's partition again...", flush=True)
+        for rnd in rounds:
+            assert rnd.producer is not None
+            final_checks[rnd.topic] = check_log(rnd.producer, read_partition(cluster.bootstrap, rnd.topic))
+        for node, broker in cluster.brokers.items():
+            problems[f"broker-{node}"] = broker.problem_lines()
+    total_s = time.perf_counter() - started
+
+    figures = [r.figures for r in rounds]
+    resume = summary([f["resume_s"] for f in figures])
+    gaps = summary([f["longest_gap_s"] for f in figures])
+    meta = summary(
+        [f["new_leader_in_metadata_s"] for f in figures if f["new_leader_in_metadata_s"] is not None]
+    )
+    isr_back = summary([f["restart_isr_whole_s"] for f in figures])
+    totals = {
+        key: sum(c[key] for c in final_checks.values())
+        for key in ("acked", "lost", "duplicated", "moved", "unacked_present")
+    }
+    failures = sum(f["delivery_failures"] for f in figures)
+    print(
+        f"\nkipling failover, 3 brokers on loopback, {os.cpu_count()} CPUs; broker.session.timeout.ms="
+        f"{session['broker.session.timeout.ms']}, broker.heartbeat.interval.ms="
+        f"{session['broker.heartbeat.interval.ms']}; {args.kills} SIGKILLs of the partition leader "
+        f"(brokers {' and '.join(map(str, VICTIMS))} in turn; broker {CONTROLLER_NODE}, the only controller, "
+        f"is not killed: that is measured once the Raft quorum lands); producer acks=all, idempotent, "
+        f"{args.rate:g} records/s; total {total_s:.0f} s"
+    )
+    print_rounds(figures)
+    print(
+        "(a) resume: kill → first ack of a record produced after the kill; (b) gap: longest time between "
+        "two consecutive acks from "
+        f"{args.steady_s:g} s before the kill until the restart; leader in md: kill → Metadata of a live "
+        "broker names a new leader; steady gap: longest ack gap before the kill; restart→ISR: restart → "
+        "ISR of 3 in Metadata; restart gap: longest ack gap from the restart until the producer stopped"
+    )
+    print(f"\n{'seconds':<32} {'p50':>6} {'p90':>6} {'p99':>6} {'max':>6}   (n = {args.kills}, nearest rank)")
+    for name, s in (
+        ("(a) kill → resume", resume),
+        ("(b) longest ack gap", gaps),
+        ("kill → new leader in Metadata", meta),
+        ("restart → ISR whole", isr_back),
+    ):
+        print(f"{name:<32} {s['p50']:>6.2f} {s['p90']:>6.2f} {s['p99']:>6.2f} {s['max']:>6.2f}")
+    print(
+        f"\nafter the last round, every partition read from the beginning: {totals['acked']} acknowledged, "
+        f"{totals['lost']} lost, {totals['duplicated']} duplicated, {totals['moved']} at another offset "
+        f"than acknowledged; {totals['unacked_present']} unacknowledged present; {failures} delivery "
+        "failures"
+    )
+    print("\nBroker output at WARNING and above:")
+    for name, lines in problems.items():
+        print(f"  {name}: {len(lines)} lines")
+        for line in lines[:5]:
+            print(f"    {line[:160]}")
+    out = write_results(
+        "failover",
+        {
+            "storage": "disk, default flush policy (no fsync per append)",
+            "client": "confluent-kafka (librdkafka)",
+            "cluster": {
+                "brokers": 3,
+                "controller": f"broker {CONTROLLER_NODE} (broker,controller), never killed",
+                "settings": cluster.settings,
+                "victims": list(VICTIMS),
+                "topic": {"partitions": 1, "replication_factor": 3, "min_insync_replicas": 2},
+            },
+            "options": vars(args),
+            "producer_config": {**PRODUCER_CONFIG, **extra},
+            "resume_s": resume,
+            "longest_gap_s": gaps,
+            "new_leader_in_metadata_s": meta,
+            "restart_isr_whole_s": isr_back,
+            "totals_after_last_round": {**totals, "delivery_failures": failures},
+            "final_checks": final_checks,
+            "rounds": figures,
+            "broker_problem_lines": {k: v[:50] for k, v in problems.items()},
+            "librdkafka_log_lines": _rdkafka_lines[:50],
+            "total_seconds": total_s,
+        },
+    )
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KafkaException as exc:
+        raise SystemExit(f"client error: {exc}") from exc
