@@ -94,6 +94,9 @@ log = structlog.get_logger("kipling.broker")
 
 CONTROLLER_TICK_MS = 250
 """How often the controller looks for brokers whose session expired."""
+STALL_MS = 1000
+"""A controller tick this late means the process was stopped or its loop blocked, not merely busy:
+a busy loop still reads heartbeats, so only a stall this long is discounted from broker sessions."""
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
 AUTO_CREATE_WAIT_S = 5.0
 METADATA_LOG_CONFIG_OVERRIDES = {
@@ -473,6 +476,7 @@ def _build_controller(
         min(CONTROLLER_TICK_MS, config.broker_session_timeout_ms // 4 or 1),
         controller.tick,
         on_late=controller.forgive_stall,  # a paused controller fences nobody for the pause
+        late_after_ms=STALL_MS,
     )
     log.info("controller ready", epoch=epoch, metadata_offset=controller.image.offset)
     return ControllerNode(controller, partition, server, purgatory, tick)

@@ -58,3 +58,22 @@ async def test_a_failing_run_is_logged_and_the_schedule_goes_on() -> None:
             await twice.wait()
     finally:
         task.stop()
+
+
+async def test_lateness_below_the_threshold_is_not_reported() -> None:
+    """A busy loop (late by less than ``late_after_ms``) still ran its other callbacks meanwhile:
+    only a longer stall is reported."""
+    late: list[int] = []
+    ran = asyncio.Event()
+    task = PeriodicTask("busy", INTERVAL_MS, ran.set, on_late=late.append, late_after_ms=1000)
+    task.start()
+    try:
+        async with asyncio.timeout(10):
+            await ran.wait()
+        ran.clear()
+        time.sleep(STALL_S)
+        async with asyncio.timeout(10):
+            await ran.wait()
+    finally:
+        task.stop()
+    assert late == []
