@@ -9,10 +9,10 @@ given a generated ``cluster.properties`` (the cluster-wide keys) plus ``--overri
 
 The supervisor works like ``docker-compose up``: every child's output is shown line by line behind a
 ``broker-i |`` tag, Ctrl-C or SIGTERM stops every broker gracefully (SIGTERM, then SIGKILL after a
-timeout), and a broker that exits on its own stops the others, so a half-dead cluster never lingers.
-Each broker runs in its own process group: Ctrl-C in the terminal reaches only the supervisor, which
-then stops the brokers in order, and a broker's own children (follower processes) can be killed with
-it if it has to be killed.
+timeout). A broker that exits on its own is reported and the others keep running (a failover to
+watch); ``--restart-after`` starts it again. Each broker runs in its own process group: Ctrl-C in
+the terminal reaches only the supervisor, which then stops the brokers in order. A broker's follower
+processes run in sessions of their own and exit when their broker's IPC channel closes.
 """
 
 from __future__ import annotations

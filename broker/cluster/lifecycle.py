@@ -39,6 +39,10 @@ _REREGISTER = frozenset((ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_R
 _log = structlog.get_logger("kipling.lifecycle")
 
 
+HEARTBEAT_RETRY_BACKOFF_S = 0.1
+"""First retry of a heartbeat that did not reach the controller (then doubling up to the interval)."""
+
+
 class BrokerLifecycleManager:
     """Registers this broker, keeps its session alive, and runs the controlled shutdown."""
 
@@ -115,15 +119,25 @@ class BrokerLifecycleManager:
 
     async def _run(self) -> None:
         await self._register()
-        await self._heartbeat()
+        failures = 0 if await self._heartbeat() else 1
         while True:
+            wait_s = self._retry_wait_s(failures)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._interval_s):
+                async with asyncio.timeout(wait_s):
                     await self._wake.wait()
             self._wake.clear()
             if self._want_shut_down:
                 continue
-            await self._heartbeat()
+            # A heartbeat that did not get through is retried soon (its connection broke: the
+            # controller gives this broker only a short grace then), backing off to the interval.
+            failures = 0 if await self._heartbeat() else failures + 1
+
+    def _retry_wait_s(self, failures: int) -> float:
+        """The interval, or after ``failures`` failed heartbeats a backoff doubling up to it."""
+        if failures == 0:
+            return self._interval_s
+        backoff_s: float = HEARTBEAT_RETRY_BACKOFF_S * 2.0 ** (failures - 1)
+        return min(backoff_s, self._interval_s)
 
     def nudge(self) -> None:
         """Heartbeat now rather than at the next interval (the metadata just caught up with this
@@ -155,7 +169,8 @@ class BrokerLifecycleManager:
         self._on_epoch(epoch)
         self._registered.set()
 
-    async def _heartbeat(self) -> None:
+    async def _heartbeat(self) -> bool:
+        """One heartbeat; False if it did not reach the controller."""
         try:
             reply = await self._channel.heartbeat(
                 broker_id=self._broker_id,
@@ -167,7 +182,7 @@ class BrokerLifecycleManager:
             )
         except ControllerUnavailableError as exc:
             self._logger.warning("heartbeat failed", error=str(exc))
-            return
+            return False
         if reply.error in _REREGISTER:
             self._logger.warning(
                 "the controller lost this registration; registering again", error=reply.error.name
@@ -175,10 +190,10 @@ class BrokerLifecycleManager:
             self._unfenced.clear()
             self.is_fenced = True
             await self._register()  # the next heartbeat comes at the next interval, never nested
-            return
+            return True
         if reply.error != ErrorCode.NONE:
             self._logger.warning("heartbeat refused", error=reply.error.name)
-            return
+            return True
         if reply.is_fenced != self.is_fenced:
             self._logger.info("fencing state changed", fenced=reply.is_fenced)
         self.is_fenced = reply.is_fenced
@@ -186,3 +201,4 @@ class BrokerLifecycleManager:
             self._unfenced.clear()
         else:
             self._unfenced.set()
+        return True

@@ -34,6 +34,10 @@ def _buffer(part: Any) -> bytes | bytearray | memoryview:
     return part.read_bytes()  # type: ignore[no-any-return]
 
 
+PEER_CLOSED = "client"
+"""The close reason of a connection the peer closed (EOF or reset), as the metrics label it."""
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(
         self,
@@ -50,7 +54,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._decoder = FrameDecoder(max_frame_size)
         self._max_frame_size = max_frame_size
         self._queued_bytes = 0
-        self.close_reason = "client"
+        self.close_reason = PEER_CLOSED
         """Why the connection ended, for the connection-close metric."""
         self._idle_timeout_s = idle_timeout_ms / 1000 if idle_timeout_ms > 0 else None
         self._on_close = on_close

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import structlog
 
 from broker.metrics.requests import RequestMetrics
-from broker.server.connection import KafkaConnection
+from broker.server.connection import PEER_CLOSED, KafkaConnection
 from broker.server.dispatcher import RequestDispatcher
 
 log = structlog.get_logger("kipling.server")
@@ -31,7 +31,8 @@ class BrokerServer:
         idle_timeout_ms: int,
         on_connection_closed: Callable[[int], object] | None = None,
     ) -> None:
-        """``on_connection_closed(connection_id)`` runs when a connection closes while serving."""
+        """``on_connection_closed(connection_id)`` runs when the peer closes a connection (EOF or
+        reset) while serving; closes this side made (idle, a bad request, shutdown) do not count."""
         self._dispatcher = dispatcher
         self._on_connection_closed = on_connection_closed
         self._stopping = False
@@ -74,7 +75,8 @@ class BrokerServer:
             self._connections.discard(connection)
             self._metrics.connections.dec()
             self._metrics.connections_closed.labels(connection.close_reason).inc()
-            if self._on_connection_closed is not None and not self._stopping:
+            peer_closed = connection.close_reason == PEER_CLOSED
+            if self._on_connection_closed is not None and peer_closed and not self._stopping:
                 self._on_connection_closed(connection.connection_id)
 
     async def stop(self, grace_s: float = 10.0) -> None:

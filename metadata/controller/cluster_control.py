@@ -82,6 +82,8 @@ class BrokerSession:
     last_contact_ms: int
     metadata_offset: int = NO_OFFSET
     controlled_shutdown_offset: int | None = None
+    connection_lost: bool = False
+    """Its heartbeat connection closed and it has not heartbeaten since (see expire_within)."""
     """Set while in controlled shutdown: the last offset of the batch that moved its leaderships."""
 
 
@@ -104,6 +106,7 @@ class BrokerSessions:
             self.start(broker_id, broker_epoch, now_ms)
             session = self._sessions[broker_id]
         session.last_contact_ms = max(session.last_contact_ms, now_ms)
+        session.connection_lost = False
         if metadata_offset is not None:
             session.metadata_offset = metadata_offset
 
@@ -117,12 +120,14 @@ class BrokerSessions:
         if session is None or session.broker_epoch != broker_epoch:
             return False
         session.last_contact_ms = min(session.last_contact_ms, now_ms + grace_ms - self._timeout_ms)
+        session.connection_lost = True
         return True
 
     def extend(self, by_ms: int) -> None:
         """Move every session's last contact ``by_ms`` later (see QuorumController.forgive_stall)."""
         for session in self._sessions.values():
-            session.last_contact_ms += by_ms
+            if not session.connection_lost:  # no heartbeat of a broker whose connection closed waits
+                session.last_contact_ms += by_ms
 
     def remove(self, broker_id: int) -> None:
         self._sessions.pop(broker_id, None)

@@ -48,6 +48,8 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 """Kafka's security protocol names; kipling implements only PLAINTEXT."""
 NON_ROUTABLE_HOSTS = ("0.0.0.0", "::")
 LOOPBACK = "127.0.0.1"
+LOOPBACK_OF = {"0.0.0.0": LOOPBACK, "::": "::1"}
+"""The loopback address of each wildcard's family (an IPv6 wildcard socket is IPv6-only)."""
 
 FOLDED_KEYS = frozenset(
     {"log.dir", "log.roll.hours", "log.roll.jitter.hours", "log.retention.minutes", "log.retention.hours"}
@@ -234,7 +236,7 @@ class BrokerConfig:
         if self.controller_quorum_voters or self.controller_listener is None:
             return list(self.controller_quorum_voters)
         listener = self.controller_listener
-        reachable = listener.host if listener.host and listener.host not in NON_ROUTABLE_HOSTS else LOOPBACK
+        reachable = LOOPBACK_OF.get(listener.host, listener.host) or LOOPBACK
         return [QuorumVoter(self.node_id, reachable, listener.port)]
 
     @property
@@ -605,6 +607,14 @@ def _check_quorum(
         raise ConfigError.invalid(
             key, text, "a node without the controller role needs the voters to find the controller"
         )
+    if len(voters) > 1:
+        raise ConfigError.invalid(
+            key,
+            text,
+            "kipling runs a single controller for now: a quorum of several voters is not implemented",
+        )
+    if ROLE_CONTROLLER not in roles and any(v.node_id == node_id for v in voters):
+        raise ConfigError.invalid(key, text, f"node.id {node_id} is a voter, so it needs the controller role")
     if ROLE_BROKER not in roles and not voters:
         raise ConfigError.invalid(
             key, text, "a controller-only node needs the voters (itself among them) for brokers to find it"

@@ -360,7 +360,7 @@ def test_a_legacy_log_dir_is_refused_by_a_node_that_cannot_import_it(tmp_path: P
         *single_node(
             log_dir,
             "process.roles=broker",
-            f"controller.quorum.voters=1@127.0.0.1:{free_port()}",
+            f"controller.quorum.voters=2@127.0.0.1:{free_port()}",  # the controller is another node
             "controller.listener.names=CONTROLLER",
         )
     )

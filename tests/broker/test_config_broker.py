@@ -232,12 +232,8 @@ CONTROLLER_LISTENER = (
 
 
 def test_quorum_voters() -> None:
-    cfg = config("node.id=2", "controller.quorum.voters=1@a:9093,2@b:9093,3@[::1]:9093", *CONTROLLER_LISTENER)
-    assert cfg.controller_quorum_voters == [
-        QuorumVoter(1, "a", 9093),
-        QuorumVoter(2, "b", 9093),
-        QuorumVoter(3, "::1", 9093),
-    ]
+    cfg = config("node.id=2", "controller.quorum.voters=2@[::1]:9093", *CONTROLLER_LISTENER)
+    assert cfg.controller_quorum_voters == [QuorumVoter(2, "::1", 9093)]
     assert cfg.quorum_voters == cfg.controller_quorum_voters and cfg.is_voter
     assert not cfg.is_cluster_of_one
     assert cfg.controller_listener == Listener("CONTROLLER", "127.0.0.1", 9093)
@@ -245,6 +241,11 @@ def test_quorum_voters() -> None:
     broker_only = config("process.roles=broker", "node.id=5", "controller.quorum.voters=1@a:9093")
     assert not broker_only.is_controller and not broker_only.is_voter
     assert broker_only.controller_listener is None
+
+
+def test_a_voter_needs_the_controller_role() -> None:
+    with pytest.raises(ConfigError, match=r"node\.id 1 is a voter, so it needs the controller role"):
+        config("process.roles=broker", "controller.quorum.voters=1@a:9093")
 
 
 def test_a_single_node_is_its_own_only_voter_on_a_loopback_listener_of_its_own() -> None:
@@ -255,6 +256,10 @@ def test_a_single_node_is_its_own_only_voter_on_a_loopback_listener_of_its_own()
     assert cfg.client_listeners() == cfg.listeners  # the internal listener is not among them
     named = config(*CONTROLLER_LISTENER)  # a configured controller listener is used instead
     assert named.quorum_voters == [QuorumVoter(1, "127.0.0.1", 9093)]
+    ipv6 = config(
+        "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://[::]:9093", "controller.listener.names=CONTROLLER"
+    )
+    assert ipv6.quorum_voters == [QuorumVoter(1, "::1", 9093)]  # an IPv6 wildcard socket is IPv6-only
     every_interface = config(  # as the Docker image binds it: reached on loopback
         "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://0.0.0.0:9093",
         "controller.listener.names=CONTROLLER",
@@ -315,6 +320,7 @@ def test_booleans_and_whitespace_are_read_as_kafka_does() -> None:
         ("controller.quorum.voters=1@a", ["controller.quorum.voters", "id@host:port"]),
         ("controller.quorum.voters=2@a:9093", ["controller.quorum.voters", "node.id (1)"]),
         ("controller.quorum.voters=1@a:9093,1@b:9093", ["controller.quorum.voters", "twice"]),
+        ("controller.quorum.voters=1@a:9093,2@b:9093", ["controller.quorum.voters", "several voters"]),
         ("process.roles=broker", ["controller.quorum.voters", "find the controller"]),
         ("process.roles=controller", ["controller.quorum.voters", "controller-only node needs the voters"]),
         ("controller.quorum.voters=1@a:9093", ["controller.listener.names", "name of the listener"]),
