@@ -770,3 +770,28 @@ async def test_error_response_or_diverging_epoch_applies_nothing(
     # The image was built by the ordinary fetches that followed, once.
     assert publications.initial == [(2, ["a"])]
     assert loader.next_offset == 3
+
+
+async def test_a_heartbeat_that_did_not_get_through_is_retried_soon(
+    lifecycle_channel: FakeLifecycleChannel,
+) -> None:
+    """A broker whose controller connection broke heartbeats again within about 100 ms, not a
+    whole interval later: the controller gives it only a short grace once the connection closed."""
+    lifecycle_channel.heartbeat_script.extend(
+        [ControllerUnavailableError("connection lost"), ControllerUnavailableError("connection lost")]
+    )
+    manager = BrokerLifecycleManager(
+        lifecycle_channel,
+        broker_id=2,
+        cluster_id="cluster-x",
+        listeners=lambda: LISTENERS,
+        rack=None,
+        heartbeat_interval_ms=60_000,  # were retries spaced by the interval, this test would time out
+        metadata_offset=lambda: 42,
+        on_epoch=lambda epoch: None,
+    )
+    manager.start()
+    try:
+        await wait_until(lambda: len(lifecycle_channel.heartbeats) >= 3)  # two failures, then through
+    finally:
+        await manager.stop()
