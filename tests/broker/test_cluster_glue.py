@@ -792,6 +792,6 @@ async def test_a_heartbeat_that_did_not_get_through_is_retried_soon(
     )
     manager.start()
     try:
-        await wait_until(lambda: len(lifecycle_channel.heartbeats) >= 3)  # two failures, then through
+        await wait_until(lambda: len(lifecycle_channel.heartbeats) >= 3, 10.0)  # 2 failures, then through
     finally:
         await manager.stop()
