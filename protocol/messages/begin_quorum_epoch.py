@@ -10,6 +10,7 @@ leader's endpoints by listener name, since voters no longer all share a static l
 addresses; the response adds the endpoints of the leaders it names, as a tagged field.
 """
 
+from protocol.messages.quorum_fields import LEADER_ENDPOINTS, NODE_ENDPOINTS
 from protocol.schema import Field, request, response
 
 BEGIN_QUORUM_EPOCH_REQUEST = request(
@@ -38,16 +39,7 @@ BEGIN_QUORUM_EPOCH_REQUEST = request(
             ),
         ),
     ),
-    Field(
-        "leader_endpoints",
-        "[]LeaderEndpoint",
-        "1+",
-        fields=(
-            Field("name", "string", "1+"),
-            Field("host", "string", "1+"),
-            Field("port", "uint16", "1+"),
-        ),
-    ),
+    LEADER_ENDPOINTS,
 )
 
 BEGIN_QUORUM_EPOCH_RESPONSE = response(
@@ -75,16 +67,5 @@ BEGIN_QUORUM_EPOCH_RESPONSE = response(
             ),
         ),
     ),
-    Field(
-        "node_endpoints",
-        "[]NodeEndpoint",
-        "1+",
-        tagged_versions="1+",
-        tag=0,
-        fields=(
-            Field("node_id", "int32", "1+"),
-            Field("host", "string", "1+"),
-            Field("port", "uint16", "1+"),
-        ),
-    ),
+    NODE_ENDPOINTS,
 )

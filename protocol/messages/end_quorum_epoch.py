@@ -11,6 +11,7 @@ endpoints by listener name; the response adds the endpoints of the leaders it na
 field.
 """
 
+from protocol.messages.quorum_fields import LEADER_ENDPOINTS, NODE_ENDPOINTS
 from protocol.schema import Field, request, response
 
 END_QUORUM_EPOCH_REQUEST = request(
@@ -47,16 +48,7 @@ END_QUORUM_EPOCH_REQUEST = request(
             ),
         ),
     ),
-    Field(
-        "leader_endpoints",
-        "[]LeaderEndpoint",
-        "1+",
-        fields=(
-            Field("name", "string", "1+"),
-            Field("host", "string", "1+"),
-            Field("port", "uint16", "1+"),
-        ),
-    ),
+    LEADER_ENDPOINTS,
 )
 
 END_QUORUM_EPOCH_RESPONSE = response(
@@ -84,16 +76,5 @@ END_QUORUM_EPOCH_RESPONSE = response(
             ),
         ),
     ),
-    Field(
-        "node_endpoints",
-        "[]NodeEndpoint",
-        "1+",
-        tagged_versions="1+",
-        tag=0,
-        fields=(
-            Field("node_id", "int32", "1+"),
-            Field("host", "string", "1+"),
-            Field("port", "uint16", "1+"),
-        ),
-    ),
+    NODE_ENDPOINTS,
 )

@@ -11,6 +11,7 @@ Version 1 (KIP-853) adds the follower's directory id and, in the response, the e
 leaders it names, both as tagged fields.
 """
 
+from protocol.messages.quorum_fields import NODE_ENDPOINTS
 from protocol.schema import Field, request, response
 
 FETCH_SNAPSHOT_REQUEST = request(
@@ -98,16 +99,5 @@ FETCH_SNAPSHOT_RESPONSE = response(
             ),
         ),
     ),
-    Field(
-        "node_endpoints",
-        "[]NodeEndpoint",
-        "1+",
-        tagged_versions="1+",
-        tag=0,
-        fields=(
-            Field("node_id", "int32", "1+"),
-            Field("host", "string", "1+"),
-            Field("port", "uint16", "1+"),
-        ),
-    ),
+    NODE_ENDPOINTS,
 )

@@ -15,6 +15,7 @@ bytes of versions 0 and 1 did not change. The response gained no field in versio
 tells a pre-vote answer from a vote by the request it answers.
 """
 
+from protocol.messages.quorum_fields import NODE_ENDPOINTS
 from protocol.schema import Field, request, response
 
 VOTE_REQUEST = request(
@@ -75,16 +76,5 @@ VOTE_RESPONSE = response(
             ),
         ),
     ),
-    Field(
-        "node_endpoints",
-        "[]NodeEndpoint",
-        "1+",
-        tagged_versions="1+",
-        tag=0,
-        fields=(
-            Field("node_id", "int32", "1+"),
-            Field("host", "string", "1+"),
-            Field("port", "uint16", "1+"),
-        ),
-    ),
+    NODE_ENDPOINTS,
 )
