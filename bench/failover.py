@@ -46,7 +46,6 @@ import argparse
 import contextlib
 import gc
 import itertools
-import logging
 import os
 import signal
 import statistics
@@ -55,7 +54,6 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any
 
 from confluent_kafka import (
@@ -70,6 +68,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import write_results
+from bench.client_logs import client_base, exit_on_termination, rdkafka_lines
 from bench.cluster_proc import CONTROLLER_NODE, ClusterBroker, KiplingCluster, wait_until
 from bench.long_poll import percentile
 from bench.throughput import consumer_config
@@ -89,26 +88,6 @@ PRODUCER_CONFIG: dict[str, Any] = {
     "socket.nagle.disable": True,
 }
 """Producer settings besides the bootstrap list (``--producer-set`` adds or replaces keys)."""
-
-_rdkafka_log = logging.getLogger("bench.failover.librdkafka")
-_rdkafka_log.propagate = False
-_rdkafka_lines: list[str] = []
-
-
-class _Collect(logging.Handler):
-    """librdkafka's log lines (connection refused by the killed broker, ...) go to the JSON, not stderr."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if len(_rdkafka_lines) < 200:
-            _rdkafka_lines.append(f"{record.levelname} {record.getMessage()}")
-
-
-_rdkafka_log.addHandler(_Collect())
-
-
-def client_base(bootstrap: str) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap, "logger": _rdkafka_log, "log.connection.close": False}
-
 
 # -- the producer ------------------------------------------------------------------------------------
 
@@ -458,11 +437,6 @@ def summary(values: list[float]) -> dict[str, float]:
 # -- main --------------------------------------------------------------------------------------------
 
 
-def _raise_exit(signum: int, _frame: FrameType | None) -> None:
-    """SIGTERM/SIGHUP to the bench unwind through ``finally`` so every broker is stopped."""
-    raise SystemExit(128 + signum)
-
-
 @contextlib.contextmanager
 def running(cluster: KiplingCluster, rounds: list[Round]) -> Iterator[None]:
     """Stop the producers, then every broker and follower process, whatever happened."""
@@ -504,8 +478,7 @@ def main() -> None:
         raise SystemExit("--kills must be at least 1 and --rate positive")
     settings = parse_pairs(args.set, "--set")
     extra: dict[str, Any] = dict(parse_pairs(args.producer_set, "--producer-set"))
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_exit)
+    exit_on_termination()
 
     cluster = KiplingCluster(settings=settings, keep_dir=args.keep_dir)
     rounds = [Round(i + 1, VICTIMS[i % len(VICTIMS)], f"failover-{i + 1:03d}") for i in range(args.kills)]
@@ -608,7 +581,7 @@ def main() -> None:
             "final_checks": final_checks,
             "rounds": figures,
             "broker_problem_lines": {k: v[:50] for k, v in problems.items()},
-            "librdkafka_log_lines": _rdkafka_lines[:50],
+            "librdkafka_log_lines": rdkafka_lines[:50],
             "total_seconds": total_s,
         },
     )

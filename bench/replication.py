@@ -59,7 +59,6 @@ import argparse
 import contextlib
 import gc
 import hashlib
-import logging
 import os
 import signal
 import statistics
@@ -68,7 +67,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -76,6 +74,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import write_results
 from bench.broker_proc import KiplingProcess
+from bench.client_logs import client_base, exit_on_termination, rdkafka_lines
 from bench.cluster_proc import (
     ClusterBroker,
     KiplingCluster,
@@ -109,26 +108,6 @@ ISR_NOTE_S = 3.0
 """An ISR rejoin later than this after catch-up and registration is pointed out (heartbeat: 2 s)."""
 LATENCY_WARMUP = 200
 """Records sent and dropped before each latency run: connections, fetch sessions, first compile."""
-
-_rdkafka_log = logging.getLogger("bench.replication.librdkafka")
-_rdkafka_log.propagate = False
-_rdkafka_lines: list[str] = []
-
-
-class _Collect(logging.Handler):
-    """Keeps librdkafka's log lines (connection refused while a broker is down, ...) for the JSON."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        _rdkafka_lines.append(f"{record.levelname} {record.getMessage()}")
-
-
-_rdkafka_log.addHandler(_Collect())
-
-
-def client_base(bootstrap: str) -> dict[str, Any]:
-    """Settings every client of this bench gets: its logs go to a list, not to stderr."""
-    return {"bootstrap.servers": bootstrap, "logger": _rdkafka_log, "log.connection.close": False}
-
 
 # -- cases and topics --------------------------------------------------------------------------------
 
@@ -856,11 +835,6 @@ def print_catch_up(res: dict[str, Any]) -> None:
 # -- main --------------------------------------------------------------------------------------------
 
 
-def _raise_exit(signum: int, _frame: FrameType | None) -> None:
-    """SIGTERM/SIGHUP to the bench unwind through ``finally`` so every broker is stopped."""
-    raise SystemExit(128 + signum)
-
-
 @contextlib.contextmanager
 def running(brokers: list[KiplingCluster | KiplingProcess]) -> Iterator[None]:
     """Clean every cluster and broker up on the way out, whatever happened."""
@@ -912,8 +886,7 @@ def main() -> None:
     if args.no_single:
         case_keys = [k for k in case_keys if CASES[k].target != "single"]
     settings = parse_settings(args.set)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_exit)
+    exit_on_termination()
 
     cluster = KiplingCluster(settings=settings, keep_dir=args.keep_dir)
     single = None
@@ -1027,7 +1000,7 @@ def main() -> None:
             "latency": latency,
             "catch_up": catch,
             "broker_problem_lines": {k: v[:50] for k, v in problems.items()},
-            "librdkafka_log_lines": _rdkafka_lines[:50],
+            "librdkafka_log_lines": rdkafka_lines[:50],
             "total_seconds": total_s,
         },
     )
