@@ -12,13 +12,12 @@ CreateTopics/DeleteTopics/CreatePartitions (the admin handlers' :class:`TopicAdm
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from metadata.controller.admin import ControllerTopicAdmin
 from metadata.controller.controller import ControllerConfig, QuorumController
 from metadata.controller.metadata_log import InMemoryMetadataLog
-from metadata.controller.topic_rules import ManualAssignment
 from metadata.records import BrokerEndpointRecord, SecurityProtocol
 from metadata.topics import PartitionState, TopicState
 from storage.clock import FakeClock
@@ -34,8 +33,9 @@ class Leader(Protocol):
     def on_topic_deleted(self, topic: TopicState) -> None: ...
 
 
-class LocalTopics:
-    """The cluster's topics as node ``node_id`` (the only registered broker) sees them."""
+class LocalTopics(ControllerTopicAdmin):
+    """The cluster's topics as node ``node_id`` (the only registered broker) sees them: the
+    controller's admin interface, whose changes are also handed to the subscribed leaders."""
 
     def __init__(
         self,
@@ -58,9 +58,9 @@ class LocalTopics:
                 default_replication_factor=default_replication_factor,
             ),
         )
+        super().__init__(self.controller)
         for broker_id in dict.fromkeys([node_id, *brokers]):
             self._register(broker_id)
-        self._admin = ControllerTopicAdmin(self.controller)
         self._leaders: list[Leader] = []
 
     def _register(self, broker_id: int) -> None:
@@ -71,21 +71,6 @@ class LocalTopics:
         offset = self.controller.image.offset
         self.controller.heartbeat(broker_id, epoch, offset)  # caught up: unfenced
 
-    # -- what a ReplicaManager, a handler or the fetch service looks up --------------------------
-
-    @property
-    def default_num_partitions(self) -> int:
-        return self._admin.default_num_partitions
-
-    def get(self, name: str) -> TopicState | None:
-        return self.controller.image.get(name)
-
-    def get_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
-        return self.controller.image.get_by_id(topic_id)
-
-    def all(self) -> list[TopicState]:
-        return self.controller.image.all()
-
     def subscribe(self, leader: Leader) -> None:
         """``leader`` leads the partitions of this node, those of existing topics at once."""
         self._leaders.append(leader)
@@ -94,52 +79,27 @@ class LocalTopics:
 
     # -- changes, through the controller ---------------------------------------------------------
 
-    def create_topic(
-        self,
-        name: str,
-        num_partitions: int,
-        replication_factor: int,
-        configs: Mapping[str, str | None],
-        *,
-        assignments: Sequence[ManualAssignment] = (),
-        validate_only: bool = False,
-    ) -> TopicState:
-        topic = self._admin.create_topic(
-            name,
-            num_partitions,
-            replication_factor,
-            configs,
-            assignments=assignments,
-            validate_only=validate_only,
-        )
-        if not validate_only:
+    def create_topic(self, *args: Any, **kwargs: Any) -> TopicState:
+        topic = super().create_topic(*args, **kwargs)
+        if not kwargs.get("validate_only"):
             self._lead(topic, topic.sorted_partitions(), self._leaders)
         return topic
 
     async def auto_create(self, name: str) -> TopicState:
         """Metadata's auto-creation (MetadataHandler's ``auto_create``): a CreateTopics with the
-        controller's defaults (-1 partitions, -1 replication factor), as a broker forwards it."""
+        controller's defaults, as a broker forwards it."""
         return self.create_topic(name, -1, -1, {})
 
     def delete_topic(self, name: str) -> TopicState:
-        topic = self._admin.delete_topic(name)
+        topic = super().delete_topic(name)
         for leader in self._leaders:
             leader.on_topic_deleted(topic)
         return topic
 
-    def create_partitions(
-        self,
-        name: str,
-        total_count: int,
-        *,
-        assignments: Sequence[Sequence[int]] | None = None,
-        validate_only: bool = False,
-    ) -> list[PartitionState]:
-        added = self._admin.create_partitions(
-            name, total_count, assignments=assignments, validate_only=validate_only
-        )
-        topic = self.get(name)
-        if not validate_only and topic is not None:
+    def create_partitions(self, *args: Any, **kwargs: Any) -> list[PartitionState]:
+        added = super().create_partitions(*args, **kwargs)
+        topic = self.get(args[0] if args else kwargs["name"])
+        if not kwargs.get("validate_only") and topic is not None:
             self._lead(topic, [topic.partitions[p.partition] for p in added], self._leaders)
         return added
 
