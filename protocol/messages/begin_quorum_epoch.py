@@ -10,7 +10,7 @@ leader's endpoints by listener name, since voters no longer all share a static l
 addresses; the response adds the endpoints of the leaders it names, as a tagged field.
 """
 
-from protocol.messages.quorum_fields import LEADER_ENDPOINTS, NODE_ENDPOINTS
+from protocol.messages.quorum_fields import LEADER_ENDPOINTS, NODE_ENDPOINTS, quorum_topics
 from protocol.schema import Field, request, response
 
 BEGIN_QUORUM_EPOCH_REQUEST = request(
@@ -20,24 +20,11 @@ BEGIN_QUORUM_EPOCH_REQUEST = request(
     "1+",
     Field("cluster_id", "string", "0+", nullable_versions="0+", default=None),
     Field("voter_id", "int32", "1+", default=-1),
-    Field(
-        "topics",
-        "[]TopicData",
-        "0+",
-        fields=(
-            Field("topic_name", "string", "0+"),
-            Field(
-                "partitions",
-                "[]PartitionData",
-                "0+",
-                fields=(
-                    Field("partition_index", "int32", "0+"),
-                    Field("voter_directory_id", "uuid", "1+"),
-                    Field("leader_id", "int32", "0+"),
-                    Field("leader_epoch", "int32", "0+"),
-                ),
-            ),
-        ),
+    quorum_topics(
+        Field("partition_index", "int32", "0+"),
+        Field("voter_directory_id", "uuid", "1+"),
+        Field("leader_id", "int32", "0+"),
+        Field("leader_epoch", "int32", "0+"),
     ),
     LEADER_ENDPOINTS,
 )
@@ -48,24 +35,11 @@ BEGIN_QUORUM_EPOCH_RESPONSE = response(
     "0-1",
     "1+",
     Field("error_code", "int16", "0+"),
-    Field(
-        "topics",
-        "[]TopicData",
-        "0+",
-        fields=(
-            Field("topic_name", "string", "0+"),
-            Field(
-                "partitions",
-                "[]PartitionData",
-                "0+",
-                fields=(
-                    Field("partition_index", "int32", "0+"),
-                    Field("error_code", "int16", "0+"),
-                    Field("leader_id", "int32", "0+"),
-                    Field("leader_epoch", "int32", "0+"),
-                ),
-            ),
-        ),
+    quorum_topics(
+        Field("partition_index", "int32", "0+"),
+        Field("error_code", "int16", "0+"),
+        Field("leader_id", "int32", "0+"),
+        Field("leader_epoch", "int32", "0+"),
     ),
     NODE_ENDPOINTS,
 )

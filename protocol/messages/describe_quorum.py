@@ -11,6 +11,7 @@ last caught up with the leader, so lag can be read in time as well as in offsets
 answer names, since a voter's address is now part of the replicated voter set.
 """
 
+from protocol.messages.quorum_fields import quorum_topics
 from protocol.schema import Field, request, response
 
 DESCRIBE_QUORUM_REQUEST = request(
@@ -18,20 +19,7 @@ DESCRIBE_QUORUM_REQUEST = request(
     "DescribeQuorum",
     "0-2",
     "0+",
-    Field(
-        "topics",
-        "[]TopicData",
-        "0+",
-        fields=(
-            Field("topic_name", "string", "0+"),
-            Field(
-                "partitions",
-                "[]PartitionData",
-                "0+",
-                fields=(Field("partition_index", "int32", "0+"),),
-            ),
-        ),
-    ),
+    quorum_topics(Field("partition_index", "int32", "0+")),
 )
 
 _REPLICA_STATE = (
@@ -50,28 +38,15 @@ DESCRIBE_QUORUM_RESPONSE = response(
     "0+",
     Field("error_code", "int16", "0+"),
     Field("error_message", "string", "2+", nullable_versions="2+"),
-    Field(
-        "topics",
-        "[]TopicData",
-        "0+",
-        fields=(
-            Field("topic_name", "string", "0+"),
-            Field(
-                "partitions",
-                "[]PartitionData",
-                "0+",
-                fields=(
-                    Field("partition_index", "int32", "0+"),
-                    Field("error_code", "int16", "0+"),
-                    Field("error_message", "string", "2+", nullable_versions="2+"),
-                    Field("leader_id", "int32", "0+"),
-                    Field("leader_epoch", "int32", "0+"),
-                    Field("high_watermark", "int64", "0+"),
-                    Field("current_voters", "[]ReplicaState", "0+", fields=_REPLICA_STATE),
-                    Field("observers", "[]ReplicaState", "0+", fields=_REPLICA_STATE),
-                ),
-            ),
-        ),
+    quorum_topics(
+        Field("partition_index", "int32", "0+"),
+        Field("error_code", "int16", "0+"),
+        Field("error_message", "string", "2+", nullable_versions="2+"),
+        Field("leader_id", "int32", "0+"),
+        Field("leader_epoch", "int32", "0+"),
+        Field("high_watermark", "int64", "0+"),
+        Field("current_voters", "[]ReplicaState", "0+", fields=_REPLICA_STATE),
+        Field("observers", "[]ReplicaState", "0+", fields=_REPLICA_STATE),
     ),
     Field(
         "nodes",

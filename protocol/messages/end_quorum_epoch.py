@@ -11,7 +11,7 @@ endpoints by listener name; the response adds the endpoints of the leaders it na
 field.
 """
 
-from protocol.messages.quorum_fields import LEADER_ENDPOINTS, NODE_ENDPOINTS
+from protocol.messages.quorum_fields import LEADER_ENDPOINTS, NODE_ENDPOINTS, quorum_topics
 from protocol.schema import Field, request, response
 
 END_QUORUM_EPOCH_REQUEST = request(
@@ -20,31 +20,18 @@ END_QUORUM_EPOCH_REQUEST = request(
     "0-1",
     "1+",
     Field("cluster_id", "string", "0+", nullable_versions="0+", default=None),
-    Field(
-        "topics",
-        "[]TopicData",
-        "0+",
-        fields=(
-            Field("topic_name", "string", "0+"),
-            Field(
-                "partitions",
-                "[]PartitionData",
-                "0+",
-                fields=(
-                    Field("partition_index", "int32", "0+"),
-                    Field("leader_id", "int32", "0+"),
-                    Field("leader_epoch", "int32", "0+"),
-                    Field("preferred_successors", "[]int32", "0"),
-                    Field(
-                        "preferred_candidates",
-                        "[]ReplicaInfo",
-                        "1+",
-                        fields=(
-                            Field("candidate_id", "int32", "1+"),
-                            Field("candidate_directory_id", "uuid", "1+"),
-                        ),
-                    ),
-                ),
+    quorum_topics(
+        Field("partition_index", "int32", "0+"),
+        Field("leader_id", "int32", "0+"),
+        Field("leader_epoch", "int32", "0+"),
+        Field("preferred_successors", "[]int32", "0"),
+        Field(
+            "preferred_candidates",
+            "[]ReplicaInfo",
+            "1+",
+            fields=(
+                Field("candidate_id", "int32", "1+"),
+                Field("candidate_directory_id", "uuid", "1+"),
             ),
         ),
     ),
@@ -57,24 +44,11 @@ END_QUORUM_EPOCH_RESPONSE = response(
     "0-1",
     "1+",
     Field("error_code", "int16", "0+"),
-    Field(
-        "topics",
-        "[]TopicData",
-        "0+",
-        fields=(
-            Field("topic_name", "string", "0+"),
-            Field(
-                "partitions",
-                "[]PartitionData",
-                "0+",
-                fields=(
-                    Field("partition_index", "int32", "0+"),
-                    Field("error_code", "int16", "0+"),
-                    Field("leader_id", "int32", "0+"),
-                    Field("leader_epoch", "int32", "0+"),
-                ),
-            ),
-        ),
+    quorum_topics(
+        Field("partition_index", "int32", "0+"),
+        Field("error_code", "int16", "0+"),
+        Field("leader_id", "int32", "0+"),
+        Field("leader_epoch", "int32", "0+"),
     ),
     NODE_ENDPOINTS,
 )

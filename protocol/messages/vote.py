@@ -15,7 +15,7 @@ bytes of versions 0 and 1 did not change. The response gained no field in versio
 tells a pre-vote answer from a vote by the request it answers.
 """
 
-from protocol.messages.quorum_fields import NODE_ENDPOINTS
+from protocol.messages.quorum_fields import NODE_ENDPOINTS, quorum_topics
 from protocol.schema import Field, request, response
 
 VOTE_REQUEST = request(
@@ -25,28 +25,15 @@ VOTE_REQUEST = request(
     "0+",
     Field("cluster_id", "string", "0+", nullable_versions="0+", default=None),
     Field("voter_id", "int32", "1+", default=-1),
-    Field(
-        "topics",
-        "[]TopicData",
-        "0+",
-        fields=(
-            Field("topic_name", "string", "0+"),
-            Field(
-                "partitions",
-                "[]PartitionData",
-                "0+",
-                fields=(
-                    Field("partition_index", "int32", "0+"),
-                    Field("replica_epoch", "int32", "0+"),
-                    Field("replica_id", "int32", "0+"),
-                    Field("replica_directory_id", "uuid", "1+"),
-                    Field("voter_directory_id", "uuid", "1+"),
-                    Field("last_offset_epoch", "int32", "0+"),
-                    Field("last_offset", "int64", "0+"),
-                    Field("pre_vote", "bool", "2+"),
-                ),
-            ),
-        ),
+    quorum_topics(
+        Field("partition_index", "int32", "0+"),
+        Field("replica_epoch", "int32", "0+"),
+        Field("replica_id", "int32", "0+"),
+        Field("replica_directory_id", "uuid", "1+"),
+        Field("voter_directory_id", "uuid", "1+"),
+        Field("last_offset_epoch", "int32", "0+"),
+        Field("last_offset", "int64", "0+"),
+        Field("pre_vote", "bool", "2+"),
     ),
 )
 
@@ -56,25 +43,12 @@ VOTE_RESPONSE = response(
     "0-2",
     "0+",
     Field("error_code", "int16", "0+"),
-    Field(
-        "topics",
-        "[]TopicData",
-        "0+",
-        fields=(
-            Field("topic_name", "string", "0+"),
-            Field(
-                "partitions",
-                "[]PartitionData",
-                "0+",
-                fields=(
-                    Field("partition_index", "int32", "0+"),
-                    Field("error_code", "int16", "0+"),
-                    Field("leader_id", "int32", "0+"),
-                    Field("leader_epoch", "int32", "0+"),
-                    Field("vote_granted", "bool", "0+"),
-                ),
-            ),
-        ),
+    quorum_topics(
+        Field("partition_index", "int32", "0+"),
+        Field("error_code", "int16", "0+"),
+        Field("leader_id", "int32", "0+"),
+        Field("leader_epoch", "int32", "0+"),
+        Field("vote_granted", "bool", "0+"),
     ),
     NODE_ENDPOINTS,
 )
