@@ -13,12 +13,11 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
-from broker.fetch.service import FetchService, TopicLookup
+from broker.fetch.service import FetchService
 from broker.fetch_session.cache import FetchSessionCache
 from broker.fetch_session.context import FetchManager
 from broker.fetch_session.metrics import FetchSessionCacheMetrics
 from broker.group_runtime import GroupCoordinatorRuntime, OffsetsTopicCreator, OffsetsTopicGroupLog
-from broker.group_runtime import TopicLookup as GroupTopicLookup
 from broker.handlers.base import Handler
 from broker.handlers.delete_groups import DeleteGroupsHandler
 from broker.handlers.describe_groups import DescribeGroupsHandler
@@ -36,6 +35,7 @@ from broker.produce.service import ProduceService
 from broker.replication.partition_metrics import register_partition_metrics
 from broker.replication.replica_manager import ReplicaManager
 from coordinator.group import GroupCoordinator, GroupCoordinatorConfig
+from metadata.topics import TopicLookup
 from server_common.config import BrokerConfig
 from server_common.periodic import PeriodicTask
 from server_common.purgatory import DelayedOperationPurgatory
@@ -148,7 +148,7 @@ def build_group_coordination(
     clock: Clock,
     replicas: ReplicaManager,
     plane: DataPlane,
-    topics: GroupTopicLookup,
+    topics: TopicLookup,
     brokers: Callable[[str], Sequence[BrokerEndpoint]],
     create_offsets_topic: OffsetsTopicCreator,
 ) -> GroupCoordination:
@@ -182,7 +182,7 @@ def build_group_coordination(
     return GroupCoordination(runtime, [heartbeat, rebalance], [expiry])
 
 
-def group_handlers(groups: GroupCoordination, topics: GroupTopicLookup) -> list[Handler]:
+def group_handlers(groups: GroupCoordination, topics: TopicLookup) -> list[Handler]:
     """The handlers of the group APIs, served by every broker (each answers for the groups whose
     ``__consumer_offsets`` partition it leads; FindCoordinator says which broker that is)."""
     coordinator = groups.runtime.coordinator

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
 
 import structlog
 
@@ -46,7 +45,7 @@ from broker.replication.partition import Partition
 from coordinator.group import GroupCoordinator
 from coordinator.group.log import AppendCallback, LoggedRecord, OffsetsRecord
 from metadata import topic_names
-from metadata.topics import NO_LEADER, TopicState
+from metadata.topics import NO_LEADER, TopicLookup
 from protocol.error_codes import ErrorCode
 from protocol.records import Record, build_batch, iter_batches
 from protocol.records.reader import iter_records
@@ -66,10 +65,6 @@ LOAD_CHUNK_BYTES = 1 << 20
 PRODUCE_VERSION = 9
 
 _log = structlog.get_logger("kipling.groups.runtime")
-
-
-class TopicLookup(Protocol):
-    def get(self, name: str) -> TopicState | None: ...
 
 
 OffsetsTopicCreator = Callable[[], Awaitable[None]]

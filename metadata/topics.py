@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from metadata import topic_names
 
@@ -50,3 +51,13 @@ class TopicState:
 
     def sorted_partitions(self) -> list[PartitionState]:
         return [self.partitions[index] for index in sorted(self.partitions)]
+
+
+class TopicLookup(Protocol):
+    """Topic metadata by name and by id, as a broker reads it (its :class:`~metadata.image.MetadataImage`)."""
+
+    def get(self, name: str) -> TopicState | None: ...
+
+    def get_by_id(self, topic_id: uuid.UUID) -> TopicState | None: ...
+
+    def all(self) -> list[TopicState]: ...

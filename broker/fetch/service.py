@@ -81,7 +81,7 @@ from broker.fetch_session import (
     TopicPartitionKey,
 )
 from broker.replication.partition import Partition, PartitionRead
-from metadata.topics import PartitionState, TopicState
+from metadata.topics import PartitionState, TopicLookup
 from protocol.error_codes import ErrorCode
 from protocol.messages.fetch import FETCH_NODE_ENDPOINTS_VERSION as NODE_ENDPOINTS_VERSION
 from protocol.records.batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK
@@ -121,14 +121,6 @@ class PartitionSource(Protocol):
     def partition_state(self, topic: str, index: int) -> PartitionState | None: ...
 
     def partition_error(self, topic: str, index: int) -> ErrorCode: ...
-
-
-class TopicLookup(Protocol):
-    """Topic metadata by name and by id (the broker's metadata image)."""
-
-    def get(self, name: str) -> TopicState | None: ...
-
-    def get_by_id(self, topic_id: uuid.UUID) -> TopicState | None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,8 @@ from enum import IntEnum
 from typing import Any
 
 from broker.handlers.base import Handler, RequestContext
-from broker.handlers.metadata import TopicLookup
 from metadata import topic_names
+from metadata.topics import TopicLookup
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError

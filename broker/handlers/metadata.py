@@ -26,13 +26,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from broker.handlers.base import Handler, RequestContext
 from metadata import topic_names
-from metadata.topics import NO_LEADER, PartitionState, TopicState
+from metadata.topics import NO_LEADER, PartitionState, TopicLookup, TopicState
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -180,16 +180,6 @@ class MetadataHandler(Handler):
             if include_ops
             else AUTHORIZED_OPERATIONS_OMITTED,
         }
-
-
-class TopicLookup(Protocol):
-    """Topic metadata: the broker's image of the cluster metadata."""
-
-    def get(self, name: str) -> TopicState | None: ...
-
-    def get_by_id(self, topic_id: uuid.UUID) -> TopicState | None: ...
-
-    def all(self) -> list[TopicState]: ...
 
 
 TopicCreator = Callable[[str], Awaitable[TopicState]]

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Hashable, Iterable
-from typing import Protocol
 
 import structlog
 
 from broker.replication.partition import AlterPartitionSender, Partition
 from broker.replication.replica_state import BrokerEligibility
-from metadata.topics import PartitionState, TopicState
+from metadata.topics import PartitionState, TopicLookup, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.errors import ProtocolError
 from server_common.config import BrokerConfig, ConfigError, effective_topic_configs, to_log_config
@@ -40,10 +39,6 @@ PartitionListener = Callable[[Partition], None]
 LeadershipListener = Callable[[Partition, bool], None]
 """Told when this broker starts (True) or stops (False) leading a partition."""
 TopicPartition = tuple[str, int]
-
-
-class TopicLookup(Protocol):
-    def get(self, name: str) -> TopicState | None: ...
 
 
 class ReplicaManager:
