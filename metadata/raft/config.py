@@ -46,6 +46,10 @@ class RaftConfig:
     retry_backoff_ms: int = QUORUM_RETRY_BACKOFF_MS
     fetch_max_wait_ms: int = QUORUM_FETCH_MAX_WAIT_MS
     fetch_max_entries: int = QUORUM_FETCH_MAX_ENTRIES
+    empty_fetch_backoff_ms: int = QUORUM_FETCH_MAX_WAIT_MS
+    """How long a follower waits after an empty fetch response before fetching again. Over the
+    network the leader long-polls (parks an empty fetch up to ``fetch_max_wait_ms``), so the driver
+    sets 0; the simulated network answers at once and paces by it."""
 
     @property
     def check_quorum_timeout_ms(self) -> int:

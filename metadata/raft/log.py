@@ -20,11 +20,26 @@ INITIAL_EPOCH = 0
 
 @dataclass(frozen=True)
 class Entry:
-    """One log entry: its offset, the leader epoch that appended it, and an opaque payload."""
+    """One log entry: its first offset, the leader epoch that appended it, and an opaque payload.
+
+    An entry may span several offsets (``record_count``): on segment files an entry is one record
+    batch, appended and replicated whole, which is what keeps a controller's multi-record change
+    atomic on every replica.
+    """
 
     offset: int
     epoch: int
     payload: bytes
+    record_count: int = 1
+
+    @property
+    def last_offset(self) -> int:
+        return self.offset + self.record_count - 1
+
+    @property
+    def next_offset(self) -> int:
+        """The offset of the entry after this one."""
+        return self.offset + self.record_count
 
 
 class RaftLog(Protocol):
@@ -44,8 +59,14 @@ class RaftLog(Protocol):
         """(largest epoch <= ``epoch`` in the log, the offset where it ends), as the epoch cache answers."""
         ...
 
-    def append_as_leader(self, epoch: int, payloads: Sequence[bytes]) -> list[Entry]:
-        """Append ``payloads`` at the log end, written in ``epoch``; returns the new entries."""
+    def append_as_leader(
+        self, epoch: int, payloads: Sequence[bytes], *, control: bool = False
+    ) -> list[Entry]:
+        """Append ``payloads`` at the log end, written in ``epoch``; returns the new entries.
+
+        ``control`` marks Raft's own entries (a new leader's LeaderChange), which the state machine
+        on top of the log skips, as Kafka writes them in control batches.
+        """
         ...
 
     def append_as_follower(self, entries: Sequence[Entry]) -> None:
@@ -81,7 +102,9 @@ class InMemoryRaftLog:
             return INITIAL_EPOCH, 0
         return self._epochs.end_offset_for(epoch, self.end_offset)
 
-    def append_as_leader(self, epoch: int, payloads: Sequence[bytes]) -> list[Entry]:
+    def append_as_leader(
+        self, epoch: int, payloads: Sequence[bytes], *, control: bool = False
+    ) -> list[Entry]:
         if epoch < self.last_fetched_epoch:
             raise ValueError(f"cannot append at epoch {epoch} after epoch {self.last_fetched_epoch}")
         start = self.end_offset

@@ -325,7 +325,9 @@ class RaftNode:
         self._lost_rounds = 0
         now = self._now()
         start = self.log.end_offset
-        self.log.append_as_leader(self.epoch, [leader_change_payload(self.node_id, self.voters)])
+        self.log.append_as_leader(
+            self.epoch, [leader_change_payload(self.node_id, self.voters)], control=True
+        )
         self._leader = LeaderTracker(
             self.node_id,
             self.voters,
@@ -434,8 +436,10 @@ class RaftNode:
             return answer(RaftError.NONE, diverging=diverging)
         if self._leader.update_replica(request.source, request.fetch_offset, self.log.end_offset, now):
             self.high_watermark = self._leader.high_watermark
-        entries = tuple(self.log.read(request.fetch_offset, self.config.fetch_max_entries))
-        return answer(RaftError.NONE, entries=entries)
+        entries = self.log.read(request.fetch_offset, self.config.fetch_max_entries)
+        if request.source not in self.voters:  # observers (brokers) see committed entries only
+            entries = [entry for entry in entries if entry.last_offset < self.high_watermark]
+        return answer(RaftError.NONE, entries=tuple(entries))
 
     def _validate(self, fetch_offset: int, last_fetched_epoch: int) -> DivergingEpoch | None:
         """None when (fetch_offset, last_fetched_epoch) is on our log, else where that epoch ends here."""
@@ -501,7 +505,7 @@ class RaftNode:
         else:
             if response.entries:
                 self.log.append_as_follower(response.entries)
-            self._next_fetch_ms = now if response.entries else now + self.config.fetch_max_wait_ms
+            self._next_fetch_ms = now if response.entries else now + self.config.empty_fetch_backoff_ms
             new_hw = min(response.high_watermark, self.log.end_offset)
             if new_hw > self.high_watermark:
                 self.high_watermark = new_hw
