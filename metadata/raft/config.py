@@ -1,28 +1,36 @@
 """Timing settings of the quorum, with Kafka's defaults declared once.
 
-A later change reads them from BrokerConfig; until then :class:`RaftConfig` carries them so tests can
-shrink them without touching the constants.
+The five ``controller.quorum.*`` keys' defaults live in :mod:`server_common.config.quorum` (the
+configuration may not import ``metadata``) and are re-exported here; the settings that are no keys
+(the long poll, the entries per fetch, the check-quorum factor) are declared below.
+:meth:`RaftConfig.from_broker_config` reads the keys from a :class:`BrokerConfig`; tests build a
+:class:`RaftConfig` directly to shrink them without touching the constants.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-QUORUM_ELECTION_TIMEOUT_MS = 1000
-"""``controller.quorum.election.timeout.ms``: the base T of the randomized election timeout [T, 2T)."""
+from server_common.config import BrokerConfig
+from server_common.config.quorum import (
+    QUORUM_ELECTION_BACKOFF_MAX_MS,
+    QUORUM_ELECTION_TIMEOUT_MS,
+    QUORUM_FETCH_TIMEOUT_MS,
+    QUORUM_REQUEST_TIMEOUT_MS,
+    QUORUM_RETRY_BACKOFF_MS,
+)
 
-QUORUM_FETCH_TIMEOUT_MS = 2000
-"""``controller.quorum.fetch.timeout.ms``: a follower that has not fetched successfully from the leader
-for this long becomes Prospective; a leader that no majority fetched from for 1.5 times this resigns."""
-
-QUORUM_ELECTION_BACKOFF_MAX_MS = 1000
-"""``controller.quorum.election.backoff.max.ms``: the longest wait after a lost election."""
-
-QUORUM_REQUEST_TIMEOUT_MS = 2000
-"""``controller.quorum.request.timeout.ms``: an unanswered request (fetch, BeginQuorumEpoch) is resent."""
-
-QUORUM_RETRY_BACKOFF_MS = 20
-"""``controller.quorum.retry.backoff.ms``: the unit of the exponential election backoff."""
+__all__ = [
+    "CHECK_QUORUM_FACTOR",
+    "QUORUM_ELECTION_BACKOFF_MAX_MS",
+    "QUORUM_ELECTION_TIMEOUT_MS",
+    "QUORUM_FETCH_MAX_ENTRIES",
+    "QUORUM_FETCH_MAX_WAIT_MS",
+    "QUORUM_FETCH_TIMEOUT_MS",
+    "QUORUM_REQUEST_TIMEOUT_MS",
+    "QUORUM_RETRY_BACKOFF_MS",
+    "RaftConfig",
+]
 
 QUORUM_FETCH_MAX_WAIT_MS = 500
 """Kafka's leader parks an empty fetch up to this long (``replica.fetch.wait.max.ms``'s role); without a
@@ -50,6 +58,17 @@ class RaftConfig:
     """How long a follower waits after an empty fetch response before fetching again. Over the
     network the leader long-polls (parks an empty fetch up to ``fetch_max_wait_ms``), so the driver
     sets 0; the simulated network answers at once and paces by it."""
+
+    @classmethod
+    def from_broker_config(cls, config: BrokerConfig) -> RaftConfig:
+        """The settings of ``config``'s ``controller.quorum.*`` keys; the others keep their defaults."""
+        return cls(
+            election_timeout_ms=config.controller_quorum_election_timeout_ms,
+            fetch_timeout_ms=config.controller_quorum_fetch_timeout_ms,
+            election_backoff_max_ms=config.controller_quorum_election_backoff_max_ms,
+            request_timeout_ms=config.controller_quorum_request_timeout_ms,
+            retry_backoff_ms=config.controller_quorum_retry_backoff_ms,
+        )
 
     @property
     def check_quorum_timeout_ms(self) -> int:

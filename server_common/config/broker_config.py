@@ -98,6 +98,11 @@ class BrokerConfig:
     process_roles: list[str]
     controller_quorum_voters: list[QuorumVoter]
     controller_listener_names: list[str]
+    controller_quorum_election_timeout_ms: int
+    controller_quorum_fetch_timeout_ms: int
+    controller_quorum_election_backoff_max_ms: int
+    controller_quorum_request_timeout_ms: int
+    controller_quorum_retry_backoff_ms: int
     cluster_id: str | None
     listeners: list[Listener]
     advertised_listeners: list[Listener]

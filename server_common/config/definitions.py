@@ -32,6 +32,13 @@ from protocol.records.compression import (
     ZSTD_MAX_LEVEL,
     ZSTD_MIN_LEVEL,
 )
+from server_common.config.quorum import (
+    QUORUM_ELECTION_BACKOFF_MAX_MS,
+    QUORUM_ELECTION_TIMEOUT_MS,
+    QUORUM_FETCH_TIMEOUT_MS,
+    QUORUM_REQUEST_TIMEOUT_MS,
+    QUORUM_RETRY_BACKOFF_MS,
+)
 from storage.config import COMPRESSION_PRODUCER, COMPRESSION_TYPES
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
@@ -352,6 +359,22 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
               "Empty means this node is its own controller, which needs the controller role."),
     ConfigDef("controller.listener.names", T.LIST, [], H, "Names of the listeners that serve "
               "controller traffic; they are not advertised to clients."),
+    # -- the metadata quorum's timing (Kafka's QuorumConfig; metadata.raft.config.RaftConfig)
+    ConfigDef("controller.quorum.election.timeout.ms", T.INT, QUORUM_ELECTION_TIMEOUT_MS, H, "A voter "
+              "that hears from no leader waits a random time between this and twice this before it "
+              "starts an election.", at_least(1)),
+    ConfigDef("controller.quorum.fetch.timeout.ms", T.INT, QUORUM_FETCH_TIMEOUT_MS, H, "A follower "
+              "with no successful fetch from the leader for this long starts an election; a leader "
+              "that no majority fetched from for 1.5 times this resigns.", at_least(1)),
+    ConfigDef("controller.quorum.election.backoff.max.ms", T.INT, QUORUM_ELECTION_BACKOFF_MAX_MS, H,
+              "Longest wait before a new election after a lost one (the cap of the exponential "
+              "backoff).", at_least(1)),
+    ConfigDef("controller.quorum.request.timeout.ms", T.INT, QUORUM_REQUEST_TIMEOUT_MS, M, "A quorum "
+              "request (Fetch, Vote, BeginQuorumEpoch) unanswered for this long is sent again.",
+              at_least(1)),
+    ConfigDef("controller.quorum.retry.backoff.ms", T.INT, QUORUM_RETRY_BACKOFF_MS, L, "Unit of the "
+              "exponential election backoff, and the pause before a failed quorum request is retried.",
+              at_least(1)),
     ConfigDef("cluster.id", T.STRING, None, M, "The cluster's id. Unset: generated when the log "
               "directories are first formatted and kept in meta.properties."),
     # -- network
