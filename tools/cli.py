@@ -11,9 +11,19 @@ import importlib.metadata
 import sys
 from collections.abc import Sequence
 
-from tools.commands import broker, consume, decode_frame, dev_cluster, dump_log, groups, produce, topics
+from tools.commands import (
+    broker,
+    consume,
+    decode_frame,
+    dev_cluster,
+    dump_log,
+    groups,
+    metadata_quorum,
+    produce,
+    topics,
+)
 
-COMMANDS = (broker, dev_cluster, decode_frame, dump_log, topics, produce, consume, groups)
+COMMANDS = (broker, dev_cluster, decode_frame, dump_log, topics, produce, consume, groups, metadata_quorum)
 
 
 def version() -> str:
