@@ -131,6 +131,12 @@ class RaftNode:
         return self.state.kind is Kind.LEADER
 
     @property
+    def epoch_start_offset(self) -> int | None:
+        """The leader's first offset of its epoch (its leader-change entry); None unless leading.
+        Once the high watermark passes it, everything in the log before it is committed."""
+        return None if self._leader is None else self._leader.epoch_start_offset
+
+    @property
     def is_voter(self) -> bool:
         return self.node_id in self.voters
 
@@ -144,8 +150,11 @@ class RaftNode:
 
     def _initial_state(self) -> EpochState:
         stored = self._store.read()
-        if stored is None:
-            state: EpochState = Unattached(0)
+        log_epoch = self.log.last_fetched_epoch
+        if stored is None or stored.epoch < log_epoch:
+            # no quorum state yet, or one older than the log (a log written before the quorum
+            # state was kept): the node has seen at least the log's epoch, never votes below it
+            state: EpochState = Unattached(max(0, log_epoch))
             self._store.write(state.election)
             return state
         if stored.leader_id == self.node_id:
@@ -173,9 +182,13 @@ class RaftNode:
         self._begin_sent_ms = {}
         if isinstance(state, Follower):
             self._timer_ms = now + self.config.fetch_timeout_ms
-            self._last_leader_contact_ms = now
+            # no contact until a fetch succeeds: a node that re-follows a leader it only heard of
+            # (a voter still naming a dead leader) must not refuse the pre-votes that replace it
+            self._last_leader_contact_ms = None
         else:
-            self._timer_ms = now + self._random_election_timeout()
+            # the only voter need not wait for anyone: it stands for election at once (as Kafka's)
+            only_voter = self.voters == {self.node_id}
+            self._timer_ms = now if only_voter else now + self._random_election_timeout()
             self._last_leader_contact_ms = None
 
     def _random_election_timeout(self) -> int:
@@ -251,7 +264,7 @@ class RaftNode:
             return False
         if isinstance(self.state, Follower) and self._resigned_epoch != self.epoch:
             contact = self._last_leader_contact_ms
-            return contact is not None and self._now() - contact >= self.config.fetch_timeout_ms
+            return contact is None or self._now() - contact >= self.config.fetch_timeout_ms
         return True
 
     def handle_vote_response(self, response: VoteResponse) -> list[RaftMessage]:
@@ -261,6 +274,7 @@ class RaftNode:
         if (
             response.epoch == self.epoch
             and response.leader_id is not None
+            and response.leader_id != self.state.election.leader_id  # the one we gave up on: no news
             and self._resigned_epoch != self.epoch
         ):
             if self.state.kind in (Kind.UNATTACHED, Kind.PROSPECTIVE, Kind.CANDIDATE):
@@ -434,7 +448,9 @@ class RaftNode:
         diverging = self._validate(request.fetch_offset, request.last_fetched_epoch)
         if diverging is not None:
             return answer(RaftError.NONE, diverging=diverging)
-        if self._leader.update_replica(request.source, request.fetch_offset, self.log.end_offset, now):
+        if request.source >= 0 and self._leader.update_replica(
+            request.source, request.fetch_offset, self.log.end_offset, now
+        ):
             self.high_watermark = self._leader.high_watermark
         entries = self.log.read(request.fetch_offset, self.config.fetch_max_entries)
         if request.source not in self.voters:  # observers (brokers) see committed entries only
@@ -452,8 +468,19 @@ class RaftNode:
 
     # -- replication: the follower's side ---------------------------------------------------------
 
+    def _fetch_target(self) -> int | None:
+        """Whom to fetch from: the leader we follow, or, as Prospective (KIP-996), the leader we
+        stopped hearing from, so that we follow it again at once if it was only out of reach."""
+        state = self.state
+        if isinstance(state, Follower):
+            return state.leader_id
+        if isinstance(state, Prospective) and state.election.leader_id != self.node_id:
+            return state.election.leader_id
+        return None
+
     def _poll_fetch(self, now: int) -> list[RaftMessage]:
-        if not isinstance(self.state, Follower):
+        target = self._fetch_target()
+        if target is None:
             return []
         in_flight = self._fetch_in_flight
         if in_flight is not None and now - self._fetch_sent_ms < self.config.request_timeout_ms:
@@ -462,7 +489,7 @@ class RaftNode:
             return []
         request = FetchRequest(
             self.node_id,
-            self.state.leader_id,
+            target,
             self.epoch,
             self.log.end_offset,
             self.log.last_fetched_epoch,
@@ -553,7 +580,7 @@ class RaftNode:
             deadlines += [sent + self.config.request_timeout_ms for sent in self._begin_sent_ms.values()]
             return max(now, min(deadlines))
         deadlines = [self._timer_ms]
-        if isinstance(self.state, Follower):
+        if self._fetch_target() is not None:
             if self._fetch_in_flight is not None:
                 deadlines.append(self._fetch_sent_ms + self.config.request_timeout_ms)
             else:

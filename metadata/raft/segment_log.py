@@ -231,3 +231,13 @@ def _entry(header: RecordBatchHeader, payload: bytes) -> Entry:
         payload=payload,
         record_count=header.last_offset_delta + 1,
     )
+
+
+def batch_entries(data: bytes | bytearray | memoryview) -> list[Entry]:
+    """The entries (whole batches) of fetched record bytes, as a follower appends them; a partial
+    batch at the end (a fetch cut by its byte limit) is left out."""
+    view = memoryview(data)
+    return [
+        _entry(header, bytes(view[position : position + header.size]))
+        for position, header in iter_batches(view)
+    ]
