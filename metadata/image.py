@@ -154,6 +154,11 @@ class MetadataImage:
         """The controller epoch of the last applied record's batch (NO_EPOCH before any)."""
         return self._epoch
 
+    def skip_to(self, offset: int) -> None:
+        """The log holds no metadata record up to ``offset`` beyond what was applied (Raft's own
+        control batches, such as a new leader's LeaderChange): the image is read up to it."""
+        self._offset = max(self._offset, offset)
+
     def apply(self, record: MetadataRecord, offset: int, epoch: int) -> bool:
         """Apply one record read at ``offset`` from a batch of controller ``epoch``.
 

@@ -19,7 +19,13 @@ from protocol.errors import ProtocolError
 from protocol.metadata_records import decode_metadata_record, encode_metadata_record
 from protocol.records import Record, build_batch, iter_batches, iter_records
 
-__all__ = ["MetadataBatch", "decode_metadata_batches", "encode_metadata_batch", "record_from_wire"]
+__all__ = [
+    "MetadataBatch",
+    "decode_metadata_batches",
+    "encode_metadata_batch",
+    "metadata_record_value",
+    "record_from_wire",
+]
 
 
 class MetadataBatch(NamedTuple):
@@ -32,13 +38,13 @@ class MetadataBatch(NamedTuple):
 
 def encode_metadata_batch(records: Sequence[MetadataRecord], *, epoch: int, timestamp_ms: int) -> bytes:
     """One uncompressed batch holding ``records`` (offsets are stamped by the log's append)."""
-    wire = [
-        Record(
-            key=None, value=encode_metadata_record(type(r).RECORD_TYPE, _to_wire(r)), timestamp=timestamp_ms
-        )
-        for r in records
-    ]
+    wire = [Record(key=None, value=metadata_record_value(r), timestamp=timestamp_ms) for r in records]
     return build_batch(wire, partition_leader_epoch=epoch)
+
+
+def metadata_record_value(record: MetadataRecord) -> bytes:
+    """The value of the log record that holds ``record`` (a framed metadata record, no key)."""
+    return encode_metadata_record(type(record).RECORD_TYPE, _to_wire(record))
 
 
 def decode_metadata_batches(buf: bytes | bytearray | memoryview) -> Iterator[MetadataBatch]:

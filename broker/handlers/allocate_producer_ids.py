@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.handlers.base import Handler, RequestContext
+from metadata.controller.active import ControllerRef, resolve_controller
 from metadata.controller.controller import QuorumController
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
@@ -21,12 +22,15 @@ class AllocateProducerIdsHandler(Handler):
     min_version = 0
     max_version = 0
 
-    def __init__(self, controller: QuorumController) -> None:
+    def __init__(self, controller: ControllerRef) -> None:
         self._controller = controller
+
+    def _active(self) -> QuorumController:
+        return resolve_controller(self._controller)
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         try:
-            block = self._controller.allocate_producer_ids(request.broker_id, request.broker_epoch)
+            block = self._active().allocate_producer_ids(request.broker_id, request.broker_epoch)
         except KafkaError as exc:
             return _response(exc.code)
         return _response(ErrorCode.NONE, block.first_id, block.size)

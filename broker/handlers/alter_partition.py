@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.handlers.base import Handler, RequestContext
+from metadata.controller.active import ControllerRef, resolve_controller
 from metadata.controller.controller import QuorumController
 from metadata.controller.replication_control import AlterPartitionItem, AlterPartitionResult
 from protocol.api_keys import ApiKey
@@ -25,8 +26,11 @@ class AlterPartitionHandler(Handler):
     min_version = 0
     max_version = 3
 
-    def __init__(self, controller: QuorumController) -> None:
+    def __init__(self, controller: ControllerRef) -> None:
         self._controller = controller
+
+    def _active(self) -> QuorumController:
+        return resolve_controller(self._controller)
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         by_id = ctx.api_version >= TOPIC_ID_VERSION
@@ -35,7 +39,7 @@ class AlterPartitionHandler(Handler):
             for topic in request.topics
             for p in topic.partitions
         ]
-        response = self._controller.alter_partition(request.broker_id, request.broker_epoch, items)
+        response = self._active().alter_partition(request.broker_id, request.broker_epoch, items)
         topics: dict[Any, list[dict[str, Any]]] = {}
         for result in response.partitions:
             topics.setdefault(result.topic, []).append(_partition(result))

@@ -10,21 +10,26 @@ ends the broker's session after a short grace instead of a whole session timeout
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from broker.handlers.base import Handler, RequestContext
+from metadata.controller.active import ControllerRef, resolve_controller
 from metadata.controller.controller import QuorumController
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
-from protocol.error_codes import ErrorCode
+from protocol.error_codes import ErrorCode, KafkaError
 
 
 class HeartbeatConnections:
     """Which broker (id, epoch) heartbeats on which connection of the controller listener."""
 
-    def __init__(self, controller: QuorumController) -> None:
+    def __init__(self, controller: ControllerRef) -> None:
         self._controller = controller
         self._brokers: dict[int, tuple[int, int]] = {}
+
+    def _active(self) -> QuorumController:
+        return resolve_controller(self._controller)
 
     def heartbeat(self, connection_id: int, broker_id: int, broker_epoch: int) -> None:
         self._brokers[connection_id] = (broker_id, broker_epoch)
@@ -33,7 +38,9 @@ class HeartbeatConnections:
         """The listener's callback for a closed connection."""
         broker = self._brokers.pop(connection_id, None)
         if broker is not None and broker not in self._brokers.values():  # not also on another one
-            self._controller.broker_connection_lost(*broker)
+            # not the active controller (any more): the next one starts every session afresh
+            with contextlib.suppress(KafkaError):
+                self._active().broker_connection_lost(*broker)
 
 
 class BrokerHeartbeatHandler(Handler):
@@ -41,14 +48,17 @@ class BrokerHeartbeatHandler(Handler):
     min_version = 0
     max_version = 1
 
-    def __init__(self, controller: QuorumController, connections: HeartbeatConnections | None = None) -> None:
+    def __init__(self, controller: ControllerRef, connections: HeartbeatConnections | None = None) -> None:
         self._controller = controller
         self._connections = connections
+
+    def _active(self) -> QuorumController:
+        return resolve_controller(self._controller)
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         if self._connections is not None:
             self._connections.heartbeat(ctx.connection_id, request.broker_id, request.broker_epoch)
-        result = self._controller.heartbeat(
+        result = self._active().heartbeat(
             request.broker_id,
             request.broker_epoch,
             request.current_metadata_offset,

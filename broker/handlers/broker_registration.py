@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.handlers.base import Handler, RequestContext
+from metadata.controller.active import ControllerRef, resolve_controller
 from metadata.controller.controller import QuorumController
 from metadata.records import BrokerEndpointRecord
 from protocol.api_keys import ApiKey
@@ -24,15 +25,18 @@ class BrokerRegistrationHandler(Handler):
     min_version = 0
     max_version = 4
 
-    def __init__(self, controller: QuorumController) -> None:
+    def __init__(self, controller: ControllerRef) -> None:
         self._controller = controller
+
+    def _active(self) -> QuorumController:
+        return resolve_controller(self._controller)
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         endpoints = [
             BrokerEndpointRecord(li.name, li.host, li.port, li.security_protocol) for li in request.listeners
         ]
         try:
-            epoch = self._controller.register_broker(
+            epoch = self._active().register_broker(
                 request.broker_id, request.incarnation_id, request.cluster_id, endpoints, request.rack
             )
         except KafkaError as exc:

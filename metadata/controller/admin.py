@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from metadata.controller.active import ControllerRef, resolve_controller
 from metadata.controller.controller import QuorumController
 from metadata.controller.replication_control import CreatableTopic, CreatePartitionsTopic
 from metadata.controller.topic_rules import ManualAssignment
@@ -57,28 +58,31 @@ class TopicAdmin(Protocol):
 class ControllerTopicAdmin:
     """:class:`TopicAdmin` answered by the active controller."""
 
-    def __init__(self, controller: QuorumController) -> None:
+    def __init__(self, controller: ControllerRef) -> None:
         self._controller = controller
+
+    def _active(self) -> QuorumController:
+        return resolve_controller(self._controller)
 
     @property
     def default_num_partitions(self) -> int:
-        return self._controller.config.default_num_partitions
+        return self._active().config.default_num_partitions
 
     @property
     def default_replication_factor(self) -> int:
-        return self._controller.config.default_replication_factor
+        return self._active().config.default_replication_factor
 
     def get(self, name: str) -> TopicState | None:
-        return self._controller.image.get(name)
+        return self._active().image.get(name)
 
     def get_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
-        return self._controller.image.get_by_id(topic_id)
+        return self._active().image.get_by_id(topic_id)
 
     def all(self) -> list[TopicState]:
-        return self._controller.image.all()
+        return self._active().image.all()
 
     def broker_ids(self) -> list[int]:
-        return self._controller.image.broker_ids()
+        return self._active().image.broker_ids()
 
     def create_topic(
         self,
@@ -91,13 +95,13 @@ class ControllerTopicAdmin:
         validate_only: bool = False,
     ) -> TopicState:
         wanted = CreatableTopic(name, num_partitions, replication_factor, configs, assignments)
-        [result] = self._controller.create_topics([wanted], validate_only=validate_only)
+        [result] = self._active().create_topics([wanted], validate_only=validate_only)
         if result.error != ErrorCode.NONE or result.topic is None:
             raise KafkaError(result.error, result.message)
         return result.topic
 
     def delete_topic(self, name: str) -> TopicState:
-        [result] = self._controller.delete_topics([name])
+        [result] = self._active().delete_topics([name])
         if result.error != ErrorCode.NONE or result.topic is None:
             raise KafkaError(result.error, result.message)
         return result.topic
@@ -111,7 +115,7 @@ class ControllerTopicAdmin:
         validate_only: bool = False,
     ) -> list[PartitionState]:
         wanted = CreatePartitionsTopic(name, total_count, assignments)
-        [result] = self._controller.create_partitions([wanted], validate_only=validate_only)
+        [result] = self._active().create_partitions([wanted], validate_only=validate_only)
         if result.error != ErrorCode.NONE:
             raise KafkaError(result.error, result.message)
         return list(result.partitions)

@@ -100,6 +100,12 @@ class ControllerConfig:
     lost_connection_grace_ms: int = 3000
     """How long a broker whose heartbeat connection closed keeps its session without a heartbeat:
     1.5 broker.heartbeat.interval.ms (Kafka's default 2000), time for a live broker to reconnect."""
+    takeover_grace_ms: int | None = None
+    """When set, how long each registered broker has to heartbeat to this controller after it took
+    over (None: a whole session). A controller elected by the quorum holds none of the brokers'
+    heartbeat connections, so, as for a closed connection, a live broker must reconnect within this
+    grace; a broker that died with the previous controller (often on the same node) is fenced after
+    it, not after a whole session, which is what lets writes resume within seconds."""
 
 
 class QuorumController:
@@ -117,7 +123,10 @@ class QuorumController:
         cluster_id: str,
         config: ControllerConfig | None = None,
         records: Iterable[LogEntry] = (),
+        log_end_offset: int | None = None,
     ) -> None:
+        """``log_end_offset``, when given, is where the log ends: the image counts as read up to it
+        even where the last batches hold no metadata record (Raft's control batches)."""
         self._clock = clock
         self._config = config or ControllerConfig()
         self._cluster_id = cluster_id
@@ -138,6 +147,14 @@ class QuorumController:
             self._image, self._writer, self._replication, self._sessions, cluster_id
         )
         self.replay(records)
+        if log_end_offset is not None:
+            self._image.skip_to(log_end_offset - 1)
+        if self._config.takeover_grace_ms is not None:
+            now = self._clock.time_ms()
+            for registration in self._image.brokers():
+                self._sessions.expire_within(
+                    registration.broker_id, registration.broker_epoch, now, self._config.takeover_grace_ms
+                )
 
     # -- state -----------------------------------------------------------------------------------
 
@@ -188,9 +205,9 @@ class QuorumController:
         """Write ``records`` as the first batch of a new metadata log: metadata this node kept
         before it had one (see :mod:`metadata.legacy_import`). Raises ControllerFailedError if the
         log is not empty, so nothing already decided is ever overwritten."""
-        if self._writer.next_offset != 0:
+        if self._image.offset >= 0 and (self._image.broker_ids() or self._image.all()):
             raise ControllerFailedError(
-                f"cannot import metadata into a log that already ends at {self._writer.next_offset}"
+                f"cannot import metadata into a log that already holds metadata up to {self._image.offset}"
             )
         self._writer.commit(records)
         self._replication.reload()
