@@ -106,6 +106,8 @@ class MetadataFetch:
     high_watermark: int
     diverging_epoch: tuple[int, int] | None
     """(epoch, end offset) when the controller's log diverged from what this broker holds."""
+    current_leader: tuple[int, int] | None = None
+    """(leader id, epoch) of the metadata log as the answering voter knows it (-1 for no leader)."""
 
 
 class ControllerChannel:
@@ -118,13 +120,23 @@ class ControllerChannel:
         client_id: str,
         request_timeout_s: float = 30.0,
         connect_timeout_s: float = 5.0,
+        on_unreachable: Callable[[tuple[str, int]], None] | None = None,
+        on_leader: Callable[[int, int], None] | None = None,
     ) -> None:
+        """``on_unreachable(address)`` hears of a controller that failed a request or answered
+        NOT_CONTROLLER, ``on_leader(id, epoch)`` of the metadata log's leader named in a fetch
+        response: the :class:`~broker.cluster.controller_locator.ControllerLocator` then moves
+        ``address`` to the voter that leads, and the next request goes there."""
         self._address = address
         self._client_id = client_id
         self._request_timeout_s = request_timeout_s
+        self._on_unreachable = on_unreachable
+        self._on_leader = on_leader
+        self._connected_to: tuple[str, int] | None = None
 
         async def connect() -> KafkaConnection:
             host, port = self._address()
+            self._connected_to = (host, port)
             return await KafkaConnection.open(
                 host,
                 port,
@@ -134,6 +146,10 @@ class ControllerChannel:
             )
 
         self._connection = ReconnectingConnection(connect, backoff_max_s=1.0)
+
+    @property
+    def request_timeout_s(self) -> float:
+        return self._request_timeout_s
 
     async def close(self) -> None:
         await self._connection.close()
@@ -149,14 +165,38 @@ class ControllerChannel:
         wanted_max: int | None = None,
         timeout_s: float | None = None,
     ) -> tuple[int, MessageData]:
-        """Send ``body`` at ``version`` (or the highest both sides speak, capped at ``wanted_max``)."""
+        """Send ``body`` at ``version`` (or the highest both sides speak, capped at ``wanted_max``).
+
+        The request goes to where ``address`` points now: an open connection to a voter it no
+        longer points at is closed first. A failed request or a top-level NOT_CONTROLLER raises
+        ControllerUnavailableError after telling ``on_unreachable``.
+        """
+        self._follow_address()
         try:
             if version is None:
                 version = await self._connection.version_for(api_key, wanted_max)
             response = await self._connection.request(api_key, version, body, timeout_s)
         except ClientError as exc:
+            self._unreachable()
             raise ControllerUnavailableError(f"{api_key.name} to the controller failed: {exc}") from exc
+        if getattr(response, "error_code", ErrorCode.NONE) == ErrorCode.NOT_CONTROLLER:
+            self._unreachable()
+            raise ControllerUnavailableError(
+                f"{api_key.name}: {self._connected_to} is not the active controller"
+            )
         return version, response
+
+    def _follow_address(self) -> None:
+        current = self._connection.current
+        if current is not None and self._connected_to is not None and self._address() != self._connected_to:
+            current.close()  # the next request reconnects to where the address points now
+
+    def _unreachable(self) -> None:
+        if self._connected_to is not None and self._on_unreachable is not None:
+            self._on_unreachable(self._connected_to)
+        current = self._connection.current
+        if current is not None and self._address() != self._connected_to:
+            current.close()
 
     async def forward(
         self, api_key: ApiKey, version: int, body: MessageData, timeout_s: float
@@ -277,58 +317,100 @@ class ControllerChannel:
         last_fetched_epoch: int,
         max_wait_ms: int,
         max_bytes: int = 8 * 1024 * 1024,
+        replica_id: int = -1,
+        current_leader_epoch: int = NO_LEADER_EPOCH,
     ) -> MetadataFetch:
         """One long-poll Fetch of the metadata log from ``fetch_offset``.
 
-        Sessionless and as a consumer (replica id -1): the broker is an observer of the metadata
-        log, it never counts towards its high watermark. The HTTP-style timeout is the wait plus
-        the request timeout, so a long poll never looks like a dead controller.
+        Sessionless. A broker fetches as an observer (replica id -1): it never counts towards the
+        high watermark and is sent committed batches only; a voter following the quorum's leader
+        fetches with the same request and its own id (see broker/quorum/peers.py). The timeout is
+        the wait plus the request timeout, so a long poll never looks like a dead controller. The
+        leader a response names (CurrentLeader) goes to ``on_leader``, so every channel of this
+        node learns where the active controller went.
         """
-        body = {
-            "replica_id": -1,
-            "max_wait_ms": max_wait_ms,
-            "min_bytes": 1,
-            "max_bytes": max_bytes,
-            "isolation_level": IsolationLevel.READ_UNCOMMITTED,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [
-                {
-                    "topic": METADATA_TOPIC,
-                    "partitions": [
-                        {
-                            "partition": METADATA_PARTITION,
-                            "current_leader_epoch": NO_LEADER_EPOCH,
-                            "fetch_offset": fetch_offset,
-                            "last_fetched_epoch": last_fetched_epoch,
-                            "log_start_offset": UNKNOWN_OFFSET,
-                            "partition_max_bytes": max_bytes,
-                        }
-                    ],
-                }
-            ],
-            "forgotten_topics_data": [],
-            "rack_id": f"broker-{broker_id}",
-        }
+        body = metadata_fetch_body(
+            broker_id=broker_id,
+            replica_id=replica_id,
+            fetch_offset=fetch_offset,
+            last_fetched_epoch=last_fetched_epoch,
+            current_leader_epoch=current_leader_epoch,
+            max_wait_ms=max_wait_ms,
+            max_bytes=max_bytes,
+        )
         timeout_s = max_wait_ms / 1000 + self._request_timeout_s
         _, response = await self.request(
             ApiKey.FETCH, body, version=METADATA_FETCH_VERSION, timeout_s=timeout_s
         )
-        if response.error_code:
-            return MetadataFetch(ErrorCode(response.error_code), b"", UNKNOWN_OFFSET, None)
-        for topic in response.responses:
-            for partition in topic.partitions:
-                diverging = partition.diverging_epoch
-                diverged = (
-                    (int(diverging.epoch), int(diverging.end_offset))
-                    if diverging is not None and diverging.end_offset >= 0
-                    else None
-                )
-                records = partition.records
-                return MetadataFetch(
-                    ErrorCode(partition.error_code),
-                    bytes(records) if records is not None else b"",
-                    int(partition.high_watermark),
-                    diverged,
-                )
-        return MetadataFetch(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, b"", UNKNOWN_OFFSET, None)
+        fetched = parse_metadata_fetch(response)
+        if fetched.current_leader is not None and self._on_leader is not None:
+            self._on_leader(*fetched.current_leader)
+        return fetched
+
+
+def metadata_fetch_body(
+    *,
+    broker_id: int,
+    replica_id: int,
+    fetch_offset: int,
+    last_fetched_epoch: int,
+    current_leader_epoch: int,
+    max_wait_ms: int,
+    max_bytes: int,
+) -> dict[str, Any]:
+    """A sessionless Fetch of ``__cluster_metadata-0`` (v12: topic names, LastFetchedEpoch)."""
+    return {
+        "replica_id": replica_id,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": 1,
+        "max_bytes": max_bytes,
+        "isolation_level": IsolationLevel.READ_UNCOMMITTED,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": METADATA_TOPIC,
+                "partitions": [
+                    {
+                        "partition": METADATA_PARTITION,
+                        "current_leader_epoch": current_leader_epoch,
+                        "fetch_offset": fetch_offset,
+                        "last_fetched_epoch": last_fetched_epoch,
+                        "log_start_offset": UNKNOWN_OFFSET,
+                        "partition_max_bytes": max_bytes,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": f"broker-{broker_id}",
+    }
+
+
+def parse_metadata_fetch(response: MessageData) -> MetadataFetch:
+    """The metadata partition's part of a Fetch response."""
+    if response.error_code:
+        return MetadataFetch(ErrorCode(response.error_code), b"", UNKNOWN_OFFSET, None)
+    for topic in response.responses:
+        for partition in topic.partitions:
+            diverging = partition.diverging_epoch
+            diverged = (
+                (int(diverging.epoch), int(diverging.end_offset))
+                if diverging is not None and diverging.end_offset >= 0
+                else None
+            )
+            leader = partition.current_leader
+            current_leader = (
+                (int(leader.leader_id), int(leader.leader_epoch))
+                if leader is not None and leader.leader_epoch >= 0
+                else None
+            )
+            records = partition.records
+            return MetadataFetch(
+                ErrorCode(partition.error_code),
+                bytes(records) if records is not None else b"",
+                int(partition.high_watermark),
+                diverged,
+                current_leader,
+            )
+    return MetadataFetch(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, b"", UNKNOWN_OFFSET, None)
