@@ -14,7 +14,6 @@ from broker.assembly import DataPlane, GroupCoordination, group_handlers
 from broker.cluster.controller_channel import ControllerChannel
 from broker.cluster.metadata_loader import MetadataLoader
 from broker.cluster.producer_id_blocks import ControllerProducerIdManager
-from broker.fetch.service import FetchService
 from broker.handlers.allocate_producer_ids import AllocateProducerIdsHandler
 from broker.handlers.alter_partition import AlterPartitionHandler
 from broker.handlers.api_versions import ApiVersionsHandler
@@ -30,14 +29,23 @@ from broker.handlers.forwarding import ForwardedApi, ForwardingHandler, effect_o
 from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.metadata import BrokerEndpoint, MetadataHandler, TopicCreator
+from broker.handlers.metadata_fetch import MetadataFetchHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.produce import ProduceHandler
+from broker.handlers.quorum import (
+    BeginQuorumEpochHandler,
+    DescribeQuorumHandler,
+    EndQuorumEpochHandler,
+    VoteHandler,
+)
 from broker.handlers.registry import HandlerRegistry
+from broker.quorum.raft_manager import RaftManager
 from broker.replication.replica_manager import ReplicaManager
+from metadata.controller.active import ActiveController
 from metadata.controller.admin import ControllerTopicAdmin
-from metadata.controller.controller import QuorumController
 from metadata.image import MetadataImage
 from server_common.config import BrokerConfig
+from storage.clock import Clock
 
 __all__ = ["broker_handlers", "controller_handlers", "registry_of"]
 
@@ -56,19 +64,25 @@ def registry_of(handlers: Iterable[Handler]) -> HandlerRegistry:
 
 def controller_handlers(
     config: BrokerConfig,
-    controller: QuorumController,
-    metadata_fetch: FetchService,
+    active: ActiveController,
+    raft: RaftManager,
+    cluster_id: str,
+    clock: Clock,
     heartbeat_connections: HeartbeatConnections,
 ) -> HandlerRegistry:
-    """The controller listener's APIs."""
-    admin = ControllerTopicAdmin(controller)
+    """The controller listener's APIs: the quorum's own, and the active controller's."""
+    admin = ControllerTopicAdmin(active)
     return registry_of(
         [
-            FetchHandler(metadata_fetch),
-            BrokerRegistrationHandler(controller),
-            BrokerHeartbeatHandler(controller, heartbeat_connections),
-            AlterPartitionHandler(controller),
-            AllocateProducerIdsHandler(controller),
+            MetadataFetchHandler(raft),
+            VoteHandler(raft, cluster_id),
+            BeginQuorumEpochHandler(raft, cluster_id),
+            EndQuorumEpochHandler(raft, cluster_id),
+            DescribeQuorumHandler(raft, clock),
+            BrokerRegistrationHandler(active),
+            BrokerHeartbeatHandler(active, heartbeat_connections),
+            AlterPartitionHandler(active),
+            AllocateProducerIdsHandler(active),
             CreateTopicsHandler(admin, config),
             DeleteTopicsHandler(admin, config.delete_topic_enable),
             CreatePartitionsHandler(admin),

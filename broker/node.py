@@ -28,6 +28,8 @@ controlled shutdown so that leadership moves before clients lose this broker.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,13 +40,10 @@ from prometheus_client import CollectorRegistry
 from broker.assembly import build_data_plane, build_group_coordination, housekeeping_tasks
 from broker.cluster.alter_partition_manager import AlterPartitionManager
 from broker.cluster.controller_channel import BrokerListener, ControllerChannel
+from broker.cluster.controller_locator import ControllerLocator
 from broker.cluster.lifecycle import BrokerLifecycleManager
 from broker.cluster.metadata_loader import MetadataLoader
 from broker.cluster.producer_id_blocks import ControllerProducerIdManager
-from broker.fetch.service import FetchService
-from broker.fetch_session.cache import FetchSessionCache
-from broker.fetch_session.context import FetchManager
-from broker.fetch_session.metrics import FetchSessionCacheMetrics
 from broker.group_runtime import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_CONFIGS,
@@ -55,19 +54,21 @@ from broker.handler_sets import broker_handlers, controller_handlers
 from broker.handlers.broker_heartbeat import HeartbeatConnections
 from broker.handlers.metadata import BrokerEndpoint
 from broker.meta_properties import ensure_meta_properties
-from broker.metadata_partition import MetadataPartitionSource, PartitionMetadataLog
 from broker.metrics.endpoint import MetricsEndpoint
 from broker.metrics.requests import RequestMetrics
+from broker.quorum.controller_role import CommitGate, ControllerRole, RaftMetadataLog
+from broker.quorum.peers import QuorumPeers
+from broker.quorum.raft_manager import RaftManager
 from broker.replication.followers import FollowerSupervisor
 from broker.replication.followers.settings import follower_settings
-from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager
 from broker.replication.transitions import ReplicaTransitions
 from broker.server.dispatcher import RequestDispatcher
 from broker.server.listener import BrokerServer
 from broker.startup import bound
+from metadata.controller.active import ActiveController
 from metadata.controller.controller import ControllerConfig, QuorumController
-from metadata.controller.partition_log import next_controller_epoch, read_metadata_log
+from metadata.controller.partition_log import read_metadata_log
 from metadata.image import MetadataImage
 from metadata.legacy_import import (
     LegacyMetadata,
@@ -77,6 +78,10 @@ from metadata.legacy_import import (
     set_aside,
 )
 from metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
+from metadata.raft.config import RaftConfig
+from metadata.raft.quorum import RaftNode
+from metadata.raft.segment_log import SegmentRaftLog
+from metadata.raft.store import FileQuorumStateStore
 from metadata.topics import TopicState
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode, KafkaError
@@ -86,6 +91,7 @@ from server_common.periodic import PeriodicTask
 from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import Clock, SystemClock
 from storage.config import LogConfig
+from storage.log import PartitionLog
 from storage.log_manager import LogManager
 
 __all__ = ["Node", "build_node"]
@@ -111,12 +117,12 @@ PLAINTEXT = 0
 
 @dataclass
 class ControllerNode:
-    """The controller role of this node: its metadata partition, its listener and its tasks."""
+    """The controller role of this node: its seat in the quorum, its listener and its tasks."""
 
-    controller: QuorumController
-    partition: Partition
+    raft: RaftManager
+    active: ActiveController
+    role: ControllerRole
     server: BrokerServer
-    purgatory: DelayedOperationPurgatory
     tick: PeriodicTask
 
 
@@ -194,6 +200,7 @@ class Node:
         if self.controller is not None:
             listener = self.config.controller_listener
             await bound("listeners", [str(listener)], self.controller.server.start())
+            self.controller.raft.start()
             self.controller.tick.start()
         if self.metrics_endpoint is not None and self.config.metrics_listener is not None:
             host, port = self.config.metrics_listener
@@ -228,7 +235,8 @@ class Node:
             await self.broker.stop_background()
         if self.controller is not None:
             self.controller.tick.stop()
-            self.controller.purgatory.shutdown()
+            await self.controller.raft.stop()  # resigns first, so another voter takes over at once
+            self.controller.active.deactivate()
             await self.controller.server.stop()
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
@@ -236,8 +244,6 @@ class Node:
     async def _close_logs(self) -> None:
         if self.broker is not None:
             await self.broker.close_logs(self.log_manager)
-        if self.controller is not None:
-            self.controller.partition.close()
         self.log_manager.shutdown()
 
 
@@ -283,12 +289,17 @@ def _build_broker(
     registry: CollectorRegistry,
     controller: ControllerNode | None,
 ) -> BrokerNode:
-    address = _controller_address(config, controller)
-    channel = ControllerChannel(address, client_id=f"broker-{config.node_id}-controller-channel")
+    locator = _controller_locator(config, controller)
+    hooks: dict[str, Any] = {"on_unreachable": locator.unreachable, "on_leader": locator.leader_is}
+    channel = ControllerChannel(
+        locator.address, client_id=f"broker-{config.node_id}-controller-channel", **hooks
+    )
     # The metadata fetch long-polls (up to half a second) and a connection answers in order: on a
     # connection of its own it never holds up a heartbeat, an AlterPartition or a forwarded request
     # (Kafka too keeps the Raft fetch apart from its broker-to-controller channel).
-    metadata_channel = ControllerChannel(address, client_id=f"broker-{config.node_id}-metadata-fetcher")
+    metadata_channel = ControllerChannel(
+        locator.address, client_id=f"broker-{config.node_id}-metadata-fetcher", **hooks
+    )
     request_metrics = RequestMetrics(registry)
     servers: list[BrokerServer] = []
     lifecycle_ref: list[BrokerLifecycleManager] = []
@@ -408,78 +419,116 @@ def _build_controller(
     legacy: LegacyMetadata | None,
 ) -> ControllerNode:
     metadata_config = to_log_config(METADATA_LOG_CONFIG_OVERRIDES, config)
-    log_ = log_manager.get_or_create_log(
+    partition_log = log_manager.get_or_create_log(
         METADATA_TOPIC, METADATA_PARTITION, METADATA_TOPIC_ID, metadata_config
     )
-    epoch = next_controller_epoch(log_)
-    records = [
-        (offset, batch.epoch, record) for batch in read_metadata_log(log_) for offset, record in batch.records
-    ]
-    partition = Partition.open(
-        log_,
-        node_id=config.node_id,
-        topic_id=METADATA_TOPIC_ID,
-        leader_epoch=epoch,
-        partition_epoch=0,
-        replicas=[config.node_id],
-        isr=[config.node_id],
-        min_insync_replicas=1,
-        clock=clock,
-    )
-    controller = QuorumController(
-        PartitionMetadataLog(partition, clock),
+    raft_log = SegmentRaftLog(partition_log, clock)
+    voter_ids = frozenset(voter.node_id for voter in config.quorum_voters)
+    settings = dataclasses.replace(
+        RaftConfig.from_broker_config(config), empty_fetch_backoff_ms=0
+    )  # the leader long-polls
+    node = RaftNode(
+        config.node_id,
+        voter_ids,
+        raft_log,
+        FileQuorumStateStore(partition_log.directory, voter_ids),
         clock,
-        epoch,
-        cluster_id,
-        ControllerConfig(
-            broker_session_timeout_ms=config.broker_session_timeout_ms,
-            default_num_partitions=config.num_partitions,
-            default_replication_factor=config.default_replication_factor,
-            unclean_leader_election_enable=config.unclean_leader_election_enable,
-            lost_connection_grace_ms=config.broker_heartbeat_interval_ms * 3 // 2,
-        ),
-        records,
+        random.Random(),
+        settings,
     )
-    if legacy is not None:
-        _import_legacy_metadata(config, controller, legacy, fresh_log=not records)
-    loop = asyncio.get_running_loop()
-    purgatory = DelayedOperationPurgatory("ControllerFetch", loop)
-    source = MetadataPartitionSource(partition)
-    fetch_service = FetchService(
-        FetchManager(
-            FetchSessionCache(
-                FetchSessionCacheMetrics(CollectorRegistry()), max_slots=64, eviction_ms=60_000
-            ),
-            clock.time_ms,
-        ),
-        source,
-        source,
-        purgatory,
-        fetch_max_bytes=config.fetch_max_bytes,
-    )
-    partition.add_listener(fetch_service.on_partition_changed)
-    heartbeat_connections = HeartbeatConnections(controller)
-    registry = controller_handlers(config, controller, fetch_service, heartbeat_connections)
     listener = config.controller_listener
     assert listener is not None  # a voter has the controller role
+    server_ref: list[BrokerServer] = []
+    voter_address = _voter_address(config, server_ref)
+    peers = QuorumPeers(
+        config.node_id,
+        sorted(voter_ids),
+        voter_address,
+        cluster_id=cluster_id,
+        fetch_max_wait_ms=settings.fetch_max_wait_ms,
+        request_timeout_ms=settings.request_timeout_ms,
+        leader_endpoints=lambda: [(listener.name, *voter_address(config.node_id))],
+    )
+    raft = RaftManager(node, raft_log, peers, clock)
+    active = ActiveController(config.node_id)
+    controller_config = ControllerConfig(
+        broker_session_timeout_ms=config.broker_session_timeout_ms,
+        default_num_partitions=config.num_partitions,
+        default_replication_factor=config.default_replication_factor,
+        unclean_leader_election_enable=config.unclean_leader_election_enable,
+        lost_connection_grace_ms=config.broker_heartbeat_interval_ms * 3 // 2,
+        takeover_grace_ms=config.broker_heartbeat_interval_ms * 3 // 2,
+    )
+    pending = _legacy_import_pending(config, partition_log, legacy)
+    pending_import = [pending] if pending is not None else []
+
+    def build(epoch: int) -> QuorumController:
+        """The controller of leader epoch ``epoch``, from the committed log (all of it, now)."""
+        records = [
+            (offset, batch.epoch, record)
+            for batch in read_metadata_log(partition_log)
+            for offset, record in batch.records
+        ]
+        controller = QuorumController(
+            RaftMetadataLog(raft),
+            clock,
+            epoch,
+            cluster_id,
+            controller_config,
+            records,
+            log_end_offset=partition_log.log_end_offset,
+        )
+        if pending_import:
+            _import_legacy_metadata(config, controller, pending_import.pop())
+        return controller
+
+    role = ControllerRole(raft, active, build)
+    heartbeat_connections = HeartbeatConnections(active)
+    registry = controller_handlers(config, active, raft, cluster_id, clock, heartbeat_connections)
     request_metrics = RequestMetrics(CollectorRegistry())
     server = BrokerServer(
-        RequestDispatcher(registry, request_metrics, listener.name),
+        RequestDispatcher(registry, request_metrics, listener.name, gate=CommitGate(raft, active)),
         [(listener.host, listener.port)],
         request_metrics,
         max_frame_size=config.socket_request_max_bytes,
         idle_timeout_ms=config.connections_max_idle_ms,
         on_connection_closed=heartbeat_connections.closed,
     )
-    tick = PeriodicTask(
+    server_ref.append(server)
+
+    def tick() -> None:
+        if active.current is not None:
+            active.current.tick()
+
+    def forgive_stall(stalled_ms: int) -> None:
+        if active.current is not None:
+            active.current.forgive_stall(stalled_ms)
+
+    tick_task = PeriodicTask(
         "controller-tick",
         min(CONTROLLER_TICK_MS, config.broker_session_timeout_ms // 4 or 1),
-        controller.tick,
-        on_late=controller.forgive_stall,  # a paused controller fences nobody for the pause
+        tick,
+        on_late=forgive_stall,  # a paused controller fences nobody for the pause
         late_after_ms=STALL_MS,
     )
-    log.info("controller ready", epoch=epoch, metadata_offset=controller.image.offset)
-    return ControllerNode(controller, partition, server, purgatory, tick)
+    log.info("controller ready", voters=sorted(voter_ids), metadata_log_end=raft_log.end_offset)
+    return ControllerNode(raft, active, role, server, tick_task)
+
+
+def _voter_address(
+    config: BrokerConfig, own_server: Sequence[BrokerServer]
+) -> Callable[[int], tuple[str, int]]:
+    """A voter's controller listener address; this node's own is its bound one (its port may be 0)."""
+    voters = {voter.node_id: voter for voter in config.quorum_voters}
+
+    def address(voter_id: int) -> tuple[str, int]:
+        voter = voters[voter_id]
+        if voter_id == config.node_id and own_server and own_server[0].bound:
+            host, port = own_server[0].bound[0]
+            return (voter.host or host, port)
+        return voter.host, voter.port
+
+    return address
 
 
 def _legacy_metadata(config: BrokerConfig) -> LegacyMetadata | None:
@@ -507,22 +556,41 @@ def _legacy_metadata(config: BrokerConfig) -> LegacyMetadata | None:
     return legacy
 
 
-def _import_legacy_metadata(
-    config: BrokerConfig, controller: QuorumController, legacy: LegacyMetadata, *, fresh_log: bool
-) -> None:
-    """Import an earlier single-node release's topics into a new metadata log.
+def _legacy_import_pending(
+    config: BrokerConfig, partition_log: PartitionLog, legacy: LegacyMetadata | None
+) -> LegacyMetadata | None:
+    """What an earlier single-node release left that the controller must import when first active.
 
-    A metadata log that already holds every legacy topic was imported by a start that stopped
-    before it renamed the files: they are only renamed now. Any other metadata log with legacy
-    files beside it is refused: its stray-log rules would delete the legacy topics' data.
+    Decided before the node starts, so that a refusal leaves the log dirs untouched. A metadata
+    log that already holds every legacy topic was imported by a start that stopped before it
+    renamed the files: they are only renamed now. Any other metadata log with legacy files beside
+    it is refused: its stray-log rules would delete the legacy topics' data.
     """
-    if fresh_log:
-        controller.import_records(legacy_records(legacy, config.node_id))
-    elif any(controller.image.get_by_id(topic.topic_id) is None for topic in legacy.topics):
+    if legacy is None:
+        return None
+    image = MetadataImage()
+    for batch in read_metadata_log(partition_log):
+        image.apply_batch(batch.records, batch.epoch)
+    if not image.all() and not image.broker_ids():
+        return legacy  # a new metadata log: import it once this node leads
+    if any(image.get_by_id(topic.topic_id) is None for topic in legacy.topics):
         raise LegacyMetadataError(
             f"{legacy.files[0]} holds topics of an earlier single-node release that the metadata log "
             "does not: move the file aside to start without them"
         )
+    _set_legacy_aside(legacy)
+    return None
+
+
+def _import_legacy_metadata(
+    config: BrokerConfig, controller: QuorumController, legacy: LegacyMetadata
+) -> None:
+    """Import an earlier single-node release's topics as the first batch of a new metadata log."""
+    controller.import_records(legacy_records(legacy, config.node_id))
+    _set_legacy_aside(legacy)
+
+
+def _set_legacy_aside(legacy: LegacyMetadata) -> None:
     moved = set_aside(legacy)
     log.info(
         "imported the topics of an earlier single-node release into the metadata log",
@@ -543,22 +611,12 @@ def _finished_epoch_update(pending: set[asyncio.Task[None]]) -> Callable[[asynci
     return finished
 
 
-def _controller_address(
-    config: BrokerConfig, controller: ControllerNode | None
-) -> Callable[[], tuple[str, int]]:
-    """Where the controller is: the first voter's address, or this node's own bound controller port."""
-    voter = config.quorum_voters[0]
-
-    def address() -> tuple[str, int]:
-        if controller is not None and voter.node_id == config.node_id and controller.server.bound:
-            host, port = controller.server.bound[0]
-            return (voter.host or host, port)
-        return voter.host, voter.port
-
-    return address
-
-
-# -- broker side helpers ---------------------------------------------------------------------------
+def _controller_locator(config: BrokerConfig, controller: ControllerNode | None) -> ControllerLocator:
+    """Finds the active controller among the voters; this node's own voter at its bound address."""
+    servers = [controller.server] if controller is not None else []
+    return ControllerLocator(
+        [voter.node_id for voter in config.quorum_voters], _voter_address(config, servers)
+    )
 
 
 def _client_listener(config: BrokerConfig) -> Listener:

@@ -14,7 +14,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from io import BytesIO
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -45,13 +45,30 @@ class Reply:
     size: int
 
 
+class ResponseGate(Protocol):
+    """Holds the responses of some APIs until they may go out (the controller's: until committed)."""
+
+    apis: frozenset[ApiKey]
+
+    async def wait(self) -> None:
+        """Return when the response may be sent; a KafkaError answers the request with its code."""
+        ...
+
+
 class RequestDispatcher:
-    def __init__(self, registry: HandlerRegistry, metrics: RequestMetrics, listener: str = "") -> None:
+    def __init__(
+        self,
+        registry: HandlerRegistry,
+        metrics: RequestMetrics,
+        listener: str = "",
+        gate: ResponseGate | None = None,
+    ) -> None:
         """``listener`` names the listener whose connections this dispatcher serves (it goes into
         every RequestContext, so that Metadata answers with that listener's addresses)."""
         self._registry = registry
         self._metrics = metrics
         self._listener = listener
+        self._gate = gate
 
     async def dispatch(self, frame: memoryview, peer: str, connection_id: int) -> Reply | None:
         """Handle one request frame. Returns None when no response is due (acks=0)."""
@@ -142,7 +159,10 @@ class RequestDispatcher:
 
     async def _call(self, handler: Handler, ctx: RequestContext, body: Any) -> Any:
         try:
-            return await handler.handle(ctx, body)
+            result = await handler.handle(ctx, body)
+            if self._gate is not None and ctx.api_key in self._gate.apis:
+                await self._gate.wait()
+            return result
         except KafkaError as exc:
             return self._error_or_close(handler, ctx, exc.code, body)
         except CloseConnection:

@@ -1,0 +1,118 @@
+"""The metadata quorum's election APIs on the controller listener: Vote (52), BeginQuorumEpoch (53),
+EndQuorumEpoch (54), and DescribeQuorum (55).
+
+Each decodes the one partition its request names (``__cluster_metadata-0``), hands the message to
+the :class:`~broker.quorum.raft_manager.RaftManager` and encodes its answer. A request for another
+cluster is INCONSISTENT_CLUSTER_ID, one for another partition INVALID_REQUEST (as Kafka answers).
+DescribeQuorum answers only on the leader; elsewhere NOT_LEADER_OR_FOLLOWER.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Any
+
+from broker.handlers.base import Handler, RequestContext
+from broker.quorum.raft_manager import RaftManager
+from metadata.raft import wire
+from metadata.raft.messages import RaftMessage
+from metadata.raft.quorum import NotLeaderError
+from protocol.api_keys import ApiKey
+from protocol.data import MessageData
+from protocol.error_codes import ErrorCode, KafkaError
+from storage.clock import Clock
+
+__all__ = [
+    "BeginQuorumEpochHandler",
+    "DescribeQuorumHandler",
+    "EndQuorumEpochHandler",
+    "VoteHandler",
+]
+
+
+class _QuorumHandler(Handler):
+    """Decode, check the cluster, let the quorum answer, encode."""
+
+    def __init__(self, raft: RaftManager, cluster_id: str) -> None:
+        self._raft = raft
+        self._cluster_id = cluster_id
+
+    async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        cluster_id = wire.request_cluster_id(request)
+        if cluster_id is not None and cluster_id != self._cluster_id:
+            raise KafkaError(
+                ErrorCode.INCONSISTENT_CLUSTER_ID, f"cluster {cluster_id!r} is not {self._cluster_id!r}"
+            )
+        message = self._parse(request, self._raft.node_id)
+        if message is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "the request does not name __cluster_metadata-0")
+        return self._encode(self._raft.receive(message))
+
+    def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
+        return {"error_code": int(code), "topics": []}
+
+    @abstractmethod
+    def _parse(self, request: MessageData, destination: int) -> RaftMessage | None: ...
+
+    @abstractmethod
+    def _encode(self, response: Any) -> dict[str, Any]: ...
+
+
+class VoteHandler(_QuorumHandler):
+    api_key = ApiKey.VOTE
+    min_version = 0
+    max_version = 2
+
+    def _parse(self, request: MessageData, destination: int) -> RaftMessage | None:
+        return wire.vote_request_from_body(request, destination)
+
+    def _encode(self, response: Any) -> dict[str, Any]:
+        return wire.vote_response_body(response)
+
+
+class BeginQuorumEpochHandler(_QuorumHandler):
+    api_key = ApiKey.BEGIN_QUORUM_EPOCH
+    min_version = 0
+    max_version = 1
+
+    def _parse(self, request: MessageData, destination: int) -> RaftMessage | None:
+        return wire.begin_quorum_epoch_request_from_body(request, destination)
+
+    def _encode(self, response: Any) -> dict[str, Any]:
+        return wire.begin_quorum_epoch_response_body(response)
+
+
+class EndQuorumEpochHandler(_QuorumHandler):
+    api_key = ApiKey.END_QUORUM_EPOCH
+    min_version = 0
+    max_version = 1
+
+    def _parse(self, request: MessageData, destination: int) -> RaftMessage | None:
+        return wire.end_quorum_epoch_request_from_body(request, destination)
+
+    def _encode(self, response: Any) -> dict[str, Any]:
+        return wire.end_quorum_epoch_response_body(response)
+
+
+class DescribeQuorumHandler(Handler):
+    api_key = ApiKey.DESCRIBE_QUORUM
+    min_version = 0
+    max_version = 2
+
+    def __init__(self, raft: RaftManager, clock: Clock) -> None:
+        self._raft = raft
+        self._clock = clock
+
+    async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        try:
+            info = self._raft.describe()
+        except NotLeaderError:
+            return wire.describe_quorum_response_body(
+                None, ErrorCode.NOT_LEADER_OR_FOLLOWER, self._clock.time_ms(), ctx.api_version
+            )
+        return wire.describe_quorum_response_body(
+            info, ErrorCode.NONE, self._clock.time_ms(), ctx.api_version
+        )
+
+    def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
+        return wire.describe_quorum_response_body(None, code, self._clock.time_ms(), ctx.api_version)

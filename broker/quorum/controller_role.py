@@ -1,0 +1,103 @@
+"""The controller on top of the quorum: active on the Raft leader only, answering once committed.
+
+* :class:`RaftMetadataLog` is the :class:`~metadata.controller.metadata_log.MetadataLog` a
+  :class:`~metadata.controller.controller.QuorumController` writes through: each batch goes to the
+  Raft log in the leader's epoch, as one record batch (so a multi-record change is replicated
+  whole). The controller applies it to its image at once, as Kafka's controller does.
+* :class:`CommitGate` holds every controller response until the log end it saw is committed (a
+  majority of voters has it): nothing is answered that a failover could undo. If this node loses
+  the leadership first, the request is answered NOT_CONTROLLER and the broker asks the new leader.
+* :class:`ControllerRole` builds the controller when this node's epoch is committed (its
+  LeaderChange entry reached a majority, so the log below it is final) by replaying the log, and
+  drops it the moment the node stops leading. Building it starts every broker's session afresh, so
+  no broker is fenced for the time the quorum had no leader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from broker.quorum.raft_manager import LeadershipLostError, QuorumSnapshot, RaftManager
+from metadata.controller.active import ActiveController
+from metadata.controller.controller import QuorumController
+from metadata.records import MetadataRecord
+from metadata.serde import metadata_record_value
+from protocol.api_keys import ApiKey
+from protocol.error_codes import ErrorCode, KafkaError
+
+__all__ = ["CommitGate", "ControllerRole", "RaftMetadataLog"]
+
+_log = structlog.get_logger("kipling.controller_role")
+
+GATED_APIS = frozenset(
+    {
+        ApiKey.BROKER_REGISTRATION,
+        ApiKey.BROKER_HEARTBEAT,
+        ApiKey.ALTER_PARTITION,
+        ApiKey.ALLOCATE_PRODUCER_IDS,
+        ApiKey.CREATE_TOPICS,
+        ApiKey.DELETE_TOPICS,
+        ApiKey.CREATE_PARTITIONS,
+    }
+)
+"""The controller APIs: their answers wait for the commit of what they wrote."""
+
+ControllerFactory = Callable[[int], QuorumController]
+"""Builds the controller for a leader epoch from the committed log."""
+
+
+class RaftMetadataLog:
+    """The controller's metadata log: appends go to the quorum as the leader's batches."""
+
+    def __init__(self, raft: RaftManager) -> None:
+        self._raft = raft
+
+    @property
+    def end_offset(self) -> int:
+        return self._raft.log.end_offset
+
+    def append(self, records: Sequence[MetadataRecord], epoch: int) -> int:
+        if not self._raft.is_leader or self._raft.epoch != epoch:
+            raise LeadershipLostError(f"node {self._raft.node_id} does not lead epoch {epoch}")
+        first, _ = self._raft.append([metadata_record_value(record) for record in records])
+        return first
+
+
+class CommitGate:
+    """Holds a controller API's response until what the log held when it was made is committed."""
+
+    apis = GATED_APIS
+
+    def __init__(self, raft: RaftManager, active: ActiveController) -> None:
+        self._raft = raft
+        self._active = active
+
+    async def wait(self) -> None:
+        controller = self._active.get()  # NOT_CONTROLLER when this node does not lead
+        try:
+            await self._raft.wait_committed(self._raft.log.end_offset, controller.controller_epoch)
+        except LeadershipLostError as exc:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, str(exc)) from exc
+
+
+class ControllerRole:
+    """Activates the controller while this node leads the quorum with its epoch committed."""
+
+    def __init__(self, raft: RaftManager, active: ActiveController, build: ControllerFactory) -> None:
+        self._raft = raft
+        self._active = active
+        self._build = build
+        raft.on_change(self._on_change)
+
+    def _on_change(self, snapshot: QuorumSnapshot) -> None:
+        current = self._active.current
+        if current is not None and (not self._raft.is_leader or current.controller_epoch != snapshot.epoch):
+            self._active.deactivate()
+            current = None
+        if current is None and self._raft.own_epoch_committed:
+            try:
+                self._active.activate(self._build(snapshot.epoch))
+            except Exception:
+                _log.exception("could not build the controller from the metadata log", epoch=snapshot.epoch)

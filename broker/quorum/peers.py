@@ -1,0 +1,178 @@
+"""The quorum's requests to the other voters: Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch.
+
+Each voter gets two connections: one for the long-polled Fetch of the metadata log, one for the
+election messages, so that a vote is never queued behind a parked fetch (a connection answers in
+order). The Fetch is the very request a broker sends to follow the metadata log
+(:func:`broker.cluster.controller_channel.metadata_fetch_body`), with the voter's id as replica
+id and its epoch as current leader epoch: voters and observers fetch with the same code, and the
+leader serves both with the same handler. A request that gets no answer delivers nothing: the
+Raft node resends on its own timers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from broker.cluster.controller_channel import (
+    METADATA_FETCH_VERSION,
+    ControllerChannel,
+    ControllerUnavailableError,
+    metadata_fetch_body,
+    parse_metadata_fetch,
+)
+from metadata.raft import wire
+from metadata.raft.messages import (
+    BeginQuorumEpochRequest,
+    DivergingEpoch,
+    EndQuorumEpochRequest,
+    FetchRequest,
+    FetchResponse,
+    RaftError,
+    RaftMessage,
+    VoteRequest,
+)
+from metadata.raft.segment_log import batch_entries
+from protocol.api_keys import ApiKey
+from protocol.error_codes import ErrorCode
+
+__all__ = ["QuorumPeers"]
+
+_log = structlog.get_logger("kipling.raft.peers")
+
+Deliver = Callable[[RaftMessage], None]
+VoterAddress = Callable[[int], tuple[str, int]]
+FETCH_MAX_BYTES = 8 * 1024 * 1024
+
+
+class _Peer:
+    def __init__(
+        self, voter_id: int, address: VoterAddress, client_id: str, request_timeout_s: float
+    ) -> None:
+        def where() -> tuple[str, int]:
+            return address(voter_id)
+
+        self.control = ControllerChannel(where, client_id=client_id, request_timeout_s=request_timeout_s)
+        self.fetch = ControllerChannel(where, client_id=client_id, request_timeout_s=request_timeout_s)
+
+    async def close(self) -> None:
+        await self.control.close()
+        await self.fetch.close()
+
+
+class QuorumPeers:
+    """Sends one node's Raft requests and delivers the answers back to it."""
+
+    def __init__(
+        self,
+        local_id: int,
+        voter_ids: Sequence[int],
+        address: VoterAddress,
+        *,
+        cluster_id: str,
+        fetch_max_wait_ms: int,
+        request_timeout_ms: int,
+        leader_endpoints: Callable[[], list[wire.Endpoint]],
+    ) -> None:
+        self._local_id = local_id
+        self._cluster_id = cluster_id
+        self._fetch_max_wait_ms = fetch_max_wait_ms
+        self._leader_endpoints = leader_endpoints
+        timeout_s = request_timeout_ms / 1000
+        client_id = f"raft-{local_id}"
+        self._peers = {
+            voter: _Peer(voter, address, client_id, timeout_s) for voter in voter_ids if voter != local_id
+        }
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def send(self, message: RaftMessage, deliver: Deliver) -> None:
+        """Send ``message`` (a request) in the background; its answer goes to ``deliver``."""
+        if message.destination not in self._peers:
+            _log.warning("raft message to an unknown voter", destination=message.destination)
+            return
+        task = asyncio.create_task(self._exchange(message, deliver), name=f"raft-{type(message).__name__}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for the requests in flight to be answered or to fail."""
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for peer in self._peers.values():
+            await peer.close()
+
+    async def _exchange(self, message: RaftMessage, deliver: Deliver) -> None:
+        try:
+            answer = await self._request(message)
+        except (ControllerUnavailableError, wire.WireError) as exc:
+            _log.debug(
+                "raft request failed", message=type(message).__name__, to=message.destination, error=str(exc)
+            )
+            return
+        if answer is not None:
+            deliver(answer)
+
+    async def _request(self, message: RaftMessage) -> RaftMessage | None:
+        peer = self._peers[message.destination]
+        match message:
+            case FetchRequest():
+                return await self._fetch(peer, message)
+            case VoteRequest():
+                _, body = await peer.control.request(
+                    ApiKey.VOTE, wire.vote_request_body(message, self._cluster_id), version=wire.VOTE_VERSION
+                )
+                return wire.vote_response_from_body(
+                    body, message.destination, self._local_id, message.pre_vote
+                )
+            case BeginQuorumEpochRequest():
+                request = wire.begin_quorum_epoch_request_body(
+                    message, self._cluster_id, self._leader_endpoints()
+                )
+                _, body = await peer.control.request(
+                    ApiKey.BEGIN_QUORUM_EPOCH, request, version=wire.BEGIN_QUORUM_EPOCH_VERSION
+                )
+                return wire.begin_quorum_epoch_response_from_body(body, message.destination, self._local_id)
+            case EndQuorumEpochRequest():
+                request = wire.end_quorum_epoch_request_body(
+                    message, self._cluster_id, self._leader_endpoints()
+                )
+                _, body = await peer.control.request(
+                    ApiKey.END_QUORUM_EPOCH, request, version=wire.END_QUORUM_EPOCH_VERSION
+                )
+                return wire.end_quorum_epoch_response_from_body(body, message.destination, self._local_id)
+        return None  # responses are answered by the handlers, never sent from here
+
+    async def _fetch(self, peer: _Peer, request: FetchRequest) -> FetchResponse:
+        body = metadata_fetch_body(
+            broker_id=self._local_id,
+            replica_id=self._local_id,
+            fetch_offset=request.fetch_offset,
+            last_fetched_epoch=request.last_fetched_epoch,
+            current_leader_epoch=request.epoch,
+            max_wait_ms=self._fetch_max_wait_ms,
+            max_bytes=FETCH_MAX_BYTES,
+        )
+        timeout_s = self._fetch_max_wait_ms / 1000 + peer.fetch.request_timeout_s
+        _, response = await peer.fetch.request(
+            ApiKey.FETCH, body, version=METADATA_FETCH_VERSION, timeout_s=timeout_s
+        )
+        fetched = parse_metadata_fetch(response)
+        leader_id, epoch = fetched.current_leader or (-1, request.epoch)
+        error = wire.raft_error(fetched.error) if fetched.error != ErrorCode.NONE else RaftError.NONE
+        return FetchResponse(
+            source=request.destination,
+            destination=self._local_id,
+            epoch=epoch,
+            leader_id=None if leader_id < 0 else leader_id,
+            fetch_offset=request.fetch_offset,
+            high_watermark=fetched.high_watermark,
+            entries=tuple(batch_entries(fetched.records)) if error is RaftError.NONE else (),
+            diverging_epoch=DivergingEpoch(*fetched.diverging_epoch) if fetched.diverging_epoch else None,
+            error=error or RaftError.NOT_LEADER_OR_FOLLOWER,
+        )
