@@ -159,8 +159,9 @@ def test_broker_files_load_without_warnings_and_match_their_service() -> None:
         assert config.inter_broker_listener is not None
         assert config.inter_broker_listener.host == name, "other brokers reach it by its service name"
         assert config.inter_broker_listener_name == "INTERNAL"
-        assert [(v.node_id, v.host) for v in config.controller_quorum_voters] == [(1, "broker-1")]
-        assert config.is_controller == (name == "broker-1")
+        voters = [(v.node_id, v.host) for v in config.controller_quorum_voters]
+        assert voters == [(1, "broker-1"), (2, "broker-2"), (3, "broker-3")]  # a quorum of three
+        assert config.is_voter, "every node is a broker and a controller voter"
 
 
 def test_cluster_wide_settings_are_identical_and_as_specified() -> None:

@@ -37,10 +37,12 @@ from server_common.config.properties import PropertiesError, read_properties_fil
 LOOPBACK = "127.0.0.1"
 CLIENT_LISTENER = "PLAINTEXT"
 CONTROLLER_LISTENER = "CONTROLLER"
-CONTROLLER_NODE_ID = 1
-"""The node that also runs the controller (a single voter until a quorum of controllers exists)."""
+QUORUM_VOTERS = 3
+"""How many nodes (the first ones) are also controller voters: three, so the quorum survives the
+loss of any one, as a production KRaft cluster is usually laid out."""
 CONTROLLER_PORT_OFFSET = 100
-"""Default controller port: the base client port plus this, clear of the brokers' client ports."""
+"""Default first controller port: the base client port plus this, clear of the brokers' client
+ports; voter i listens on it plus i - 1."""
 DEFAULT_DATA_DIR = Path("kipling-cluster")
 DEFAULT_BASE_PORT = 9092
 DEFAULT_METRICS_BASE_PORT = 9404
@@ -110,6 +112,9 @@ class BrokerSpec:
     metrics_port: int
     controller_port: int
     log_dir: Path
+    voters: str = ""
+    """``controller.quorum.voters`` of the whole cluster (``id@host:port,...``)."""
+    voter_count: int = 1
 
     @property
     def name(self) -> str:
@@ -117,7 +122,7 @@ class BrokerSpec:
 
     @property
     def is_controller(self) -> bool:
-        return self.node_id == CONTROLLER_NODE_ID
+        return self.node_id <= self.voter_count
 
     @property
     def bootstrap(self) -> str:
@@ -131,7 +136,7 @@ class BrokerSpec:
         return {
             "node.id": str(self.node_id),
             "process.roles": "broker,controller" if self.is_controller else "broker",
-            "controller.quorum.voters": f"{CONTROLLER_NODE_ID}@{self.host}:{self.controller_port}",
+            "controller.quorum.voters": self.voters,
             "controller.listener.names": CONTROLLER_LISTENER,
             "listeners": ",".join(listeners),
             # Empty: advertise the bound client listener, which is already a reachable address.
@@ -155,14 +160,19 @@ def broker_specs(layout: ClusterLayout) -> list[BrokerSpec]:
     if layout.brokers < 1:
         raise DevClusterError(f"--brokers must be at least 1, not {layout.brokers}")
     data_dir = layout.data_dir.resolve()
+    voter_count = min(layout.brokers, QUORUM_VOTERS)
+    first = layout.effective_controller_port
+    voters = ",".join(f"{i}@{layout.host}:{first + i - 1}" for i in range(1, voter_count + 1))
     return [
         BrokerSpec(
             node_id=i,
             host=layout.host,
             port=layout.base_port + i - 1,
             metrics_port=layout.metrics_base_port + i - 1,
-            controller_port=layout.effective_controller_port,
+            controller_port=first + i - 1,
             log_dir=data_dir / f"broker-{i}",
+            voters=voters,
+            voter_count=voter_count,
         )
         for i in range(1, layout.brokers + 1)
     ]

@@ -612,12 +612,6 @@ def _check_quorum(
         raise ConfigError.invalid(
             key, text, "a node without the controller role needs the voters to find the controller"
         )
-    if len(voters) > 1:
-        raise ConfigError.invalid(
-            key,
-            text,
-            "kipling runs a single controller for now: a quorum of several voters is not implemented",
-        )
     if ROLE_CONTROLLER not in roles and any(v.node_id == node_id for v in voters):
         raise ConfigError.invalid(key, text, f"node.id {node_id} is a voter, so it needs the controller role")
     if ROLE_BROKER not in roles and not voters:

@@ -320,7 +320,6 @@ def test_booleans_and_whitespace_are_read_as_kafka_does() -> None:
         ("controller.quorum.voters=1@a", ["controller.quorum.voters", "id@host:port"]),
         ("controller.quorum.voters=2@a:9093", ["controller.quorum.voters", "node.id (1)"]),
         ("controller.quorum.voters=1@a:9093,1@b:9093", ["controller.quorum.voters", "twice"]),
-        ("controller.quorum.voters=1@a:9093,2@b:9093", ["controller.quorum.voters", "several voters"]),
         ("process.roles=broker", ["controller.quorum.voters", "find the controller"]),
         ("process.roles=controller", ["controller.quorum.voters", "controller-only node needs the voters"]),
         ("controller.quorum.voters=1@a:9093", ["controller.listener.names", "name of the listener"]),

@@ -66,23 +66,29 @@ def test_layout_ports_roles_and_voters(tmp_path: Path) -> None:
         ("broker-3", 9094, 9406),
     ]
     assert bootstrap_servers(specs) == "bootstrap.servers=127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094"
-    first, second = (s.node_properties() for s in specs[:2])
-    assert first["process.roles"] == "broker,controller"
-    assert first["listeners"] == "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9192"
-    assert second["process.roles"] == "broker"
-    assert second["listeners"] == "PLAINTEXT://127.0.0.1:9093"
-    for props in (first, second):
-        assert props["controller.quorum.voters"] == "1@127.0.0.1:9192"
-        assert props["controller.listener.names"] == "CONTROLLER"
+    props = [s.node_properties() for s in specs]
+    for i, node in enumerate(props, start=1):  # three combined nodes: each a broker and a voter
+        assert node["process.roles"] == "broker,controller"
+        assert node["listeners"] == f"PLAINTEXT://127.0.0.1:{9091 + i},CONTROLLER://127.0.0.1:{9191 + i}"
+        assert node["controller.quorum.voters"] == "1@127.0.0.1:9192,2@127.0.0.1:9193,3@127.0.0.1:9194"
+        assert node["controller.listener.names"] == "CONTROLLER"
     assert specs[2].log_dir == tmp_path.resolve() / "broker-3"
 
 
 def test_controller_port_can_be_chosen(tmp_path: Path) -> None:
     layout = ClusterLayout(brokers=2, data_dir=tmp_path, base_port=20000, controller_port=21000)
     specs = broker_specs(layout)
-    assert specs[1].node_properties()["controller.quorum.voters"] == "1@127.0.0.1:21000"
+    assert specs[1].node_properties()["controller.quorum.voters"] == "1@127.0.0.1:21000,2@127.0.0.1:21001"
     assert (21000, "broker-1 controller port") in specs[0].ports()
-    assert all(port != 21000 for port, _ in specs[1].ports())
+    assert (21001, "broker-2 controller port") in specs[1].ports()
+
+
+def test_only_the_first_three_nodes_are_voters(tmp_path: Path) -> None:
+    specs = broker_specs(ClusterLayout(brokers=5, data_dir=tmp_path))
+    assert [s.node_properties()["process.roles"] for s in specs] == ["broker,controller"] * 3 + ["broker"] * 2
+    assert {s.node_properties()["controller.quorum.voters"] for s in specs} == {
+        "1@127.0.0.1:9192,2@127.0.0.1:9193,3@127.0.0.1:9194"
+    }
 
 
 def test_every_broker_config_is_valid_and_takes_the_cluster_files_settings(tmp_path: Path) -> None:

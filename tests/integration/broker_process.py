@@ -68,6 +68,17 @@ class BrokerProcess:
         return self.data_dir / "broker.out"
 
     def start(self, timeout_s: float = 20.0) -> BrokerProcess:
+        self.launch()
+        return self.wait_listening(timeout_s)
+
+    def wait_listening(self, timeout_s: float = 20.0) -> BrokerProcess:
+        """Wait until the launched broker listens for clients (it is registered and unfenced)."""
+        assert self.process is not None, "launch the broker first"
+        _wait_for_port(self.port, self.process, timeout_s)
+        return self
+
+    def launch(self) -> BrokerProcess:
+        """Start the process without waiting (the voters of a quorum start together)."""
         args = [
             sys.executable,
             "-m",
@@ -87,7 +98,6 @@ class BrokerProcess:
             out.write(f"--- kipling-tests: starting broker with {self.overrides}\n".encode())
             out.flush()
             self.process = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
-        _wait_for_port(self.port, self.process, timeout_s)
         return self
 
     @property

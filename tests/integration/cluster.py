@@ -1,9 +1,9 @@
 """A cluster of real broker processes on loopback for the replication tests.
 
-Broker 1 also runs the controller (its CONTROLLER listener on a port of its own); every broker
-names it in ``controller.quorum.voters``. Timeouts are short so that failover happens within a
-few seconds: sessions expire after ``broker.session.timeout.ms`` and followers leave the ISR after
-``replica.lag.time.max.ms``.
+The first ``voters`` brokers also run a controller (each its CONTROLLER listener on a port of its
+own) and form the metadata quorum; every broker names them in ``controller.quorum.voters``.
+Timeouts are short so that failover happens within a few seconds: sessions expire after
+``broker.session.timeout.ms`` and followers leave the ISR after ``replica.lag.time.max.ms``.
 """
 
 from __future__ import annotations
@@ -35,17 +35,22 @@ class Cluster:
     root: Path
     size: int = 3
     overrides: Sequence[str] = FAST_FAILOVER
-    controller_port: int = field(default_factory=free_port)
+    voters: int = 1
+    controller_ports: dict[int, int] = field(default_factory=dict)
     brokers: dict[int, BrokerProcess] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        voters = f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}"
+        for node in range(1, self.voters + 1):
+            self.controller_ports.setdefault(node, free_port())
+        voters = "controller.quorum.voters=" + ",".join(
+            f"{node}@127.0.0.1:{port}" for node, port in sorted(self.controller_ports.items())
+        )
         for node in range(1, self.size + 1):
             process = BrokerProcess(self.root / f"broker-{node}")
             listeners = f"PLAINTEXT://127.0.0.1:{process.port}"
             roles = "broker"
-            if node == 1:
-                listeners += f",CONTROLLER://127.0.0.1:{self.controller_port}"
+            if node in self.controller_ports:
+                listeners += f",CONTROLLER://127.0.0.1:{self.controller_ports[node]}"
                 roles = "broker,controller"
             process.overrides = [
                 f"node.id={node}",
@@ -62,9 +67,17 @@ class Cluster:
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers.values())
 
+    @property
+    def controller_port(self) -> int:
+        """The first voter's controller port."""
+        return self.controller_ports[1]
+
     def start(self, timeout_s: float = 30.0) -> Cluster:
+        """Launch every broker, then wait for each (no voter is ready before a majority runs)."""
         for process in self.brokers.values():
-            process.start(timeout_s)
+            process.launch()
+        for process in self.brokers.values():
+            process.wait_listening(timeout_s)
         return self
 
     def stop(self) -> None:
