@@ -1,11 +1,17 @@
 """A kipling cluster of real broker processes on loopback for benchmarks, with CPU and log-size meters.
 
-Modelled on tests/integration/cluster.py (which bench code must not import): broker 1 also runs the
-controller on a CONTROLLER listener of its own port, and every broker names it in
-``controller.quorum.voters``. Each broker is a :class:`bench.broker_proc.KiplingProcess` (``python -m
-broker`` with its log dir in the cluster's temporary directory), so it gets the same CPU meters as
-the single-node benches; here they also count the broker's follower processes, because on a cluster
-the replication work (fetch, append) happens there, not in the broker process.
+Modelled on tests/integration/cluster.py (which bench code must not import): the first ``voters``
+brokers (by default all of them) are combined nodes, ``process.roles=broker,controller``, each with a
+CONTROLLER listener on a port of its own, and every broker names them in ``controller.quorum.voters``.
+The voters elect a Raft leader, the active controller; it can be any of them and moves when it dies,
+so :meth:`KiplingCluster.active_controller` asks the voters (DescribeQuorum, api 55: only the leader
+answers without an error). ``voters=1`` keeps the older layout, broker 1 the only controller. A voter
+is not ready before a majority of voters runs, so :meth:`KiplingCluster.start` launches every broker
+first and only then waits for each one's port. Each broker is a
+:class:`bench.broker_proc.KiplingProcess` (``python -m broker`` with its log dir in the cluster's
+temporary directory), so it gets the same CPU meters as the single-node benches; here they also count
+the broker's follower processes, because on a cluster the replication work (fetch, append) happens
+there, not in the broker process.
 
 Settings are the cluster-wide keys of config/cluster/*.properties (Kafka's defaults for the lag and
 session timeouts), except ``num.replica.fetchers=1`` and ``num.partitions=1``, and the default flush
@@ -21,19 +27,24 @@ by pid, any that outlive it, so an interrupted benchmark leaves no stray process
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench.broker_proc import CLOCK_TICKS, KiplingProcess, free_port
+from bench.broker_proc import CLOCK_TICKS, ROOT, KiplingProcess, _raise_fd_limit, free_port
 
 CLUSTER_ID = "kipling-bench-cluster"
 CONTROLLER_NODE = 1
+"""The only controller of the single-voter layout (``voters=1``); the first voter in any layout."""
+DESCRIBE_QUORUM_VERSION = 2
 
 CLUSTER_SETTINGS: dict[str, str] = {
     "default.replication.factor": "3",
@@ -86,6 +97,66 @@ def problem_lines(log_path: Path) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class QuorumState:
+    """The Raft leader's DescribeQuorum answer: who leads in which epoch, and each voter's progress."""
+
+    leader: int
+    epoch: int
+    high_watermark: int
+    voter_log_end: dict[int, int]
+    """Voter node id → log end offset of the metadata log, as the leader last saw it."""
+
+
+def describe_quorum(port: int, timeout_s: float = 2.0) -> QuorumState | None:
+    """The metadata quorum as the voter on controller ``port`` describes it (DescribeQuorum v2).
+
+    None when that voter does not lead (it answers NOT_LEADER_OR_FOLLOWER at partition level), or
+    does not answer at all within ``timeout_s`` (down, starting, refusing the connection).
+    """
+    import asyncio
+    import logging
+
+    import structlog
+
+    from client.connection import KafkaConnection
+    from metadata.raft import wire
+    from protocol.api_keys import ApiKey
+
+    if not structlog.is_configured():  # the client logs every connection at debug level otherwise
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+    async def ask() -> QuorumState | None:
+        connection = await KafkaConnection.open(
+            "127.0.0.1", port, connect_timeout_s=timeout_s, request_timeout_s=timeout_s
+        )
+        try:
+            body = wire.describe_quorum_request_body()
+            response = await connection.request(ApiKey.DESCRIBE_QUORUM, DESCRIBE_QUORUM_VERSION, body)
+        finally:
+            connection.close()
+            await connection.wait_closed()
+        partition = response.topics[0].partitions[0]
+        if response.error_code or partition.error_code:
+            return None
+        return QuorumState(
+            leader=int(partition.leader_id),
+            epoch=int(partition.leader_epoch),
+            high_watermark=int(partition.high_watermark),
+            voter_log_end={int(v.replica_id): int(v.log_end_offset) for v in partition.current_voters},
+        )
+
+    try:
+        return asyncio.run(ask())
+    except Exception:  # connection refused or reset, timeout, a half-started voter: not a leader
+        return None
+
+
+def _utc_now() -> str:
+    """Now as the brokers' log lines stamp it (ISO 8601, UTC), for the bench's marks in their logs."""
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def _is_follower_process(pid: int) -> bool:
     """True when ``pid`` is still a ``python -m follower`` (not a recycled pid of something else)."""
     try:
@@ -103,6 +174,43 @@ class ClusterBroker(KiplingProcess):
         self.node_id = node_id
         super().__init__(work_dir, dict(overrides))
         self.stops = 0
+
+    def launch(self) -> ClusterBroker:
+        """Start the process without waiting for its port (a voter listens only once a majority runs)."""
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with self.log_path.open("ab") as out:
+            out.write(f"--- kipling-bench: {_utc_now()} starting\n".encode())
+            out.flush()
+            self.process = subprocess.Popen(
+                self.command(),
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=_raise_fd_limit,  # the bench starts brokers before any thread
+            )
+        return self
+
+    def wait_listening(self, timeout_s: float = 30.0) -> ClusterBroker:
+        """Wait until the launched process accepts connections on its client port."""
+        assert self.process is not None, f"{self.name} was not launched"
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode}: {self.tail()}")
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2),
+            ):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise TimeoutError(f"{self.name} did not listen on {self.port} within {timeout_s}s: {self.tail()}")
+
+    def start(self, timeout_s: float = 30.0) -> ClusterBroker:
+        """Launch and wait for the port: a restart, when a majority of the voters runs already."""
+        return self.launch().wait_listening(timeout_s)
 
     def follower_pids(self) -> list[int]:
         """The follower processes this broker runs now."""
@@ -127,7 +235,7 @@ class ClusterBroker(KiplingProcess):
         followers = self.follower_pids()
         self.stops += 1
         with self.log_path.open("ab") as out:  # marks in the log where the bench stopped it
-            out.write(f"--- kipling-bench: sending {signal.Signals(sig).name}\n".encode())
+            out.write(f"--- kipling-bench: {_utc_now()} sending {signal.Signals(sig).name}\n".encode())
         if self.process.poll() is None:
             self.process.send_signal(sig)
         try:
@@ -168,7 +276,11 @@ class ClusterBroker(KiplingProcess):
 
 
 class KiplingCluster:
-    """``size`` brokers on loopback, broker 1 also the controller; started, stopped and cleaned as one."""
+    """``size`` brokers on loopback, the first ``voters`` (all by default) also controller voters.
+
+    Started, stopped and cleaned as one. ``controller_ports`` maps each voter's node id to its
+    CONTROLLER port; ``voters=1`` is the older layout, broker 1 the only controller.
+    """
 
     def __init__(
         self,
@@ -176,26 +288,30 @@ class KiplingCluster:
         work_dir: Path | None = None,
         settings: Mapping[str, str] | None = None,
         keep_dir: bool = False,
+        voters: int | None = None,
     ) -> None:
+        voters = size if voters is None else voters
+        if not 1 <= voters <= size:
+            raise ValueError(f"voters must be between 1 and {size}, got {voters}")
         self._own_dir = work_dir is None and not keep_dir
         self.work_dir = (
             Path(tempfile.mkdtemp(prefix="kipling-bench-cluster-")) if work_dir is None else work_dir
         )
-        self.controller_port = free_port()
+        self.controller_ports: dict[int, int] = {node: free_port() for node in range(1, voters + 1)}
         self.settings = {**CLUSTER_SETTINGS, **(settings or {})}
-        voters = f"{CONTROLLER_NODE}@127.0.0.1:{self.controller_port}"
+        quorum = ",".join(f"{node}@127.0.0.1:{port}" for node, port in self.controller_ports.items())
         self.brokers: dict[int, ClusterBroker] = {}
         for node in range(1, size + 1):
             broker = ClusterBroker(node, self.work_dir / f"broker-{node}", {})
             listeners = f"PLAINTEXT://127.0.0.1:{broker.port}"
             roles = "broker"
-            if node == CONTROLLER_NODE:
-                listeners += f",CONTROLLER://127.0.0.1:{self.controller_port}"
+            if node in self.controller_ports:
+                listeners += f",CONTROLLER://127.0.0.1:{self.controller_ports[node]}"
                 roles = "broker,controller"
             broker.overrides = {
                 "node.id": str(node),
                 "process.roles": roles,
-                "controller.quorum.voters": voters,
+                "controller.quorum.voters": quorum,
                 "controller.listener.names": "CONTROLLER",
                 "listeners": listeners,
                 "cluster.id": CLUSTER_ID,
@@ -204,14 +320,54 @@ class KiplingCluster:
             self.brokers[node] = broker
 
     @property
+    def voters(self) -> list[int]:
+        """Node ids of the controller voters."""
+        return list(self.controller_ports)
+
+    @property
+    def controller_port(self) -> int:
+        """The first voter's CONTROLLER port (the only one with ``voters=1``)."""
+        return self.controller_ports[CONTROLLER_NODE]
+
+    def describe_quorum(self, node: int, timeout_s: float = 2.0) -> QuorumState | None:
+        """The quorum as voter ``node`` describes it when it leads the metadata quorum, else None."""
+        answer = describe_quorum(self.controller_ports[node], timeout_s)
+        return answer if answer is not None and answer.leader == node else None
+
+    def active_controller(
+        self, nodes: Iterable[int] | None = None, timeout_s: float = 60.0, min_epoch: int = 0
+    ) -> tuple[int, int]:
+        """(node id, epoch) of the Raft leader among ``nodes`` (live voters by default), waited for.
+
+        ``min_epoch``: wait for a leader of at least that epoch (after a kill, old epoch + 1).
+        """
+        asked = [n for n in (self.voters if nodes is None else nodes) if self.brokers[n].alive()]
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for node in asked:
+                answer = self.describe_quorum(node)
+                if answer is not None and answer.epoch >= min_epoch:
+                    return answer.leader, answer.epoch
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no voter of {asked} leads the metadata quorum after {timeout_s}s")
+            time.sleep(0.05)
+
+    @property
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers.values())
 
     def start(self, timeout_s: float = 60.0) -> KiplingCluster:
-        """Start every broker (the controller first) and wait until metadata lists all of them."""
+        """Launch every broker, wait for each port, a quorum leader, and Metadata listing all of them.
+
+        All are launched before any is waited for: a voter is not ready before a majority runs.
+        """
         try:
             for broker in self.brokers.values():
-                broker.start(timeout_s)
+                broker.launch()
+            deadline = time.monotonic() + timeout_s
+            for broker in self.brokers.values():
+                broker.wait_listening(max(1.0, deadline - time.monotonic()))
+            self.active_controller(timeout_s=max(1.0, deadline - time.monotonic()))
             self.wait_registered(timeout_s)
         except BaseException:
             self.stop()
@@ -254,7 +410,7 @@ class KiplingCluster:
         return out
 
     def stop(self) -> None:
-        """Stop every broker, controller last, even when stopping one of them fails."""
+        """Stop every broker, the first voter last, even when stopping one of them fails."""
         for broker in reversed(list(self.brokers.values())):
             with contextlib.suppress(Exception):
                 broker.stop()
@@ -284,9 +440,12 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str, inter
 
 __all__ = [
     "CLUSTER_SETTINGS",
+    "CONTROLLER_NODE",
     "ClusterBroker",
     "KiplingCluster",
+    "QuorumState",
     "children",
+    "describe_quorum",
     "problem_lines",
     "process_cpu_seconds",
     "tree_cpu_seconds",
