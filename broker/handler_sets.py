@@ -36,6 +36,7 @@ from broker.handlers.quorum import (
     BeginQuorumEpochHandler,
     DescribeQuorumHandler,
     EndQuorumEpochHandler,
+    ForwardedDescribeQuorumHandler,
     VoteHandler,
 )
 from broker.handlers.registry import HandlerRegistry
@@ -110,6 +111,7 @@ def broker_handlers(
     forwarded = [ForwardingHandler(api, channel, loader, effect_of(api.api_key)) for api in FORWARDED_APIS]
     return registry_of(
         [
+            ForwardedDescribeQuorumHandler(channel),
             MetadataHandler(
                 image,
                 brokers=brokers,

@@ -55,6 +55,7 @@ from broker.handlers.broker_heartbeat import HeartbeatConnections
 from broker.handlers.metadata import BrokerEndpoint
 from broker.meta_properties import ensure_meta_properties
 from broker.metrics.endpoint import MetricsEndpoint
+from broker.metrics.raft import RaftMetrics
 from broker.metrics.requests import RequestMetrics
 from broker.quorum.controller_role import CommitGate, ControllerRole, RaftMetadataLog
 from broker.quorum.peers import QuorumPeers
@@ -266,7 +267,9 @@ def build_node(config: BrokerConfig) -> Node:
     )
     try:
         controller = (
-            _build_controller(config, cluster_id, log_manager, clock, legacy) if config.is_voter else None
+            _build_controller(config, cluster_id, log_manager, clock, legacy, registry)
+            if config.is_voter
+            else None
         )
         broker = (
             _build_broker(config, cluster_id, image, log_manager, clock, registry, controller)
@@ -290,7 +293,12 @@ def _build_broker(
     controller: ControllerNode | None,
 ) -> BrokerNode:
     locator = _controller_locator(config, controller)
-    hooks: dict[str, Any] = {"on_unreachable": locator.unreachable, "on_leader": locator.leader_is}
+    hooks: dict[str, Any] = {
+        "on_unreachable": lambda address, answered: locator.unreachable(address, answered=answered),
+        "on_leader": locator.leader_is,
+        # a paused voter accepts connections and never answers: give up on it as Raft would
+        "connect_timeout_s": config.controller_quorum_request_timeout_ms / 1000,
+    }
     channel = ControllerChannel(
         locator.address, client_id=f"broker-{config.node_id}-controller-channel", **hooks
     )
@@ -298,8 +306,13 @@ def _build_broker(
     # connection of its own it never holds up a heartbeat, an AlterPartition or a forwarded request
     # (Kafka too keeps the Raft fetch apart from its broker-to-controller channel).
     metadata_channel = ControllerChannel(
-        locator.address, client_id=f"broker-{config.node_id}-metadata-fetcher", **hooks
+        locator.address,
+        client_id=f"broker-{config.node_id}-metadata-fetcher",
+        request_timeout_s=config.controller_quorum_request_timeout_ms / 1000,
+        **hooks,
     )
+    locator.on_move(channel.controller_moved)
+    locator.on_move(metadata_channel.controller_moved)
     request_metrics = RequestMetrics(registry)
     servers: list[BrokerServer] = []
     lifecycle_ref: list[BrokerLifecycleManager] = []
@@ -336,7 +349,12 @@ def _build_broker(
         log_config=topic_log_config,
     )
     loader = MetadataLoader(
-        metadata_channel, image, transitions.apply, transitions.apply_initial, broker_id=config.node_id
+        metadata_channel,
+        image,
+        transitions.apply,
+        transitions.apply_initial,
+        broker_id=config.node_id,
+        observer_id=-1 if config.is_voter else config.node_id,
     )
 
     epoch_updates: set[asyncio.Task[None]] = set()
@@ -417,6 +435,7 @@ def _build_controller(
     log_manager: LogManager,
     clock: Clock,
     legacy: LegacyMetadata | None,
+    registry: CollectorRegistry,
 ) -> ControllerNode:
     metadata_config = to_log_config(METADATA_LOG_CONFIG_OVERRIDES, config)
     partition_log = log_manager.get_or_create_log(
@@ -449,7 +468,7 @@ def _build_controller(
         request_timeout_ms=settings.request_timeout_ms,
         leader_endpoints=lambda: [(listener.name, *voter_address(config.node_id))],
     )
-    raft = RaftManager(node, raft_log, peers, clock)
+    raft = RaftManager(node, raft_log, peers, clock, RaftMetrics(registry))
     active = ActiveController(config.node_id)
     controller_config = ControllerConfig(
         broker_session_timeout_ms=config.broker_session_timeout_ms,
@@ -457,7 +476,10 @@ def _build_controller(
         default_replication_factor=config.default_replication_factor,
         unclean_leader_election_enable=config.unclean_leader_election_enable,
         lost_connection_grace_ms=config.broker_heartbeat_interval_ms * 3 // 2,
-        takeover_grace_ms=config.broker_heartbeat_interval_ms * 3 // 2,
+        # a broker may first try a dead or paused voter for one request timeout before it finds us
+        takeover_grace_ms=max(
+            config.broker_heartbeat_interval_ms * 3 // 2, config.controller_quorum_request_timeout_ms
+        ),
     )
     pending = _legacy_import_pending(config, partition_log, legacy)
     pending_import = [pending] if pending is not None else []
@@ -484,10 +506,10 @@ def _build_controller(
 
     role = ControllerRole(raft, active, build)
     heartbeat_connections = HeartbeatConnections(active)
-    registry = controller_handlers(config, active, raft, cluster_id, clock, heartbeat_connections)
+    handlers = controller_handlers(config, active, raft, cluster_id, clock, heartbeat_connections)
     request_metrics = RequestMetrics(CollectorRegistry())
     server = BrokerServer(
-        RequestDispatcher(registry, request_metrics, listener.name, gate=CommitGate(raft, active)),
+        RequestDispatcher(handlers, request_metrics, listener.name, gate=CommitGate(raft, active)),
         [(listener.host, listener.port)],
         request_metrics,
         max_frame_size=config.socket_request_max_bytes,

@@ -120,13 +120,14 @@ class ControllerChannel:
         client_id: str,
         request_timeout_s: float = 30.0,
         connect_timeout_s: float = 5.0,
-        on_unreachable: Callable[[tuple[str, int]], None] | None = None,
+        on_unreachable: Callable[[tuple[str, int], bool], None] | None = None,
         on_leader: Callable[[int, int], None] | None = None,
     ) -> None:
-        """``on_unreachable(address)`` hears of a controller that failed a request or answered
-        NOT_CONTROLLER, ``on_leader(id, epoch)`` of the metadata log's leader named in a fetch
-        response: the :class:`~broker.cluster.controller_locator.ControllerLocator` then moves
-        ``address`` to the voter that leads, and the next request goes there."""
+        """``on_unreachable(address, answered)`` hears of a controller that failed a request
+        (``answered`` False) or answered NOT_CONTROLLER (True), ``on_leader(id, epoch)`` of the
+        metadata log's leader named in a fetch response: the
+        :class:`~broker.cluster.controller_locator.ControllerLocator` then moves ``address`` to
+        the voter that leads, and the next request goes there."""
         self._address = address
         self._client_id = client_id
         self._request_timeout_s = request_timeout_s
@@ -180,20 +181,25 @@ class ControllerChannel:
             self._unreachable()
             raise ControllerUnavailableError(f"{api_key.name} to the controller failed: {exc}") from exc
         if getattr(response, "error_code", ErrorCode.NONE) == ErrorCode.NOT_CONTROLLER:
-            self._unreachable()
+            self._unreachable(answered=True)
             raise ControllerUnavailableError(
                 f"{api_key.name}: {self._connected_to} is not the active controller"
             )
         return version, response
+
+    def controller_moved(self) -> None:
+        """The address now points at another voter: drop the connection to the old one, failing
+        whatever waits on it (a heartbeat or a long poll stuck on a paused, deposed controller)."""
+        self._follow_address()
 
     def _follow_address(self) -> None:
         current = self._connection.current
         if current is not None and self._connected_to is not None and self._address() != self._connected_to:
             current.close()  # the next request reconnects to where the address points now
 
-    def _unreachable(self) -> None:
+    def _unreachable(self, *, answered: bool = False) -> None:
         if self._connected_to is not None and self._on_unreachable is not None:
-            self._on_unreachable(self._connected_to)
+            self._on_unreachable(self._connected_to, answered)
         current = self._connection.current
         if current is not None and self._address() != self._connected_to:
             current.close()

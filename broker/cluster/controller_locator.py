@@ -4,7 +4,9 @@ A broker knows the voters (``controller.quorum.voters``) but not which one leads
 the first, and moves when told: a metadata fetch response names the leader and its epoch
 (CurrentLeader), and a voter that fails a request or answers NOT_CONTROLLER sends the broker to
 the next voter in turn, so a broker finds a new leader even when the old one died without a word.
-A hint from an older epoch than one already heard is ignored (a deposed leader's late answer).
+A hint from an older epoch than one already heard is ignored (a deposed leader's late answer), and
+so is one naming, in the same epoch, the leader this broker just found unreachable: a voter that
+has not yet noticed the leader's death would otherwise send the broker straight back to it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,20 @@ class ControllerLocator:
         self._address_of = address_of
         self._current = self._voters[0]
         self._epoch = -1
+        self._unreachable: set[int] = set()
+        """Voters found unreachable in ``_epoch``: a hint naming one of them as that epoch's leader
+        is stale news (cleared when a later epoch is heard of)."""
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_move(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` when the target moves to another voter (a channel then drops its
+        connection to the old one, which aborts a request stuck on a paused, deposed leader)."""
+        self._listeners.append(listener)
+
+    def _move_to(self, voter_id: int) -> None:
+        self._current = voter_id
+        for listener in list(self._listeners):
+            listener()
 
     @property
     def leader_id(self) -> int:
@@ -44,14 +60,27 @@ class ControllerLocator:
         """A fetch response named ``leader_id`` as the leader of ``epoch`` (-1: none known)."""
         if epoch < self._epoch or leader_id not in self._voters:
             return
+        if epoch > self._epoch:
+            self._unreachable.clear()
+        elif leader_id in self._unreachable:
+            return
         self._epoch = epoch
         if leader_id != self._current:
             _log.info("the active controller moved", leader_id=leader_id, epoch=epoch)
-            self._current = leader_id
+            self._move_to(leader_id)
 
-    def unreachable(self, address: tuple[str, int]) -> None:
-        """A request to ``address`` failed or found no active controller: try the next voter."""
+    def unreachable(self, address: tuple[str, int], *, answered: bool = False) -> None:
+        """A request to ``address`` failed (``answered``: it answered NOT_CONTROLLER): try the
+        next voter. One that did not answer is not taken back on another voter's word in this epoch."""
         if address != self.address():
             return  # already moved on
+        if not answered:
+            self._unreachable.add(self._current)
+        if self._unreachable >= set(self._voters):
+            self._unreachable.clear()  # none answers: try them all again
         index = self._voters.index(self._current)
-        self._current = self._voters[(index + 1) % len(self._voters)]
+        for step in range(1, len(self._voters) + 1):
+            candidate = self._voters[(index + step) % len(self._voters)]
+            if candidate not in self._unreachable:
+                self._move_to(candidate)
+                return

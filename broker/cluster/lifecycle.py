@@ -40,6 +40,9 @@ _log = structlog.get_logger("kipling.lifecycle")
 
 
 HEARTBEAT_RETRY_BACKOFF_S = 0.1
+HEARTBEAT_RETRY_BACKOFF_MAX_S = 0.5
+"""A failed heartbeat is retried at least this often: while the quorum elects a new controller a
+broker keeps knocking, so it reaches the new one well within the grace it gets (1.5 intervals)."""
 """First retry of a heartbeat that did not reach the controller (then doubling up to the interval)."""
 
 
@@ -137,7 +140,7 @@ class BrokerLifecycleManager:
         if failures == 0:
             return self._interval_s
         backoff_s: float = HEARTBEAT_RETRY_BACKOFF_S * 2.0 ** (failures - 1)
-        return min(backoff_s, self._interval_s)
+        return min(backoff_s, HEARTBEAT_RETRY_BACKOFF_MAX_S, self._interval_s)
 
     def nudge(self) -> None:
         """Heartbeat now rather than at the next interval (the metadata just caught up with this
@@ -178,7 +181,9 @@ class BrokerLifecycleManager:
                 current_metadata_offset=self._metadata_offset(),
                 want_fence=False,
                 want_shut_down=False,
-                timeout_s=max(self._interval_s * 2, 1.0),
+                # one interval: a heartbeat stuck on a paused (deposed) controller must give way
+                # to the next try in time for the new controller's grace
+                timeout_s=max(self._interval_s, 0.5),
             )
         except ControllerUnavailableError as exc:
             self._logger.warning("heartbeat failed", error=str(exc))

@@ -64,7 +64,12 @@ class MetadataLoader:
         *,
         broker_id: int,
         fetch_max_wait_ms: int = DEFAULT_FETCH_MAX_WAIT_MS,
+        observer_id: int = -1,
     ) -> None:
+        """``observer_id`` is the replica id the fetches name: a broker that is not a voter names
+        itself, so the quorum's leader lists it among the observers (DescribeQuorum); a combined
+        node's broker side sends -1, since its voter already fetches under that id."""
+        self._observer_id = observer_id
         self._channel = channel
         self.image = image
         self._publish = publish
@@ -125,6 +130,7 @@ class MetadataLoader:
             try:
                 fetched = await self._channel.fetch_metadata(
                     broker_id=self._broker_id,
+                    replica_id=self._observer_id,
                     fetch_offset=self._next_offset,
                     last_fetched_epoch=self._last_epoch,
                     max_wait_ms=0 if not self.caught_up else self._fetch_max_wait_ms,

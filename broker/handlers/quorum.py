@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any
 
+from broker.cluster.controller_channel import ControllerChannel, ControllerUnavailableError
 from broker.handlers.base import Handler, RequestContext
 from broker.quorum.raft_manager import RaftManager
 from metadata.raft import wire
@@ -26,6 +27,7 @@ __all__ = [
     "BeginQuorumEpochHandler",
     "DescribeQuorumHandler",
     "EndQuorumEpochHandler",
+    "ForwardedDescribeQuorumHandler",
     "VoteHandler",
 ]
 
@@ -116,3 +118,29 @@ class DescribeQuorumHandler(Handler):
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         return wire.describe_quorum_response_body(None, code, self._clock.time_ms(), ctx.api_version)
+
+
+DESCRIBE_QUORUM_FORWARD_TIMEOUT_S = 5.0
+
+
+class ForwardedDescribeQuorumHandler(Handler):
+    """DescribeQuorum on a client listener: the broker asks the active controller, as Kafka's
+    brokers forward it, so ``kafka-metadata-quorum --bootstrap-server`` works against any broker."""
+
+    api_key = ApiKey.DESCRIBE_QUORUM
+    min_version = 0
+    max_version = 2
+
+    def __init__(self, channel: ControllerChannel) -> None:
+        self._channel = channel
+
+    async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        try:
+            return await self._channel.forward(
+                self.api_key, ctx.api_version, request, DESCRIBE_QUORUM_FORWARD_TIMEOUT_S
+            )
+        except ControllerUnavailableError as exc:
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from exc
+
+    def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
+        return {"error_code": int(code), "topics": []}

@@ -15,12 +15,14 @@ All of it runs on the one event loop thread, so the node is never entered concur
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
 
+from broker.metrics.raft import RaftMetrics
 from broker.quorum.peers import QuorumPeers
 from client.tasks import cancel_and_wait
 from metadata.raft.leader import QuorumInfo
@@ -73,7 +75,18 @@ class QuorumSnapshot:
 class RaftManager:
     """Runs ``node`` on the event loop; ``peers`` carries its requests to the other voters."""
 
-    def __init__(self, node: RaftNode, log: SegmentRaftLog, peers: QuorumPeers, clock: Clock) -> None:
+    def __init__(
+        self,
+        node: RaftNode,
+        log: SegmentRaftLog,
+        peers: QuorumPeers,
+        clock: Clock,
+        metrics: RaftMetrics | None = None,
+    ) -> None:
+        self._metrics = metrics
+        self._election_started_ms: int | None = None
+        self._appended_at: collections.deque[tuple[int, int]] = collections.deque()
+        """(log end after an append, when): the commit latency is measured from here."""
         self._node = node
         self._log = log
         self._peers = peers
@@ -84,6 +97,7 @@ class RaftManager:
         self._commit_waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._listeners: list[Callable[[QuorumSnapshot], None]] = []
         self._last = self.snapshot()
+        self._measure(self._last, self._last)
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -184,6 +198,7 @@ class RaftManager:
         """Append one batch in this leader's epoch: (its first offset, the log end after it)."""
         first = self._log.end_offset
         end = self._node.append(payloads)
+        self._appended_at.append((end, self._clock.time_ms()))
         self._after_step()
         return first, end
 
@@ -233,11 +248,43 @@ class RaftManager:
         if self._changed is not None and not self._changed.done():
             self._changed.set_result(None)
         self._settle_commit_waiters(snapshot)
+        self._measure(previous, snapshot)
         for listener in list(self._listeners):
             try:
                 listener(snapshot)
             except Exception:
                 _log.exception("quorum listener failed")
+
+    def _measure(self, previous: QuorumSnapshot, snapshot: QuorumSnapshot) -> None:
+        """Election latency (from leaving a known leader to knowing one again), commit latency
+        (from an append to the high watermark passing it), and the state gauges."""
+        now = self._clock.time_ms()
+        electing = (Kind.PROSPECTIVE, Kind.CANDIDATE)
+        if snapshot.kind in electing and previous.kind not in electing and self._election_started_ms is None:
+            self._election_started_ms = now
+        elif snapshot.kind in (Kind.LEADER, Kind.FOLLOWER) and self._election_started_ms is not None:
+            if self._metrics is not None:
+                self._metrics.record_election(now - self._election_started_ms)
+            self._election_started_ms = None
+        while self._appended_at and (
+            snapshot.kind is not Kind.LEADER or self._appended_at[0][0] <= snapshot.high_watermark
+        ):
+            end, at = self._appended_at.popleft()
+            if self._metrics is not None and end <= snapshot.high_watermark:
+                self._metrics.record_commit(now - at)
+        if self._metrics is not None:
+            election = self._node.state.election
+            self._metrics.update(
+                leader_id=snapshot.leader_id,
+                epoch=snapshot.epoch,
+                state=_state_name(snapshot.kind, self._node.is_voter, election.voted_id),
+                voted_id=self.node_id
+                if snapshot.kind in (Kind.LEADER, Kind.CANDIDATE)
+                else election.voted_id,
+                high_watermark=snapshot.high_watermark,
+                log_end_offset=snapshot.log_end_offset,
+                log_end_epoch=self._log.last_fetched_epoch,
+            )
 
     def _settle_commit_waiters(self, snapshot: QuorumSnapshot) -> None:
         leading = snapshot.kind is Kind.LEADER
@@ -260,6 +307,15 @@ class RaftManager:
             if not future.done():
                 future.set_exception(LeadershipLostError(f"node {self.node_id} stopped in epoch {epoch}"))
         self._commit_waiters = []
+
+
+def _state_name(kind: Kind, is_voter: bool, voted_id: int | None) -> str:
+    """Kafka's name of the state (raft-metrics current-state)."""
+    if not is_voter and kind in (Kind.FOLLOWER, Kind.UNATTACHED):
+        return "observer"
+    if kind is Kind.UNATTACHED and voted_id is not None:
+        return "voted"
+    return kind.value.lower()
 
 
 __all__ += ["NotLeaderError"]

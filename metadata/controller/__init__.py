@@ -9,6 +9,6 @@ parts: :mod:`~metadata.controller.cluster_control` (registration, heartbeats, fe
 :mod:`~metadata.controller.replication_control` (topics, partitions, elections, ISR changes) and
 :mod:`~metadata.controller.topic_rules` (CreateTopics / CreatePartitions validation and placement).
 :mod:`~metadata.controller.admin` is the controller as the admin handlers see it. The adapters binding
-the domain to a partition on disk and to requests live in the broker (broker/metadata_partition.py,
+the domain to the Raft quorum and to requests live in the broker (broker/quorum/,
 broker/handler_sets.py).
 """

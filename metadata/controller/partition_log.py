@@ -1,19 +1,14 @@
-"""Reading the controller's metadata log, the ``__cluster_metadata-0`` partition, at start-up.
+"""Reading the controller's metadata log, the ``__cluster_metadata-0`` partition.
 
-The log is an ordinary partition log (segments, indexes, leader-epoch checkpoint, crash recovery);
-the broker holds it as a Partition whose only replica is the controller
-(broker/metadata_partition.py), which is what lets brokers fetch it with the ordinary Fetch
-machinery. Here: the controller epoch it starts at, and the batches it replays.
+The log is an ordinary partition log (segments, indexes, leader-epoch checkpoint, crash recovery)
+that the metadata quorum replicates (broker/quorum/, metadata/raft/segment_log.py). Each batch
+carries the epoch of the Raft leader that wrote it as its partition leader epoch; the leader's own
+LeaderChange entries are control batches, which replay skips. Here: the batches a new active
+controller replays.
 
-Durability: every batch is fsynced before the controller applies it to its image and answers.
-A metadata change that was answered (a created topic, an elected leader, a committed ISR) therefore
-survives a crash of the controller; the log is tiny, so the fsync costs a few milliseconds per
-change, not per produced record.
-
-Epochs: the partition's leader epoch is the controller epoch, bumped at every controller start
-(the latest epoch in the log's leader-epoch cache plus one), and stamped on every batch as its
-partition leader epoch. A broker that fetched batches of an older epoch is told by the diverging
-epoch of the next fetch, which is how a future quorum of controllers fences a deposed one.
+Durability: every batch is fsynced on each voter before it counts towards the commit, and the
+controller answers only once a majority holds it (broker/quorum/controller_role.py: CommitGate), so a
+metadata change that was answered survives the crash of any minority of voters.
 """
 
 from __future__ import annotations
@@ -23,15 +18,9 @@ from collections.abc import Iterator
 from metadata.serde import MetadataBatch, decode_metadata_batches
 from storage.log import PartitionLog
 
-__all__ = ["next_controller_epoch", "read_metadata_log"]
+__all__ = ["read_metadata_log"]
 
 READ_CHUNK_BYTES = 8 * 1024 * 1024
-
-
-def next_controller_epoch(log: PartitionLog) -> int:
-    """One more than the latest epoch in the log (0 for a new log)."""
-    latest = log.leader_epoch_cache.latest_epoch
-    return 0 if latest is None else latest + 1
 
 
 def read_metadata_log(log: PartitionLog) -> Iterator[MetadataBatch]:

@@ -590,7 +590,13 @@ class FakeMetadataChannel:
         self._appended.set()
 
     async def fetch_metadata(
-        self, *, broker_id: int, fetch_offset: int, last_fetched_epoch: int, max_wait_ms: int
+        self,
+        *,
+        broker_id: int,
+        fetch_offset: int,
+        last_fetched_epoch: int,
+        max_wait_ms: int,
+        replica_id: int = -1,
     ) -> MetadataFetch:
         self.calls.append(FetchCall(fetch_offset, last_fetched_epoch, max_wait_ms))
         await asyncio.sleep(0)

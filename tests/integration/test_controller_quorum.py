@@ -9,18 +9,22 @@ import time
 from pathlib import Path
 
 import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
 
 from client.connection import KafkaConnection
 from metadata.raft import wire
 from protocol.api_keys import ApiKey
-from tests.integration.cluster import Cluster, wait_until
+from tests.integration.cluster import FAST_FAILOVER, Cluster, wait_until
 from tests.integration.test_replication import (
     KAFKA_SESSION_DEFAULTS,
+    TOPIC,
     ContinuousProducer,
     _check_acked,
     _create_topic,
     _wait_replicas_identical,
 )
+from tools.cli import main
 
 pytestmark = [pytest.mark.timeout(240)]
 
@@ -70,7 +74,9 @@ def _active_controller(cluster: Cluster, alive: set[int]) -> tuple[int, int]:
 
 
 @pytest.mark.slow
-def test_three_voters_elect_one_leader_that_brokers_follow(tmp_path: Path) -> None:
+def test_three_voters_elect_one_leader_that_brokers_follow(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     cluster = Cluster(tmp_path, voters=3).start()
     try:
         leader, epoch = _active_controller(cluster, {1, 2, 3})
@@ -81,6 +87,27 @@ def test_three_voters_elect_one_leader_that_brokers_follow(tmp_path: Path) -> No
         assert ACTIVATED.search(cluster.brokers[leader].output())
         for node in others:
             assert not ACTIVATED.search(cluster.brokers[node].output())
+        # kafka.server:type=raft-metrics, on every voter's /metrics
+        metrics = cluster.brokers[leader]
+        assert metrics.metric("kafka_server_raftmetrics_current_state", state="leader") == 1
+        assert metrics.metric("kafka_server_raftmetrics_current_leader") == leader
+        assert metrics.metric("kafka_server_raftmetrics_current_epoch") == epoch
+        assert metrics.metric("kafka_server_raftmetrics_high_watermark") > 0
+        for node in others:
+            follower = cluster.brokers[node]
+            assert follower.metric("kafka_server_raftmetrics_current_state", state="follower") == 1
+            assert follower.metric("kafka_server_raftmetrics_current_leader") == leader
+        # kafka-metadata-quorum's view, through a broker that is not the leader (it forwards)
+        capsys.readouterr()
+        bootstrap = cluster.brokers[others[0]].bootstrap
+        assert main(["metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--status"]) == 0
+        status = capsys.readouterr().out
+        assert re.search(rf"^LeaderId:\s+{leader}$", status, re.M), status
+        assert re.search(rf"^LeaderEpoch:\s+{epoch}$", status, re.M), status
+        assert main(["metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--replication"]) == 0
+        rows = capsys.readouterr().out.splitlines()[1:]
+        assert sorted(row.split()[0] for row in rows) == ["1", "2", "3"], rows
+        assert sum("Leader" in row for row in rows) == 1 and sum("Follower" in row for row in rows) == 2
         print(f"leader {leader} in epoch {epoch}")
     finally:
         cluster.stop()
@@ -118,3 +145,147 @@ def test_killing_the_active_controller_loses_no_acknowledged_write(tmp_path: Pat
             _check_acked(cluster, node, acked)
     finally:
         cluster.stop()
+
+
+FENCED = re.compile(r"\] broker fenced\s+broker=(\d+)")
+
+
+def _fenced_brokers(output: str) -> set[int]:
+    return {int(match.group(1)) for match in FENCED.finditer(output)}
+
+
+@pytest.mark.slow
+def test_a_paused_active_controller_is_replaced_and_fences_nobody_when_it_resumes(tmp_path: Path) -> None:
+    """SIGSTOP of the active controller for longer than the broker session: the other voters elect
+    a new one, which fences only the paused node; when it resumes, its stale controller fences
+    nobody (it learns it was deposed), and its replica rejoins every ISR."""
+    cluster = Cluster(tmp_path, voters=3).start()
+    try:
+        paused, epoch = _active_controller(cluster, {1, 2, 3})
+        others = [n for n in (1, 2, 3) if n != paused]
+        _create_topic(cluster, [*others, paused])
+        process = cluster.brokers[paused].process
+        assert process is not None
+        mark = len(cluster.brokers[paused].output())
+        process.send_signal(signal.SIGSTOP)
+        try:
+            _, new_epoch = _active_controller(cluster, set(others))
+            time.sleep(5)  # past broker.session.timeout.ms (3 s in FAST_FAILOVER)
+        finally:
+            process.send_signal(signal.SIGCONT)
+        assert new_epoch > epoch
+        wait_until(lambda: _isr_via(cluster, others[0]) == [[1, 2, 3]], 60, "the paused replica to rejoin")
+        time.sleep(2)  # several session checks and heartbeats after the resume
+        assert _fenced_brokers(cluster.brokers[paused].output()[mark:]) == set(), (
+            "a deposed controller fenced"
+        )
+        for node in others:
+            assert _fenced_brokers(cluster.brokers[node].output()) <= {paused}
+        assert _describe(cluster.controller_ports[paused]) is None  # it follows, it does not lead
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.slow
+def test_with_two_voters_down_nothing_commits_but_the_data_plane_serves(tmp_path: Path) -> None:
+    """Two of three voters killed: no metadata change commits (CreateTopics fails), but the survivor
+    keeps serving the partition it leads with the metadata it has; one voter back and the quorum
+    commits again."""
+    cluster = Cluster(tmp_path, voters=3, overrides=(*FAST_FAILOVER_RF1,)).start()
+    try:
+        _active_controller(cluster, {1, 2, 3})
+        survivor = cluster.brokers[1]
+        admin = KafkaAdminClient(bootstrap_servers=survivor.bootstrap, request_timeout_ms=10_000)
+        try:
+            admin.create_topics([NewTopic("kept", 1, 1, replica_assignments=None)])
+        finally:
+            admin.close()
+        _wait_leader_is(cluster, "kept", 1)
+        _produce(survivor.bootstrap, "kept", [b"before"])
+        for node in (2, 3):
+            cluster.brokers[node].stop(signal.SIGKILL)
+        wait_until(lambda: _describe(cluster.controller_ports[1]) is None, 30, "the lone voter to resign")
+        _produce(survivor.bootstrap, "kept", [b"during-1", b"during-2"])
+        assert _consume(survivor.bootstrap, "kept", 3) == [b"before", b"during-1", b"during-2"]
+        admin = KafkaAdminClient(bootstrap_servers=survivor.bootstrap, request_timeout_ms=5_000)
+        try:
+            with pytest.raises(Exception):  # noqa: B017 - kafka-python raises per error kind
+                _create_or_raise(admin, "not-committed")
+        finally:
+            admin.close()
+        cluster.brokers[2].start(timeout_s=60)
+        _active_controller(cluster, {1, 2})
+        admin = KafkaAdminClient(bootstrap_servers=survivor.bootstrap, request_timeout_ms=20_000)
+        try:
+            _create_or_raise(admin, "after")
+        finally:
+            admin.close()
+        _produce(survivor.bootstrap, "kept", [b"after"])
+        assert _consume(survivor.bootstrap, "kept", 4)[-1] == b"after"
+    finally:
+        cluster.stop()
+
+
+FAST_FAILOVER_RF1 = (
+    *(o for o in FAST_FAILOVER if not o.startswith(("default.replication.factor", "min.insync.replicas"))),
+    "default.replication.factor=1",
+    "min.insync.replicas=1",
+    "offsets.topic.replication.factor=1",
+)
+
+
+def _isr_via(cluster: Cluster, node: int) -> list[list[int]]:
+    admin = KafkaAdminClient(bootstrap_servers=cluster.brokers[node].bootstrap)
+    try:
+        [described] = admin.describe_topics([TOPIC])
+    finally:
+        admin.close()
+    return [sorted(p["isr_nodes"]) for p in described["partitions"]]
+
+
+def _create_or_raise(admin: KafkaAdminClient, topic: str) -> None:
+    response = admin.create_topics([NewTopic(topic, 1, 1)])
+    for _name, code, *_rest in getattr(response, "topic_errors", []) or []:
+        if code:
+            raise RuntimeError(f"CreateTopics {topic}: error {code}")
+
+
+def _wait_leader_is(cluster: Cluster, topic: str, node: int) -> None:
+    def leads() -> bool:
+        consumer = KafkaConsumer(bootstrap_servers=cluster.brokers[node].bootstrap)
+        try:
+            partitions = consumer.partitions_for_topic(topic)
+            return bool(partitions)
+        finally:
+            consumer.close()
+
+    wait_until(leads, 30, f"{topic} to be known")
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, retries=5, request_timeout_ms=10_000)
+    try:
+        for value in values:
+            producer.send(topic, value).get(timeout=30)
+    finally:
+        producer.close()
+
+
+def _consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=10_000,
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        values: list[bytes] = []
+        for message in consumer:
+            values.append(message.value)
+            if len(values) >= count:
+                break
+        return values
+    finally:
+        consumer.close()
