@@ -376,6 +376,7 @@ def _build_broker(
         on_epoch=on_epoch,
     )
     lifecycle_ref.append(lifecycle)
+    locator.on_move(lifecycle.nudge)  # heartbeat the new controller at once, well within its grace
     plane = build_data_plane(config, registry, clock, replicas, image)
     producer_ids = ControllerProducerIdManager(
         lambda: channel.allocate_producer_ids(broker_id=config.node_id, broker_epoch=broker_epoch())

@@ -23,6 +23,7 @@ from broker.cluster.controller_channel import (
     metadata_fetch_body,
     parse_metadata_fetch,
 )
+from client.errors import ConnectionClosedError
 from metadata.raft import wire
 from metadata.raft.messages import (
     BeginQuorumEpochRequest,
@@ -43,6 +44,7 @@ __all__ = ["QuorumPeers"]
 _log = structlog.get_logger("kipling.raft.peers")
 
 Deliver = Callable[[RaftMessage], None]
+Gone = Callable[[int], None]
 VoterAddress = Callable[[int], tuple[str, int]]
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 
@@ -87,12 +89,15 @@ class QuorumPeers:
         }
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def send(self, message: RaftMessage, deliver: Deliver) -> None:
-        """Send ``message`` (a request) in the background; its answer goes to ``deliver``."""
+    def send(self, message: RaftMessage, deliver: Deliver, gone: Gone) -> None:
+        """Send ``message`` (a request) in the background; its answer goes to ``deliver``, and
+        ``gone(node)`` hears of a destination whose process is not there (refused or reset)."""
         if message.destination not in self._peers:
             _log.warning("raft message to an unknown voter", destination=message.destination)
             return
-        task = asyncio.create_task(self._exchange(message, deliver), name=f"raft-{type(message).__name__}")
+        task = asyncio.create_task(
+            self._exchange(message, deliver, gone), name=f"raft-{type(message).__name__}"
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -107,13 +112,15 @@ class QuorumPeers:
         for peer in self._peers.values():
             await peer.close()
 
-    async def _exchange(self, message: RaftMessage, deliver: Deliver) -> None:
+    async def _exchange(self, message: RaftMessage, deliver: Deliver, gone: Gone) -> None:
         try:
             answer = await self._request(message)
         except (ControllerUnavailableError, wire.WireError) as exc:
             _log.debug(
                 "raft request failed", message=type(message).__name__, to=message.destination, error=str(exc)
             )
+            if _process_gone(exc):
+                gone(message.destination)
             return
         if answer is not None:
             deliver(answer)
@@ -176,3 +183,15 @@ class QuorumPeers:
             diverging_epoch=DivergingEpoch(*fetched.diverging_epoch) if fetched.diverging_epoch else None,
             error=error or RaftError.NOT_LEADER_OR_FOLLOWER,
         )
+
+
+def _process_gone(exc: BaseException) -> bool:
+    """True when the peer's process is not there: its port refused us, or it reset or closed the
+    connection under a request. A paused process accepts connections and times out instead, which
+    is left to Raft's own timeouts."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError | ConnectionResetError | ConnectionClosedError):
+            return True
+        cause = cause.__cause__
+    return False

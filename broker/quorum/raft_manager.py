@@ -188,9 +188,13 @@ class RaftManager:
         self._send(self._node.handle(response))
         self._after_step()
 
+    def _gone(self, node_id: int) -> None:
+        self._send(self._node.leader_unreachable(node_id))
+        self._after_step()
+
     def _send(self, messages: Sequence[RaftMessage]) -> None:
         for message in messages:
-            self._peers.send(message, self._deliver)
+            self._peers.send(message, self._deliver, self._gone)
 
     # -- the leader's side --------------------------------------------------------------------------
 

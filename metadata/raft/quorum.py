@@ -49,6 +49,10 @@ from metadata.raft.state import (
 from metadata.raft.store import QuorumStateStore
 from storage.clock import Clock
 
+UNREACHABLE_SLOTS = 4
+"""A follower that lost the leader's process stands in its slot: a quarter of the election timeout
+per rank among the remaining voters."""
+
 
 class NotLeaderError(RuntimeError):
     """An operation only the leader may perform was asked of another node."""
@@ -468,6 +472,15 @@ class RaftNode:
 
     # -- replication: the follower's side ---------------------------------------------------------
 
+    def _standing_delay(self, lost_leader: int) -> int:
+        """When to stand after losing ``lost_leader``: the other voters all lose it at once, so each
+        waits its turn (its rank among them times a quarter of the election timeout, plus a little
+        jitter), as a resigning leader's preferred successors do: the first stands alone and wins
+        before the next one's turn, instead of splitting the vote."""
+        rank = sorted(self.voters - {lost_leader}).index(self.node_id)
+        slot = max(1, self.config.election_timeout_ms // UNREACHABLE_SLOTS)
+        return rank * slot + self._rng.randrange(max(1, slot // 2))
+
     def _fetch_target(self) -> int | None:
         """Whom to fetch from: the leader we follow, or, as Prospective (KIP-996), the leader we
         stopped hearing from, so that we follow it again at once if it was only out of reach."""
@@ -497,6 +510,20 @@ class RaftNode:
         self._fetch_in_flight = request
         self._fetch_sent_ms = now
         return [request]
+
+    def leader_unreachable(self, node_id: int) -> list[RaftMessage]:
+        """The transport found ``node_id``'s process gone (connection refused or reset), not merely
+        slow. If it is the leader we fetch from, waiting out the fetch timeout would only delay the
+        election: stand for it now. Pre-vote keeps this safe from disrupting a live leader: the
+        other voters grant only if they too lost it (or have not heard from it for a fetch timeout),
+        and a Prospective node keeps fetching the leader, following it again if it answers."""
+        if not self.is_voter or self._fetch_target() != node_id:
+            return []
+        self._last_leader_contact_ms = None
+        self._fetch_in_flight = None
+        if isinstance(self.state, Follower):
+            self._timer_ms = min(self._timer_ms, self._now() + self._standing_delay(node_id))
+        return self.poll().messages
 
     def handle_fetch_response(self, response: FetchResponse) -> list[RaftMessage]:
         """Truncate on a diverging epoch, else append; then adopt the leader's HW (capped by our end)."""

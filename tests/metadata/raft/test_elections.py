@@ -134,3 +134,36 @@ def test_a_deposed_leader_truncates_its_uncommitted_entries() -> None:
     assert b"lost-1" not in payloads and b"kept" in payloads
     assert old.log.entries() == new.log.entries()
     assert old.high_watermark == new.high_watermark > committed
+
+
+def test_followers_that_lose_the_leaders_process_elect_without_waiting_out_the_fetch_timeout() -> None:
+    """Connection refused from the leader (its process died): each follower stands at once, and the
+    others, having lost it too, grant the pre-vote; a new leader well before the 2 s fetch timeout."""
+    cluster = Cluster(3, seed=7)
+    cluster.run(5_000)
+    old = assert_one_leader_followed(cluster)
+    cluster.isolated.add(old.node_id)
+    died_at = cluster.clock.time_ms()
+    for node in cluster.nodes.values():
+        if node is not old:
+            cluster.send(node.leader_unreachable(old.node_id))
+    cluster.deliver_all()
+    while not [n for n in cluster.leaders() if n is not old]:
+        assert cluster.clock.time_ms() - died_at < cluster.config.fetch_timeout_ms, "no faster than a timeout"
+        cluster.run(10)
+    [new] = [n for n in cluster.leaders() if n is not old]
+    assert new.epoch > old.epoch
+
+
+def test_a_follower_alone_in_losing_the_leader_does_not_disrupt_it() -> None:
+    """One follower's connection to a live leader breaks: its pre-vote is refused by the other, who
+    still fetches, and it follows the same leader again in the same epoch."""
+    cluster = Cluster(3, seed=8)
+    cluster.run(5_000)
+    leader = assert_one_leader_followed(cluster)
+    epoch = leader.epoch
+    lonely = next(n for n in cluster.nodes.values() if n is not leader)
+    cluster.send(lonely.leader_unreachable(leader.node_id))
+    cluster.run(3_000)
+    assert assert_one_leader_followed(cluster) is leader
+    assert leader.epoch == epoch
