@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -78,6 +79,7 @@ from metadata.legacy_import import (
     read_legacy_metadata,
     set_aside,
 )
+from metadata.local_copy import LocalMetadataCopy
 from metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 from metadata.raft.config import RaftConfig
 from metadata.raft.quorum import RaftNode
@@ -147,17 +149,30 @@ class BrokerNode:
     async def start(self, config: BrokerConfig) -> None:
         await self.supervisor.start()
         self.alter_partitions.start()
+        local_end = self.loader.load_local()
         self.loader.start()
         self.lifecycle.start()
-        await self.lifecycle.wait_registered()
-        await self.loader.wait_caught_up()
-        self.lifecycle.nudge()
-        await self.lifecycle.wait_unfenced()  # as Kafka's broker startup: serve once unfenced
+        if local_end > 0:
+            # a local copy: wait one session for the quorum, then serve with what it holds
+            try:
+                async with asyncio.timeout(config.broker_session_timeout_ms / 1000):
+                    await self._join_cluster()
+            except TimeoutError:
+                await self.loader.publish_local()
+        else:
+            await self._join_cluster()
         self.producer_ids.prefetch()  # the first InitProducerId need not wait for a block
         for listener, server in zip(config.client_listeners(), self.servers, strict=True):
             await bound("listeners", [str(listener)], server.start())
         for task in self.tasks:
             task.start()
+
+    async def _join_cluster(self) -> None:
+        """Registered, caught up with the metadata log and unfenced, as Kafka's broker starts."""
+        await self.lifecycle.wait_registered()
+        await self.loader.wait_caught_up()
+        self.lifecycle.nudge()
+        await self.lifecycle.wait_unfenced()  # as Kafka's broker startup: serve once unfenced
 
     async def stop_serving(self) -> None:
         """Move leadership away (controlled shutdown), then stop answering clients."""
@@ -355,6 +370,9 @@ def _build_broker(
         transitions.apply_initial,
         broker_id=config.node_id,
         observer_id=-1 if config.is_voter else config.node_id,
+        local=_local_metadata_copy(config, log_manager, controller),
+        publish_local_initial=functools.partial(transitions.apply_initial, delete_strays=False),
+        delete_strays=transitions.delete_strays,
     )
 
     epoch_updates: set[asyncio.Task[None]] = set()
@@ -632,6 +650,19 @@ def _finished_epoch_update(pending: set[asyncio.Task[None]]) -> Callable[[asynci
             )
 
     return finished
+
+
+def _local_metadata_copy(
+    config: BrokerConfig, log_manager: LogManager, controller: ControllerNode | None
+) -> LocalMetadataCopy:
+    """The broker's local copy of the committed metadata log: its voter's log, or one of its own."""
+    if controller is not None:
+        return LocalMetadataCopy(controller.raft.log.partition_log, writable=False)
+    metadata_config = to_log_config(METADATA_LOG_CONFIG_OVERRIDES, config)
+    log_ = log_manager.get_or_create_log(
+        METADATA_TOPIC, METADATA_PARTITION, METADATA_TOPIC_ID, metadata_config
+    )
+    return LocalMetadataCopy(log_, writable=True)
 
 
 def _controller_locator(config: BrokerConfig, controller: ControllerNode | None) -> ControllerLocator:

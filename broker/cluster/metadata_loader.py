@@ -36,10 +36,12 @@ import structlog
 from broker.cluster.background import BackgroundTask
 from broker.cluster.controller_channel import ControllerChannel, ControllerUnavailableError, MetadataFetch
 from metadata.image import MetadataDelta, MetadataImage, MetadataReplayError
+from metadata.local_copy import LocalMetadataCopy
 from metadata.serde import decode_metadata_batches
 from protocol.error_codes import ErrorCode
 from protocol.errors import ProtocolError
 from protocol.sentinels import NO_LEADER_EPOCH
+from storage.errors import StorageError
 
 __all__ = ["MetadataLoader"]
 
@@ -65,11 +67,21 @@ class MetadataLoader:
         broker_id: int,
         fetch_max_wait_ms: int = DEFAULT_FETCH_MAX_WAIT_MS,
         observer_id: int = -1,
+        local: LocalMetadataCopy | None = None,
+        publish_local_initial: InitialPublisher | None = None,
+        delete_strays: Callable[[MetadataImage], None] | None = None,
     ) -> None:
         """``observer_id`` is the replica id the fetches name: a broker that is not a voter names
         itself, so the quorum's leader lists it among the observers (DescribeQuorum); a combined
         node's broker side sends -1, since its voter already fetches under that id."""
         self._observer_id = observer_id
+        self._local = local
+        self._publish_local_initial = publish_local_initial
+        self._delete_strays = delete_strays
+        self._published_locally = False
+        self._published = False
+        """The image was published (initially, then every delta): at catch-up, or earlier when the
+        broker starts from its local copy because no controller answers."""
         self._channel = channel
         self.image = image
         self._publish = publish
@@ -117,6 +129,32 @@ class MetadataLoader:
                 return predicate(self.image)
         return True
 
+    # -- the local copy ------------------------------------------------------------------------------
+
+    def load_local(self) -> int:
+        """Replay this node's local copy of the committed log into the image (nothing published);
+        the fetches then go on from where it ends. Returns that offset (0 without a copy)."""
+        if self._local is None:
+            return self._next_offset
+        for batch in self._local.committed_batches():
+            self.image.apply_batch(batch.records, batch.epoch)
+            self._next_offset = batch.last_offset + 1
+            self._last_epoch = batch.epoch
+        if self._next_offset:
+            self._logger.info("local metadata copy replayed", next_offset=self._next_offset)
+        return self._next_offset
+
+    async def publish_local(self) -> None:
+        """Act on the image replayed from the local copy now, before catching up with the quorum
+        (it cannot be reached): later batches are published as deltas as they arrive."""
+        if not self._published:
+            self._logger.warning(
+                "no controller reachable: serving with the local metadata copy", offset=self._next_offset
+            )
+            await (self._publish_local_initial or self._publish_initial)(self.image)
+            self._published = self._published_locally = True
+            self._changed.set()
+
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -160,6 +198,7 @@ class MetadataLoader:
         if fetched.records:
             try:
                 await self._apply(fetched.records)
+                self._keep_locally(fetched.records)
             except ProtocolError as exc:
                 self._logger.error("undecodable metadata batch", error=str(exc), offset=self._next_offset)
                 return False
@@ -170,10 +209,22 @@ class MetadataLoader:
                 return False
         if not self.caught_up and self._next_offset >= fetched.high_watermark:
             self._logger.info("metadata caught up", offset=self._next_offset)
-            await self._publish_initial(self.image)
+            if not self._published:
+                await self._publish_initial(self.image)
+                self._published = True
+            elif self._published_locally and self._delete_strays is not None:
+                self._delete_strays(self.image)  # only now is the image complete
             self._caught_up.set()
             self._changed.set()
         return True
+
+    def _keep_locally(self, records: bytes) -> None:
+        if self._local is None:
+            return
+        try:
+            self._local.append_committed(records)
+        except (OSError, StorageError, ValueError) as exc:  # the copy only helps a later start
+            self._logger.error("could not keep the metadata in the local copy", error=str(exc))
 
     async def _apply(self, records: bytes) -> None:
         for batch in decode_metadata_batches(records):
@@ -182,6 +233,6 @@ class MetadataLoader:
             delta = self.image.apply_batch(batch.records, batch.epoch)
             self._next_offset = batch.last_offset + 1
             self._last_epoch = batch.epoch
-            if self.caught_up:
+            if self._published:
                 await self._publish(delta, self.image)
                 self._changed.set()

@@ -235,6 +235,8 @@ class RaftManager:
         if snapshot == self._last:
             return
         previous, self._last = self._last, snapshot
+        if snapshot.high_watermark != previous.high_watermark:
+            self._log.note_committed(snapshot.high_watermark)
         if (previous.kind, previous.epoch, previous.leader_id) != (
             snapshot.kind,
             snapshot.epoch,

@@ -70,10 +70,15 @@ class ReplicaTransitions:
         self._image: MetadataImage | None = None
         self._logger = _log.bind(broker_id=node_id)
 
-    async def apply_initial(self, image: MetadataImage) -> None:
-        """The first publication after catching up: delete stray logs, then take up every partition."""
+    async def apply_initial(self, image: MetadataImage, *, delete_strays: bool = True) -> None:
+        """The first publication after catching up: delete stray logs, then take up every partition.
+
+        ``delete_strays`` False when the image is only this node's local copy (no controller was
+        reachable): a log of a topic created after the copy's end is not a stray. The strays are
+        deleted once the metadata caught up (:meth:`delete_strays`)."""
         self._image = image
-        self._delete_strays(image)
+        if delete_strays:
+            self.delete_strays(image)
         for topic in image.all():
             await self._apply_partitions(topic, topic.sorted_partitions())
 
@@ -237,7 +242,8 @@ class ReplicaTransitions:
                     )
         self._replicas.on_topic_deleted(topic)
 
-    def _delete_strays(self, image: MetadataImage) -> None:
+    def delete_strays(self, image: MetadataImage) -> None:
+        """Delete the logs of partitions ``image`` does not have (or marks them stray)."""
         for log in self._log_manager.all_logs():
             if log.topic == METADATA_TOPIC:
                 continue

@@ -206,6 +206,14 @@ class SegmentRaftLog:
                     f"reading {self._log.directory} at offset {offset} returned no whole batch"
                 )
 
+    def note_committed(self, high_watermark: int) -> None:
+        """Record the quorum's high watermark on the partition log, whose checkpoint file keeps it
+        across restarts: Raft itself relearns it from the leader, but this node's broker side
+        replays its local copy up to it while no leader is reachable (committed entries are never
+        truncated, so an old value is only a smaller safe prefix)."""
+        if high_watermark > self._log.high_watermark:
+            self._log.update_high_watermark(high_watermark)
+
     # -- lifecycle --------------------------------------------------------------------------------
 
     def flush(self) -> None:

@@ -289,3 +289,73 @@ def _consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
         return values
     finally:
         consumer.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("node", [1, 4], ids=["voter", "observer"])
+def test_a_broker_restarted_while_the_whole_quorum_is_down_serves_from_its_local_copy(
+    tmp_path: Path, node: int
+) -> None:
+    """Every broker keeps the committed metadata log on its disk (a voter its voter's log, a broker
+    that is not a voter a copy of its own): restarted while no voter answers, it waits one session,
+    then serves the partitions it leads with what that copy holds; when a quorum is back it
+    registers and catches up. (The whole cluster lost power; this node comes back first.)"""
+    overrides = (*FAST_FAILOVER_RF1, "replica.high.watermark.checkpoint.interval.ms=200")
+    cluster = Cluster(tmp_path, size=4, voters=3, overrides=overrides).start()
+    try:
+        leader, _ = _active_controller(cluster, {1, 2, 3})
+        if node == 4:  # the observer is listed by the leader's DescribeQuorum
+            wait_until(
+                lambda: 4 in _observers(cluster.controller_ports[leader]), 30, "broker 4 as an observer"
+            )
+        broker = cluster.brokers[node]
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
+        try:
+            admin.create_topics([NewTopic("local", -1, -1, replica_assignments={0: [node]})])
+        finally:
+            admin.close()
+        _wait_leader_is(cluster, "local", node)
+        _produce(broker.bootstrap, "local", [b"one", b"two"])
+        time.sleep(1)  # a high watermark checkpoint (every 200 ms here) holds the topic's records
+        broker.stop(signal.SIGKILL)  # a crash: after a clean stop it would lead nothing
+        for voter in (1, 2, 3):
+            if voter != node:
+                cluster.brokers[voter].stop(signal.SIGKILL)
+        broker.start(timeout_s=60)  # no quorum: listens after one session, from its local copy
+        assert "serving with the local metadata copy" in broker.output()
+        assert _consume(broker.bootstrap, "local", 2) == [b"one", b"two"]
+        _produce(broker.bootstrap, "local", [b"three"])
+        back = {v for v in (1, 2, 3) if cluster.brokers[v].process is not None}
+        for voter in (2, 3):  # a majority of the voters back
+            if len(back) < 2:
+                cluster.brokers[voter].launch()
+                back.add(voter)
+        for voter in back:
+            cluster.brokers[voter].wait_listening(60)
+        _active_controller(cluster, back)
+        wait_until(
+            lambda: "metadata caught up" in broker.output().split("local metadata copy")[-1], 60, "catch-up"
+        )
+        assert _consume(broker.bootstrap, "local", 3) == [b"one", b"two", b"three"]
+    finally:
+        cluster.stop()
+
+
+def _observers(port: int) -> set[int]:
+    import asyncio
+
+    async def ask() -> set[int]:
+        connection = await KafkaConnection.open("127.0.0.1", port, connect_timeout_s=2, request_timeout_s=5)
+        try:
+            body = wire.describe_quorum_request_body()
+            response = await connection.request(ApiKey.DESCRIBE_QUORUM, 2, body)
+        finally:
+            connection.close()
+            await connection.wait_closed()
+        partition = response.topics[0].partitions[0]
+        return {int(o.replica_id) for o in partition.observers}
+
+    try:
+        return asyncio.run(ask())
+    except Exception:
+        return set()

@@ -1,0 +1,58 @@
+"""This node's local copy of the committed metadata log, for starting while no controller answers.
+
+Every broker keeps the metadata log on its own disk, as KRaft's brokers do: a voter's broker side
+reads the ``__cluster_metadata-0`` log its voter replicates, up to the high watermark the voter last
+recorded there (:meth:`~metadata.raft.segment_log.SegmentRaftLog.note_committed`); a broker that is
+not a voter writes the committed batches it fetches into a log of its own. At start-up the
+:class:`~broker.cluster.metadata_loader.MetadataLoader` replays this copy before it fetches, so a
+broker that restarts while the quorum is down still knows its partitions and can serve them.
+
+Only committed batches are ever replayed: they are on every future leader's log too, so the fetch
+that follows the replay continues the same history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from metadata.controller.partition_log import read_metadata_log
+from metadata.raft.segment_log import batch_entries
+from metadata.serde import MetadataBatch
+from storage.log import PartitionLog
+
+__all__ = ["LocalMetadataCopy"]
+
+
+class LocalMetadataCopy:
+    """The committed prefix of a local ``__cluster_metadata-0`` log.
+
+    ``writable`` is for a broker that is not a voter: the copy is its own, and fetched committed
+    batches are appended to it. A voter's log is written by the quorum only.
+    """
+
+    def __init__(self, log: PartitionLog, *, writable: bool) -> None:
+        self._log = log
+        self._writable = writable
+
+    @property
+    def committed_end(self) -> int:
+        """The offset after the last batch known committed."""
+        return self._log.high_watermark
+
+    def committed_batches(self) -> Iterator[MetadataBatch]:
+        """Every batch below :attr:`committed_end`, in order."""
+        end = self.committed_end
+        for batch in read_metadata_log(self._log):
+            if batch.last_offset >= end:
+                return
+            yield batch
+
+    def append_committed(self, records: bytes) -> None:
+        """Keep the fetched committed ``records`` (whole batches) that the copy does not hold yet."""
+        if not self._writable:
+            return
+        fresh = [entry for entry in batch_entries(records) if entry.offset >= self._log.log_end_offset]
+        if not fresh or fresh[0].offset != self._log.log_end_offset:
+            return  # nothing new, or a gap (an earlier append failed): the copy stays a prefix
+        self._log.append_as_follower(b"".join(entry.payload for entry in fresh))
+        self._log.update_high_watermark(self._log.log_end_offset)
