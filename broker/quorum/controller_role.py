@@ -59,8 +59,12 @@ class RaftMetadataLog:
         return self._raft.log.end_offset
 
     def append(self, records: Sequence[MetadataRecord], epoch: int) -> int:
+        """Append in the leader's epoch; NOT_CONTROLLER once this node no longer leads it (the
+        controller's writer then refuses every later write, and a new leader rebuilds from the log)."""
         if not self._raft.is_leader or self._raft.epoch != epoch:
-            raise LeadershipLostError(f"node {self._raft.node_id} does not lead epoch {epoch}")
+            raise KafkaError(
+                ErrorCode.NOT_CONTROLLER, f"node {self._raft.node_id} does not lead epoch {epoch}"
+            )
         first, _ = self._raft.append([metadata_record_value(record) for record in records])
         return first
 
