@@ -494,10 +494,10 @@ def _build_controller(
         default_num_partitions=config.num_partitions,
         default_replication_factor=config.default_replication_factor,
         unclean_leader_election_enable=config.unclean_leader_election_enable,
-        lost_connection_grace_ms=config.broker_heartbeat_interval_ms * 3 // 2,
+        lost_connection_grace_ms=config.broker_heartbeat_interval_ms,
         # a broker may first try a dead or paused voter for one request timeout before it finds us
         takeover_grace_ms=max(
-            config.broker_heartbeat_interval_ms * 3 // 2, config.controller_quorum_request_timeout_ms
+            config.broker_heartbeat_interval_ms, config.controller_quorum_request_timeout_ms
         ),
     )
     pending = _legacy_import_pending(config, partition_log, legacy)

@@ -171,15 +171,43 @@ class MetadataImage:
             raise MetadataReplayError(
                 f"epoch {epoch} is older than the image's epoch {self._epoch}", record, offset
             )
+        self._replay(record, offset)
+        self._offset = offset
+        self._epoch = epoch
+        return True
+
+    @classmethod
+    def from_snapshot(
+        cls, records: Iterable[tuple[int, MetadataRecord]], *, offset: int, epoch: int
+    ) -> MetadataImage:
+        """The image a snapshot (KIP-630) of the log up to and including ``offset`` describes.
+
+        ``records`` summarise that log (:func:`metadata.snapshot.image_records`), each paired with
+        the log offset it stands for, at most ``offset``. They are applied in order through the same
+        replayers as :meth:`apply`, whatever their offsets: the only offset kept is a
+        RegisterBrokerRecord's, which becomes the broker's :meth:`registration_offset` (the offset of
+        the registration in the original log; a broker's epoch is the one its record carries). The
+        image then stands at ``offset`` and controller ``epoch``, as if it had replayed the log.
+        Raises MetadataReplayError for a record that cannot be applied or lies beyond ``offset``.
+        """
+        image = cls()
+        for record_offset, record in records:
+            if record_offset > offset:
+                raise MetadataReplayError(
+                    f"beyond the snapshot's last offset {offset}", record, record_offset
+                )
+            image._replay(record, record_offset)
+        image._offset = offset
+        image._epoch = epoch
+        return image
+
+    def _replay(self, record: MetadataRecord, offset: int) -> None:
         replay = _REPLAYERS.get(type(record))
         if replay is None:
             raise MetadataReplayError("unknown record type", record, offset)
         reason = replay(self, record, offset)
         if reason is not None:
             raise MetadataReplayError(reason, record, offset)
-        self._offset = offset
-        self._epoch = epoch
-        return True
 
     def apply_batch(
         self, records_with_offsets: Iterable[tuple[int, MetadataRecord]], epoch: int
@@ -229,6 +257,10 @@ class MetadataImage:
     def broker_configs(self, resource_name: str) -> dict[str, str]:
         """The overrides of one broker (its id as text), or the cluster default ("")."""
         return dict(self._broker_configs.get(resource_name, {}))
+
+    def broker_config_resources(self) -> list[str]:
+        """The resource names that have broker config overrides (``""`` the cluster default), sorted."""
+        return sorted(self._broker_configs)
 
     def partition(self, topic_id: uuid.UUID, index: int) -> PartitionState | None:
         topic = self._by_id.get(topic_id)

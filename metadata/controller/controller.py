@@ -97,9 +97,10 @@ class ControllerConfig:
     default_replication_factor: int = 1
     unclean_leader_election_enable: bool = False
     config_validator: ConfigValidator = validate_topic_configs
-    lost_connection_grace_ms: int = 3000
+    lost_connection_grace_ms: int = 2000
     """How long a broker whose heartbeat connection closed keeps its session without a heartbeat:
-    1.5 broker.heartbeat.interval.ms (Kafka's default 2000), time for a live broker to reconnect."""
+    one broker.heartbeat.interval.ms (Kafka's default 2000). A live broker retries a failed heartbeat
+    within 0.1 s and reconnects in milliseconds, so an interval is ample."""
     takeover_grace_ms: int | None = None
     """When set, how long each registered broker has to heartbeat to this controller after it took
     over (None: a whole session). A controller elected by the quorum holds none of the brokers'

@@ -334,7 +334,7 @@ KAFKA_SESSION_DEFAULTS = (
 @pytest.mark.slow
 def test_writes_resume_within_seconds_after_a_leader_is_killed(tmp_path: Path) -> None:
     """SIGKILL of a partition leader closes its connection to the controller, which then ends its
-    session after 1.5 heartbeat intervals instead of the 9 s session timeout: acks=all writes go
+    session after one heartbeat interval instead of the 9 s session timeout: acks=all writes go
     on through a new leader from the ISR in seconds, and nothing acknowledged is lost."""
     cluster = Cluster(tmp_path, overrides=KAFKA_SESSION_DEFAULTS).start()
     try:
