@@ -666,11 +666,19 @@ def _local_metadata_copy(
 
 
 def _controller_locator(config: BrokerConfig, controller: ControllerNode | None) -> ControllerLocator:
-    """Finds the active controller among the voters; this node's own voter at its bound address."""
-    servers = [controller.server] if controller is not None else []
-    return ControllerLocator(
-        [voter.node_id for voter in config.quorum_voters], _voter_address(config, servers)
-    )
+    """Finds the active controller among the voters; this node's own voter at its bound address.
+
+    A broker given only ``controller.quorum.bootstrap.servers`` knows addresses but not ids: it
+    tries them in turn (the leader hints name ids it cannot place, so they are ignored).
+    """
+    if not config.quorum_voters:
+        servers = config.controller_quorum_bootstrap_servers
+        return ControllerLocator(
+            [-1 - i for i in range(len(servers))], lambda pseudo_id: servers[-1 - pseudo_id]
+        )
+    own = [controller.server] if controller is not None else []
+    voter_ids = [voter.node_id for voter in config.quorum_voters]
+    return ControllerLocator(voter_ids, _voter_address(config, own))
 
 
 def _client_listener(config: BrokerConfig) -> Listener:

@@ -97,6 +97,7 @@ class BrokerConfig:
     node_id: int
     process_roles: list[str]
     controller_quorum_voters: list[QuorumVoter]
+    controller_quorum_bootstrap_servers: list[tuple[str, int]]
     controller_listener_names: list[str]
     controller_quorum_election_timeout_ms: int
     controller_quorum_fetch_timeout_ms: int
@@ -388,9 +389,11 @@ def _build(values: Mapping[str, object], explicit: frozenset[str]) -> BrokerConf
         _check_names_exist("controller.listener.names", controller_names, listeners)
     inter_broker = _inter_broker_listener_name(values, advertised, controller_names, roles)
     voters = _parse_voters(_list(values["controller.quorum.voters"]))
+    bootstrap = _parse_bootstrap_servers(_list(values["controller.quorum.bootstrap.servers"]))
     node_id = values["node.id"]
     assert isinstance(node_id, int)
-    _check_quorum(node_id, roles, voters, controller_names)
+    _check_bootstrap_servers(roles, voters, bootstrap)
+    _check_quorum(node_id, roles, voters, controller_names, found_through_bootstrap=bool(bootstrap))
     retention = TOPIC_BY_NAME["retention.ms"].resolve(values)
     roll = TOPIC_BY_NAME["segment.ms"].resolve(values)
     jitter = TOPIC_BY_NAME["segment.jitter.ms"].resolve(values)
@@ -399,6 +402,7 @@ def _build(values: Mapping[str, object], explicit: frozenset[str]) -> BrokerConf
         **simple,
         process_roles=roles,
         controller_quorum_voters=voters,
+        controller_quorum_bootstrap_servers=bootstrap,
         controller_listener_names=controller_names,
         listeners=listeners,
         advertised_listeners=advertised,
@@ -420,6 +424,7 @@ _COMPUTED_KEYS = frozenset(
     {
         "process.roles",
         "controller.quorum.voters",
+        "controller.quorum.bootstrap.servers",
         "controller.listener.names",
         "listeners",
         "advertised.listeners",
@@ -599,8 +604,36 @@ def _parse_voters(entries: list[str]) -> list[QuorumVoter]:
     return voters
 
 
+def _parse_bootstrap_servers(entries: list[str]) -> list[tuple[str, int]]:
+    key = "controller.quorum.bootstrap.servers"
+    servers: list[tuple[str, int]] = []
+    for entry in entries:
+        match = _HOST_PORT.fullmatch(entry)
+        if match is None or int(match.group("port")) > _MAX_PORT:
+            raise ConfigError.invalid(key, ",".join(entries), f"{entry!r} is not of the form host:port")
+        servers.append(_split_host(match))
+    return servers
+
+
+def _check_bootstrap_servers(
+    roles: list[str], voters: list[QuorumVoter], bootstrap: list[tuple[str, int]]
+) -> None:
+    """A controller without controller.quorum.voters would need a dynamic quorum (KIP-853)."""
+    if bootstrap and not voters and ROLE_CONTROLLER in roles:
+        raise ConfigError.invalid(
+            "controller.quorum.bootstrap.servers",
+            ",".join(f"{host}:{port}" for host, port in bootstrap),
+            "a dynamic quorum (KIP-853) is not supported: list the voters in controller.quorum.voters",
+        )
+
+
 def _check_quorum(
-    node_id: int, roles: list[str], voters: list[QuorumVoter], controller_names: list[str]
+    node_id: int,
+    roles: list[str],
+    voters: list[QuorumVoter],
+    controller_names: list[str],
+    *,
+    found_through_bootstrap: bool = False,
 ) -> None:
     """A controller among voters listens where they say (its controller listener); a node with
     voters but no controller listener would start a controller nobody can reach."""
@@ -608,9 +641,12 @@ def _check_quorum(
     text = ",".join(f"{v.node_id}@{v.host}:{v.port}" for v in voters)
     if ROLE_CONTROLLER in roles and voters and all(v.node_id != node_id for v in voters):
         raise ConfigError.invalid(key, text, f"a controller's node.id ({node_id}) must be one of the voters")
-    if ROLE_CONTROLLER not in roles and not voters:
+    if ROLE_CONTROLLER not in roles and not voters and not found_through_bootstrap:
         raise ConfigError.invalid(
-            key, text, "a node without the controller role needs the voters to find the controller"
+            key,
+            text,
+            "a node without the controller role needs the voters (or controller.quorum.bootstrap.servers) "
+            "to find the controller",
         )
     if ROLE_CONTROLLER not in roles and any(v.node_id == node_id for v in voters):
         raise ConfigError.invalid(key, text, f"node.id {node_id} is a voter, so it needs the controller role")

@@ -357,6 +357,10 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
               SubsetOf((ROLE_BROKER, ROLE_CONTROLLER))),
     ConfigDef("controller.quorum.voters", T.LIST, [], H, "The controllers as id@host:port entries. "
               "Empty means this node is its own controller, which needs the controller role."),
+    ConfigDef("controller.quorum.bootstrap.servers", T.LIST, [], H, "Kafka 4's host:port list of "
+              "controllers to find the quorum through. A broker that is not a voter may use it instead "
+              "of controller.quorum.voters; a dynamic quorum (KIP-853) is not supported, so voters still "
+              "need controller.quorum.voters."),
     ConfigDef("controller.listener.names", T.LIST, [], H, "Names of the listeners that serve "
               "controller traffic; they are not advertised to clients."),
     # -- the metadata quorum's timing (Kafka's QuorumConfig; metadata.raft.config.RaftConfig)

@@ -243,6 +243,16 @@ def test_quorum_voters() -> None:
     assert broker_only.controller_listener is None
 
 
+def test_a_broker_may_find_the_controllers_through_bootstrap_servers() -> None:
+    """Kafka 4's controller.quorum.bootstrap.servers: enough for a broker, not for a voter (no
+    dynamic quorum, KIP-853)."""
+    broker_only = config(
+        "process.roles=broker", "node.id=5", "controller.quorum.bootstrap.servers=a:9093,[::1]:9094"
+    )
+    assert broker_only.controller_quorum_bootstrap_servers == [("a", 9093), ("::1", 9094)]
+    assert broker_only.quorum_voters == [] and not broker_only.is_voter
+
+
 def test_a_voter_needs_the_controller_role() -> None:
     with pytest.raises(ConfigError, match=r"node\.id 1 is a voter, so it needs the controller role"):
         config("process.roles=broker", "controller.quorum.voters=1@a:9093")
@@ -321,6 +331,11 @@ def test_booleans_and_whitespace_are_read_as_kafka_does() -> None:
         ("controller.quorum.voters=2@a:9093", ["controller.quorum.voters", "node.id (1)"]),
         ("controller.quorum.voters=1@a:9093,1@b:9093", ["controller.quorum.voters", "twice"]),
         ("process.roles=broker", ["controller.quorum.voters", "find the controller"]),
+        (
+            "controller.quorum.bootstrap.servers=a:9093",
+            ["controller.quorum.bootstrap.servers", "dynamic quorum", "controller.quorum.voters"],
+        ),
+        ("controller.quorum.bootstrap.servers=a", ["controller.quorum.bootstrap.servers", "host:port"]),
         ("process.roles=controller", ["controller.quorum.voters", "controller-only node needs the voters"]),
         ("controller.quorum.voters=1@a:9093", ["controller.listener.names", "name of the listener"]),
         ("controller.listener.names=CTL", ["controller.listener.names", "CTL"]),

@@ -152,9 +152,11 @@ def _check_imported(broker: BrokerProcess, partitions: dict[str, int], events: i
     assert len([v for v in values if not v.startswith(b"order-")]) == events
 
 
-def test_a_controller_only_node_and_a_broker_only_node_make_a_cluster(tmp_path: Path) -> None:
+@pytest.mark.parametrize("find", ["voters", "bootstrap"])
+def test_a_controller_only_node_and_a_broker_only_node_make_a_cluster(tmp_path: Path, find: str) -> None:
     """process.roles picks the roles one composition root builds: the controller alone serves only
-    its controller listener; the broker alone registers with it and serves clients."""
+    its controller listener; the broker alone registers with it and serves clients. The broker finds
+    the controller through controller.quorum.voters or Kafka 4's controller.quorum.bootstrap.servers."""
     controller = BrokerProcess(tmp_path / "controller")
     broker = BrokerProcess(tmp_path / "broker")
     voters = f"controller.quorum.voters=1@127.0.0.1:{controller.port}"
@@ -172,7 +174,7 @@ def test_a_controller_only_node_and_a_broker_only_node_make_a_cluster(tmp_path: 
         "node.id=2",
         "process.roles=broker",
         "controller.listener.names=CONTROLLER",
-        voters,
+        voters if find == "voters" else f"controller.quorum.bootstrap.servers=127.0.0.1:{controller.port}",
     ]
     try:
         controller.start()
