@@ -36,6 +36,7 @@ from broker.handlers.quorum import (
     BeginQuorumEpochHandler,
     DescribeQuorumHandler,
     EndQuorumEpochHandler,
+    FetchSnapshotHandler,
     ForwardedDescribeQuorumHandler,
     VoteHandler,
 )
@@ -80,6 +81,7 @@ def controller_handlers(
             BeginQuorumEpochHandler(raft, cluster_id),
             EndQuorumEpochHandler(raft, cluster_id),
             DescribeQuorumHandler(raft, clock),
+            FetchSnapshotHandler(raft, cluster_id),
             BrokerRegistrationHandler(active),
             BrokerHeartbeatHandler(active, heartbeat_connections),
             AlterPartitionHandler(active),

@@ -61,6 +61,7 @@ from broker.metrics.requests import RequestMetrics
 from broker.quorum.controller_role import CommitGate, ControllerRole, RaftMetadataLog
 from broker.quorum.peers import QuorumPeers
 from broker.quorum.raft_manager import RaftManager
+from broker.quorum.snapshots import MetadataSnapshots
 from broker.replication.followers import FollowerSupervisor
 from broker.replication.followers.settings import follower_settings
 from broker.replication.replica_manager import ReplicaManager
@@ -85,6 +86,7 @@ from metadata.raft.config import RaftConfig
 from metadata.raft.quorum import RaftNode
 from metadata.raft.segment_log import SegmentRaftLog
 from metadata.raft.store import FileQuorumStateStore
+from metadata.snapshot import latest_snapshot, load_snapshot
 from metadata.topics import TopicState
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode, KafkaError
@@ -487,7 +489,8 @@ def _build_controller(
         request_timeout_ms=settings.request_timeout_ms,
         leader_endpoints=lambda: [(listener.name, *voter_address(config.node_id))],
     )
-    raft = RaftManager(node, raft_log, peers, clock, RaftMetrics(registry))
+    snapshots = MetadataSnapshots(raft_log, clock, config.metadata_log_max_record_bytes_between_snapshots)
+    raft = RaftManager(node, raft_log, peers, clock, RaftMetrics(registry), snapshots)
     active = ActiveController(config.node_id)
     controller_config = ControllerConfig(
         broker_session_timeout_ms=config.broker_session_timeout_ms,
@@ -504,11 +507,15 @@ def _build_controller(
     pending_import = [pending] if pending is not None else []
 
     def build(epoch: int) -> QuorumController:
-        """The controller of leader epoch ``epoch``, from the committed log (all of it, now)."""
+        """The controller of leader epoch ``epoch``, from the committed log (all of it, now): its
+        newest snapshot, then the batches after it."""
+        snapshot = latest_snapshot(partition_log.directory)
+        start = 0 if snapshot is None else snapshot.end_offset
         records = [
             (offset, batch.epoch, record)
             for batch in read_metadata_log(partition_log)
             for offset, record in batch.records
+            if offset >= start
         ]
         controller = QuorumController(
             RaftMetadataLog(raft),
@@ -518,6 +525,7 @@ def _build_controller(
             controller_config,
             records,
             log_end_offset=partition_log.log_end_offset,
+            image=None if snapshot is None else load_snapshot(partition_log.directory, snapshot),
         )
         if pending_import:
             _import_legacy_metadata(config, controller, pending_import.pop())

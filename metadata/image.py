@@ -154,6 +154,11 @@ class MetadataImage:
         """The controller epoch of the last applied record's batch (NO_EPOCH before any)."""
         return self._epoch
 
+    def replace_with(self, other: MetadataImage) -> None:
+        """Become ``other`` in place (a snapshot loaded over a broker's image, which the rest of the
+        broker holds by reference); ``other`` must not be used afterwards."""
+        self.__dict__.update(other.__dict__)
+
     def skip_to(self, offset: int) -> None:
         """The log holds no metadata record up to ``offset`` beyond what was applied (Raft's own
         control batches, such as a new leader's LeaderChange): the image is read up to it."""

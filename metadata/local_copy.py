@@ -13,11 +13,13 @@ that follows the replay continues the same history.
 
 from __future__ import annotations
 
+import pathlib
 from collections.abc import Iterator
 
 from metadata.controller.partition_log import read_metadata_log
 from metadata.raft.segment_log import batch_entries
 from metadata.serde import MetadataBatch
+from metadata.snapshot import SnapshotId, latest_snapshot
 from storage.log import PartitionLog
 
 __all__ = ["LocalMetadataCopy"]
@@ -39,13 +41,29 @@ class LocalMetadataCopy:
         """The offset after the last batch known committed."""
         return self._log.high_watermark
 
-    def committed_batches(self) -> Iterator[MetadataBatch]:
-        """Every batch below :attr:`committed_end`, in order."""
+    @property
+    def directory(self) -> pathlib.Path:
+        """Where the copy's snapshots are (the log's own directory, as Kafka keeps them)."""
+        return self._log.directory
+
+    def latest_snapshot(self) -> SnapshotId | None:
+        """The newest complete snapshot here, if any: the replay starts from it."""
+        return latest_snapshot(self._log.directory)
+
+    def committed_batches(self, start_offset: int = 0) -> Iterator[MetadataBatch]:
+        """Every batch from ``start_offset`` and below :attr:`committed_end`, in order."""
         end = self.committed_end
         for batch in read_metadata_log(self._log):
+            if batch.last_offset < start_offset:
+                continue
             if batch.last_offset >= end:
                 return
             yield batch
+
+    def snapshot_installed(self, snapshot: SnapshotId) -> None:
+        """A fetched snapshot replaced everything before its end: a copy of its own restarts there."""
+        if self._writable:
+            self._log.truncate_fully_and_start_at(snapshot.end_offset)
 
     def append_committed(self, records: bytes) -> None:
         """Keep the fetched committed ``records`` (whole batches) that the copy does not hold yet."""

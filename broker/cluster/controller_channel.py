@@ -39,6 +39,7 @@ __all__ = [
     "MetadataFetch",
 ]
 
+FETCH_SNAPSHOT_VERSION = 0
 METADATA_FETCH_VERSION = 12
 """The first Fetch version with DivergingEpoch and topic names: enough for the metadata log."""
 ALTER_PARTITION_VERSION = 2
@@ -108,6 +109,9 @@ class MetadataFetch:
     """(epoch, end offset) when the controller's log diverged from what this broker holds."""
     current_leader: tuple[int, int] | None = None
     """(leader id, epoch) of the metadata log as the answering voter knows it (-1 for no leader)."""
+    snapshot_id: tuple[int, int] | None = None
+    """(end offset, epoch) of the snapshot to fetch: the fetch offset is below the log start."""
+    log_start_offset: int = 0
 
 
 class ControllerChannel:
@@ -353,6 +357,60 @@ class ControllerChannel:
             self._on_leader(*fetched.current_leader)
         return fetched
 
+    async def fetch_snapshot(
+        self, *, replica_id: int, snapshot_id: tuple[int, int], position: int, max_bytes: int
+    ) -> SnapshotChunk:
+        """One FetchSnapshot (KIP-630) chunk of the metadata log's snapshot ``snapshot_id``."""
+        end_offset, epoch = snapshot_id
+        body = {
+            "replica_id": replica_id,
+            "max_bytes": max_bytes,
+            "topics": [
+                {
+                    "name": METADATA_TOPIC,
+                    "partitions": [
+                        {
+                            "partition": METADATA_PARTITION,
+                            "current_leader_epoch": NO_LEADER_EPOCH,
+                            "snapshot_id": {"end_offset": end_offset, "epoch": epoch},
+                            "position": position,
+                        }
+                    ],
+                }
+            ],
+        }
+        _, response = await self.request(ApiKey.FETCH_SNAPSHOT, body, version=FETCH_SNAPSHOT_VERSION)
+        if response.error_code:
+            return SnapshotChunk(ErrorCode(response.error_code), -1, position, b"", None)
+        for topic in response.topics:
+            for partition in topic.partitions:
+                leader = partition.current_leader
+                current = (
+                    (int(leader.leader_id), int(leader.leader_epoch))
+                    if leader is not None and leader.leader_epoch >= 0
+                    else None
+                )
+                data = partition.unaligned_records
+                return SnapshotChunk(
+                    ErrorCode(partition.error_code),
+                    int(partition.size),
+                    int(partition.position),
+                    bytes(data) if data is not None else b"",
+                    current,
+                )
+        return SnapshotChunk(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, position, b"", None)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotChunk:
+    """One FetchSnapshot answer: the snapshot's size and the bytes from ``position``."""
+
+    error: ErrorCode
+    size: int
+    position: int
+    data: bytes
+    current_leader: tuple[int, int] | None
+
 
 def metadata_fetch_body(
     *,
@@ -412,11 +470,16 @@ def parse_metadata_fetch(response: MessageData) -> MetadataFetch:
                 else None
             )
             records = partition.records
+            snapshot = partition.snapshot_id
             return MetadataFetch(
                 ErrorCode(partition.error_code),
                 bytes(records) if records is not None else b"",
                 int(partition.high_watermark),
                 diverged,
                 current_leader,
+                (int(snapshot.end_offset), int(snapshot.epoch))
+                if snapshot is not None and snapshot.end_offset >= 0
+                else None,
+                max(int(partition.log_start_offset), 0),
             )
     return MetadataFetch(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, b"", UNKNOWN_OFFSET, None)

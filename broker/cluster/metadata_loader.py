@@ -38,6 +38,14 @@ from broker.cluster.controller_channel import ControllerChannel, ControllerUnava
 from metadata.image import MetadataDelta, MetadataImage, MetadataReplayError
 from metadata.local_copy import LocalMetadataCopy
 from metadata.serde import decode_metadata_batches
+from metadata.snapshot import (
+    CorruptSnapshotError,
+    SnapshotId,
+    finish_fetched_snapshot,
+    load_snapshot,
+    remove_partial_snapshots,
+    write_snapshot_chunk,
+)
 from protocol.error_codes import ErrorCode
 from protocol.errors import ProtocolError
 from protocol.sentinels import NO_LEADER_EPOCH
@@ -47,6 +55,7 @@ __all__ = ["MetadataLoader"]
 
 DEFAULT_FETCH_MAX_WAIT_MS = 500
 RETRY_BACKOFF_S = 0.2
+SNAPSHOT_CHUNK_BYTES = 1 << 20
 
 Publisher = Callable[[MetadataDelta, MetadataImage], Awaitable[None]]
 InitialPublisher = Callable[[MetadataImage], Awaitable[None]]
@@ -136,7 +145,11 @@ class MetadataLoader:
         the fetches then go on from where it ends. Returns that offset (0 without a copy)."""
         if self._local is None:
             return self._next_offset
-        for batch in self._local.committed_batches():
+        snapshot = self._local.latest_snapshot()
+        if snapshot is not None and snapshot.end_offset <= self._local.committed_end:
+            self.image.replace_with(load_snapshot(self._local.directory, snapshot))
+            self._next_offset, self._last_epoch = snapshot.end_offset, snapshot.epoch
+        for batch in self._local.committed_batches(self._next_offset):
             self.image.apply_batch(batch.records, batch.epoch)
             self._next_offset = batch.last_offset + 1
             self._last_epoch = batch.epoch
@@ -185,6 +198,8 @@ class MetadataLoader:
         if fetched.error != ErrorCode.NONE:
             self._logger.warning("metadata fetch error", error=fetched.error.name)
             return False
+        if fetched.snapshot_id is not None:
+            return await self._install_snapshot(SnapshotId(*fetched.snapshot_id))
         if fetched.diverging_epoch is not None:
             # A single controller with an fsynced log never rewrites history; a diverging epoch
             # means its log lost a tail (a disk restored from an old copy). Applying anything
@@ -216,6 +231,54 @@ class MetadataLoader:
                 self._delete_strays(self.image)  # only now is the image complete
             self._caught_up.set()
             self._changed.set()
+        return True
+
+    async def _install_snapshot(self, snapshot: SnapshotId) -> bool:
+        """The log before our fetch offset was cleaned: fetch its snapshot (FetchSnapshot, KIP-630)
+        into the local copy's directory, load it as the image and fetch on from its end."""
+        if self._local is None:
+            self._logger.error(
+                "the metadata log was cleaned and this broker has no local copy to load a snapshot into"
+            )
+            return False
+        directory = self._local.directory
+        self._logger.info(
+            "fetching a metadata snapshot", end_offset=snapshot.end_offset, epoch=snapshot.epoch
+        )
+        remove_partial_snapshots(directory)
+        position = 0
+        while True:
+            try:
+                chunk = await self._channel.fetch_snapshot(
+                    replica_id=self._observer_id,
+                    snapshot_id=(snapshot.end_offset, snapshot.epoch),
+                    position=position,
+                    max_bytes=SNAPSHOT_CHUNK_BYTES,
+                )
+            except ControllerUnavailableError as exc:
+                self._logger.warning("snapshot fetch failed", error=str(exc))
+                return False
+            if chunk.error != ErrorCode.NONE:
+                self._logger.warning("snapshot fetch error", error=chunk.error.name)
+                return False
+            if not chunk.data:
+                break
+            position = write_snapshot_chunk(directory, snapshot, position, chunk.data)
+            if position >= chunk.size:
+                break
+        try:
+            finish_fetched_snapshot(directory, snapshot)
+            image = load_snapshot(directory, snapshot)
+        except (CorruptSnapshotError, OSError, ValueError) as exc:
+            self._logger.error("the fetched metadata snapshot is unusable", error=str(exc))
+            return False
+        self.image.replace_with(image)
+        self._next_offset, self._last_epoch = snapshot.end_offset, snapshot.epoch
+        self._local.snapshot_installed(snapshot)
+        self._logger.info("metadata snapshot loaded", end_offset=snapshot.end_offset, topics=len(image.all()))
+        if self._published:
+            await self._publish_initial(self.image)  # everything again, strays included
+        self._changed.set()
         return True
 
     def _keep_locally(self, records: bytes) -> None:

@@ -125,6 +125,9 @@ def _partition_data(
     if result.diverging_epoch >= 0 and payload is not None:
         end_offset = payload.diverging_end_offset
         data["diverging_epoch"] = {"epoch": result.diverging_epoch, "end_offset": end_offset}
+    if payload is not None and payload.snapshot_id is not None:
+        end_offset, epoch = payload.snapshot_id
+        data["snapshot_id"] = {"end_offset": end_offset, "epoch": epoch}
     if payload is not None and payload.current_leader is not None:
         leader_id, leader_epoch = payload.current_leader
         data["current_leader"] = {"leader_id": leader_id, "leader_epoch": leader_epoch}

@@ -160,6 +160,8 @@ class PartitionPayload(NamedTuple):
     diverging_end_offset: int = UNDEFINED_EPOCH_OFFSET
     current_leader: tuple[int, int] | None = None
     """(leader id, leader epoch) for NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH at v16+."""
+    snapshot_id: tuple[int, int] | None = None
+    """(end offset, epoch) of the snapshot to fetch instead (the metadata log, KIP-630)."""
 
 
 _NO_RECORDS = PartitionPayload(None)

@@ -96,6 +96,7 @@ class MetadataFetchHandler(Handler):
             remaining = deadline - loop.time()
             news = (
                 answer.entries
+                or answer.snapshot_id is not None
                 or answer.diverging_epoch is not None
                 or answer.error is not RaftError.NONE
                 or (replica_id >= 0 and self._hw_sent.get(replica_id) != answer.high_watermark)
@@ -125,12 +126,13 @@ def _result(answer: FetchResponse) -> PartitionFetchResult:
         error_code=error_code(answer.error),
         high_watermark=answer.high_watermark,
         last_stable_offset=answer.high_watermark,
-        log_start_offset=0,
+        log_start_offset=answer.log_start_offset,
         records_size=len(records),
         diverging_epoch=NO_LEADER_EPOCH if diverging is None else diverging.epoch,
         payload=PartitionPayload(
             records,
             diverging_end_offset=UNDEFINED_EPOCH_OFFSET if diverging is None else diverging.end_offset,
             current_leader=leader,
+            snapshot_id=answer.snapshot_id,
         ),
     )

@@ -15,9 +15,11 @@ from typing import Any
 from broker.cluster.controller_channel import ControllerChannel, ControllerUnavailableError
 from broker.handlers.base import Handler, RequestContext
 from broker.quorum.raft_manager import RaftManager
+from metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC
 from metadata.raft import wire
 from metadata.raft.messages import RaftMessage
 from metadata.raft.quorum import NotLeaderError
+from metadata.snapshot import SnapshotId, SnapshotPositionError, read_snapshot_chunk, snapshot_size
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -27,6 +29,7 @@ __all__ = [
     "BeginQuorumEpochHandler",
     "DescribeQuorumHandler",
     "EndQuorumEpochHandler",
+    "FetchSnapshotHandler",
     "ForwardedDescribeQuorumHandler",
     "VoteHandler",
 ]
@@ -144,3 +147,80 @@ class ForwardedDescribeQuorumHandler(Handler):
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         return {"error_code": int(code), "topics": []}
+
+
+FETCH_SNAPSHOT_MAX_CHUNK = 1 << 20
+"""The most one FetchSnapshot answer carries, whatever the request's MaxBytes."""
+
+
+class FetchSnapshotHandler(Handler):
+    """FetchSnapshot (59) on the controller listener: the leader serves a snapshot of the metadata
+    log in chunks, to a fetcher that asked for an offset the log no longer has (KIP-630)."""
+
+    api_key = ApiKey.FETCH_SNAPSHOT
+    min_version = 0
+    max_version = 1
+
+    def __init__(self, raft: RaftManager, cluster_id: str) -> None:
+        self._raft = raft
+        self._cluster_id = cluster_id
+
+    async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        if request.cluster_id is not None and request.cluster_id != self._cluster_id:
+            raise KafkaError(ErrorCode.INCONSISTENT_CLUSTER_ID, f"cluster {request.cluster_id!r}")
+        partition = _snapshot_partition(request)
+        if partition is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "the request does not name __cluster_metadata-0")
+        wanted = SnapshotId(int(partition.snapshot_id.end_offset), int(partition.snapshot_id.epoch))
+        leader = (self._raft.leader_id if self._raft.leader_id is not None else -1, self._raft.epoch)
+        if not self._raft.is_leader:
+            return _snapshot_response(ErrorCode.NOT_LEADER_OR_FOLLOWER, wanted, leader)
+        directory = self._raft.log.partition_log.directory
+        try:
+            size = snapshot_size(directory, wanted)
+            chunk = read_snapshot_chunk(
+                directory,
+                wanted,
+                int(partition.position),
+                min(int(request.max_bytes), FETCH_SNAPSHOT_MAX_CHUNK),
+            )
+        except FileNotFoundError:
+            return _snapshot_response(ErrorCode.SNAPSHOT_NOT_FOUND, wanted, leader)
+        except SnapshotPositionError:
+            return _snapshot_response(ErrorCode.POSITION_OUT_OF_RANGE, wanted, leader)
+        return _snapshot_response(ErrorCode.NONE, wanted, leader, size, int(partition.position), chunk)
+
+    def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
+        return {"throttle_time_ms": 0, "error_code": int(code), "topics": []}
+
+
+def _snapshot_partition(request: MessageData) -> Any | None:
+    topics = list(request.topics)
+    if len(topics) != 1 or topics[0].name != METADATA_TOPIC or len(topics[0].partitions) != 1:
+        return None
+    partition = topics[0].partitions[0]
+    return partition if partition.partition == METADATA_PARTITION else None
+
+
+def _snapshot_response(
+    code: ErrorCode,
+    snapshot: SnapshotId,
+    leader: tuple[int, int],
+    size: int = -1,
+    position: int = -1,
+    chunk: bytes = b"",
+) -> dict[str, Any]:
+    partition = {
+        "index": METADATA_PARTITION,
+        "error_code": int(code),
+        "snapshot_id": {"end_offset": snapshot.end_offset, "epoch": snapshot.epoch},
+        "current_leader": {"leader_id": leader[0], "leader_epoch": leader[1]},
+        "size": size,
+        "position": position,
+        "unaligned_records": chunk,
+    }
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "topics": [{"name": METADATA_TOPIC, "partitions": [partition]}],
+    }

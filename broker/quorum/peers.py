@@ -182,6 +182,8 @@ class QuorumPeers:
             entries=tuple(batch_entries(fetched.records)) if error is RaftError.NONE else (),
             diverging_epoch=DivergingEpoch(*fetched.diverging_epoch) if fetched.diverging_epoch else None,
             error=error or RaftError.NOT_LEADER_OR_FOLLOWER,
+            snapshot_id=fetched.snapshot_id,
+            log_start_offset=fetched.log_start_offset,
         )
 
 

@@ -24,6 +24,7 @@ import structlog
 
 from broker.metrics.raft import RaftMetrics
 from broker.quorum.peers import QuorumPeers
+from broker.quorum.snapshots import MetadataSnapshots
 from client.tasks import cancel_and_wait
 from metadata.raft.leader import QuorumInfo
 from metadata.raft.messages import (
@@ -82,8 +83,10 @@ class RaftManager:
         peers: QuorumPeers,
         clock: Clock,
         metrics: RaftMetrics | None = None,
+        snapshots: MetadataSnapshots | None = None,
     ) -> None:
         self._metrics = metrics
+        self._snapshots = snapshots
         self._election_started_ms: int | None = None
         self._appended_at: collections.deque[tuple[int, int]] = collections.deque()
         """(log end after an append, when): the commit latency is measured from here."""
@@ -187,6 +190,13 @@ class RaftManager:
     def _deliver(self, response: RaftMessage) -> None:
         self._send(self._node.handle(response))
         self._after_step()
+        if self._node.needs_snapshot is not None:
+            _log.error(
+                "this voter's log ends before the leader's log start: it cannot follow until a "
+                "voter can load a snapshot (was its metadata log lost?)",
+                snapshot=self._node.needs_snapshot,
+            )
+            self._node.needs_snapshot = None
 
     def _gone(self, node_id: int) -> None:
         self._send(self._node.leader_unreachable(node_id))
@@ -237,6 +247,7 @@ class RaftManager:
         previous, self._last = self._last, snapshot
         if snapshot.high_watermark != previous.high_watermark:
             self._log.note_committed(snapshot.high_watermark)
+            self._snapshot_and_clean(snapshot.high_watermark)
         if (previous.kind, previous.epoch, previous.leader_id) != (
             snapshot.kind,
             snapshot.epoch,
@@ -260,6 +271,17 @@ class RaftManager:
                 listener(snapshot)
             except Exception:
                 _log.exception("quorum listener failed")
+
+    def _snapshot_and_clean(self, high_watermark: int) -> None:
+        if self._snapshots is None:
+            return
+        try:
+            self._snapshots.on_committed(high_watermark)
+            latest = self._log.latest_snapshot_id
+            if latest is not None:
+                self._snapshots.clean(self._node.cleanable_below(latest[0]))
+        except Exception:  # a snapshot is an optimisation: the log stays whole, and we keep serving
+            _log.exception("metadata snapshot or cleaning failed", high_watermark=high_watermark)
 
     def _measure(self, previous: QuorumSnapshot, snapshot: QuorumSnapshot) -> None:
         """Election latency (from leaving a known leader to knowing one again), commit latency

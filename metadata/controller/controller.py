@@ -125,13 +125,15 @@ class QuorumController:
         config: ControllerConfig | None = None,
         records: Iterable[LogEntry] = (),
         log_end_offset: int | None = None,
+        image: MetadataImage | None = None,
     ) -> None:
         """``log_end_offset``, when given, is where the log ends: the image counts as read up to it
-        even where the last batches hold no metadata record (Raft's control batches)."""
+        even where the last batches hold no metadata record (Raft's control batches). ``image``
+        is where to start from (a snapshot of the log, KIP-630); ``records`` then follow it."""
         self._clock = clock
         self._config = config or ControllerConfig()
         self._cluster_id = cluster_id
-        self._image = MetadataImage()
+        self._image = image if image is not None else MetadataImage()
         self._writer = MetadataWriter(log, self._image, controller_epoch)
         self._sessions = BrokerSessions(self._config.broker_session_timeout_ms)
         self._replication = ReplicationControl(

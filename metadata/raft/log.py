@@ -55,6 +55,16 @@ class RaftLog(Protocol):
         """The epoch of the last entry (:data:`INITIAL_EPOCH` when empty)."""
         ...
 
+    @property
+    def start_offset(self) -> int:
+        """The first offset still in the log; what is before it is only in a snapshot (KIP-630)."""
+        ...
+
+    @property
+    def latest_snapshot_id(self) -> tuple[int, int] | None:
+        """(end offset, epoch) of the newest snapshot of the committed log, if any."""
+        ...
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(largest epoch <= ``epoch`` in the log, the offset where it ends), as the epoch cache answers."""
         ...
@@ -96,6 +106,14 @@ class InMemoryRaftLog:
     @property
     def last_fetched_epoch(self) -> int:
         return self._entries[-1].epoch if self._entries else INITIAL_EPOCH
+
+    @property
+    def start_offset(self) -> int:
+        return 0
+
+    @property
+    def latest_snapshot_id(self) -> tuple[int, int] | None:
+        return None
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         if not self._entries:

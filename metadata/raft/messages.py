@@ -126,6 +126,10 @@ class FetchResponse:
     entries: tuple[Entry, ...] = ()
     diverging_epoch: DivergingEpoch | None = None
     error: RaftError = RaftError.NONE
+    snapshot_id: tuple[int, int] | None = None
+    """(end offset, epoch) of the snapshot to fetch instead: the fetch offset is below the log start."""
+    log_start_offset: int = 0
+    """The leader's log start: a follower cleans its own log no further (every voter keeps it)."""
 
 
 RaftMessage = (

@@ -117,6 +117,10 @@ class RaftNode:
         following it, and grant pre-votes although we heard from it lately. Kept across the
         Follower -> Prospective transition, unlike the per-state data."""
         self._begin_sent_ms: dict[int, int] = {}
+        self.leader_log_start = 0
+        """The log start the leader last reported: this node cleans its own log no further."""
+        self.needs_snapshot: tuple[int, int] | None = None
+        """Set when the leader answered with a snapshot this voter cannot load (see handle_fetch_response)."""
         self.state: EpochState = self._initial_state()
         self._enter(self.state, self._now())
 
@@ -427,7 +431,10 @@ class RaftNode:
         """Serve a fetch: entries, or a diverging epoch when the fetcher's log left ours, plus the HW."""
 
         def answer(
-            error: RaftError, entries: tuple[Entry, ...] = (), diverging: DivergingEpoch | None = None
+            error: RaftError,
+            entries: tuple[Entry, ...] = (),
+            diverging: DivergingEpoch | None = None,
+            snapshot_id: tuple[int, int] | None = None,
         ) -> list[RaftMessage]:
             response = FetchResponse(
                 self.node_id,
@@ -439,6 +446,8 @@ class RaftNode:
                 entries,
                 diverging,
                 error,
+                snapshot_id,
+                self.log.start_offset,
             )
             return [response]
 
@@ -449,6 +458,8 @@ class RaftNode:
         if self._leader is None:
             return answer(RaftError.NOT_LEADER_OR_FOLLOWER)
         now = self._now()
+        if request.fetch_offset < self.log.start_offset:  # cleaned away: fetch the snapshot (KIP-630)
+            return answer(RaftError.NONE, snapshot_id=self.log.latest_snapshot_id)
         diverging = self._validate(request.fetch_offset, request.last_fetched_epoch)
         if diverging is not None:
             return answer(RaftError.NONE, diverging=diverging)
@@ -461,10 +472,23 @@ class RaftNode:
             entries = [entry for entry in entries if entry.last_offset < self.high_watermark]
         return answer(RaftError.NONE, entries=tuple(entries))
 
+    def cleanable_below(self, snapshot_end: int) -> int:
+        """How far this node may clean its log, given a snapshot ending at ``snapshot_end``: never
+        past the high watermark, and never past any voter's log end, so that no voter ever needs a
+        snapshot to follow whoever leads next. A leader knows the voters' ends; a follower takes the
+        leader's log start as its bound."""
+        bound = min(snapshot_end, self.high_watermark)
+        if self._leader is not None:
+            ends = [state.end_offset or 0 for state in self._leader.voter_states.values()]
+            return min(bound, *ends)
+        return min(bound, self.leader_log_start)
+
     def _validate(self, fetch_offset: int, last_fetched_epoch: int) -> DivergingEpoch | None:
         """None when (fetch_offset, last_fetched_epoch) is on our log, else where that epoch ends here."""
         if fetch_offset == 0:
             return None
+        if (fetch_offset, last_fetched_epoch) == self.log.latest_snapshot_id:
+            return None  # the fetcher's log starts at our snapshot's end
         epoch, end_offset = self.log.end_offset_for_epoch(last_fetched_epoch)
         if epoch != last_fetched_epoch or end_offset < fetch_offset:
             return DivergingEpoch(epoch, end_offset)
@@ -551,6 +575,13 @@ class RaftNode:
         now = self._now()
         self._fetch_in_flight = None
         self._last_leader_contact_ms = now
+        self.leader_log_start = response.log_start_offset
+        if response.snapshot_id is not None:
+            # below the leader's log start: a voter cannot load a snapshot yet; every voter's log
+            # is kept from the smallest voter's end (cleanable_below), so only a wiped disk lands here
+            self.needs_snapshot = response.snapshot_id
+            self._next_fetch_ms = now + self.config.fetch_timeout_ms
+            return []
         if self._resigned_epoch != self.epoch:
             self._timer_ms = now + self.config.fetch_timeout_ms
         if response.diverging_epoch is not None:

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from metadata.raft.log import INITIAL_EPOCH, Entry
+from metadata.snapshot import latest_snapshot
 from protocol.errors import ProtocolError
 from protocol.records.batch import RecordBatchHeader, iter_batches, read_header
 from protocol.records.builder import Record, build_batch
@@ -46,6 +47,10 @@ class SegmentRaftLog:
     def __init__(self, log: PartitionLog, clock: Clock) -> None:
         self._log = log
         self._clock = clock
+        latest = latest_snapshot(log.directory)
+        self._latest_snapshot: tuple[int, int] | None = (
+            None if latest is None else (latest.end_offset, latest.epoch)
+        )
 
     @property
     def partition_log(self) -> PartitionLog:
@@ -205,6 +210,28 @@ class SegmentRaftLog:
                 raise RuntimeError(
                     f"reading {self._log.directory} at offset {offset} returned no whole batch"
                 )
+
+    @property
+    def start_offset(self) -> int:
+        return self._log.log_start_offset
+
+    @property
+    def latest_snapshot_id(self) -> tuple[int, int] | None:
+        return self._latest_snapshot
+
+    def note_snapshot(self, end_offset: int, epoch: int) -> None:
+        """A snapshot of the committed log up to ``end_offset`` was written or fetched here."""
+        if self._latest_snapshot is None or end_offset > self._latest_snapshot[0]:
+            self._latest_snapshot = (end_offset, epoch)
+
+    def advance_start(self, offset: int) -> bool:
+        """Forget the log before ``offset`` (covered by a snapshot, at or below the high watermark):
+        reads below it are refused from now on, and its whole segments go at the next retention
+        pass. True if the start moved."""
+        if offset <= self._log.log_start_offset:
+            return False
+        self._log.maybe_increment_log_start_offset(offset)
+        return True
 
     def note_committed(self, high_watermark: int) -> None:
         """Record the quorum's high watermark on the partition log, whose checkpoint file keeps it

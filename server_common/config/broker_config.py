@@ -104,6 +104,7 @@ class BrokerConfig:
     controller_quorum_election_backoff_max_ms: int
     controller_quorum_request_timeout_ms: int
     controller_quorum_retry_backoff_ms: int
+    metadata_log_max_record_bytes_between_snapshots: int
     cluster_id: str | None
     listeners: list[Listener]
     advertised_listeners: list[Listener]

@@ -379,6 +379,10 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     ConfigDef("controller.quorum.retry.backoff.ms", T.INT, QUORUM_RETRY_BACKOFF_MS, L, "Unit of the "
               "exponential election backoff, and the pause before a failed quorum request is retried.",
               at_least(1)),
+    ConfigDef("metadata.log.max.record.bytes.between.snapshots", T.LONG, 20 * 1024 * 1024, H, "A "
+              "controller voter writes a snapshot of the committed metadata log (KIP-630) once this many "
+              "bytes of it have committed since the last one; the log before a snapshot may then be "
+              "cleaned, and a broker that needs it fetches the snapshot instead.", at_least(1)),
     ConfigDef("cluster.id", T.STRING, None, M, "The cluster's id. Unset: generated when the log "
               "directories are first formatted and kept in meta.properties."),
     # -- network

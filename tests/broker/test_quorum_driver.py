@@ -13,9 +13,11 @@ import pytest
 from broker.cluster.controller_channel import metadata_fetch_body, parse_metadata_fetch
 from broker.handlers.base import RequestContext
 from broker.handlers.metadata_fetch import MetadataFetchHandler
+from broker.handlers.quorum import FetchSnapshotHandler
 from broker.quorum.controller_role import CommitGate, ControllerRole, RaftMetadataLog
 from broker.quorum.peers import QuorumPeers
 from broker.quorum.raft_manager import RaftManager
+from broker.quorum.snapshots import MetadataSnapshots
 from metadata.controller.active import ActiveController
 from metadata.controller.controller import QuorumController
 from metadata.controller.partition_log import read_metadata_log
@@ -24,6 +26,8 @@ from metadata.raft.config import RaftConfig
 from metadata.raft.quorum import RaftNode
 from metadata.raft.segment_log import SegmentRaftLog, batch_entries
 from metadata.raft.store import FileQuorumStateStore
+from metadata.records import ProducerIdsRecord
+from metadata.serde import metadata_record_value
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.messages import REQUESTS, RESPONSES
@@ -38,7 +42,7 @@ FETCH_VERSION = 12
 
 
 class OneVoter:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, snapshot_every_bytes: int | None = None) -> None:
         clock = SystemClock()
         self.partition_log = PartitionLog.open(root / f"{METADATA_TOPIC}-0", LogConfig(), clock)
         self.log = SegmentRaftLog(self.partition_log, clock)
@@ -61,7 +65,10 @@ class OneVoter:
             request_timeout_ms=2000,
             leader_endpoints=list,
         )
-        self.raft = RaftManager(node, self.log, peers, clock)
+        snapshots = (
+            None if snapshot_every_bytes is None else MetadataSnapshots(self.log, clock, snapshot_every_bytes)
+        )
+        self.raft = RaftManager(node, self.log, peers, clock, snapshots=snapshots)
         self.active = ActiveController(NODE)
 
         def build(epoch: int) -> QuorumController:
@@ -144,6 +151,49 @@ async def test_an_observer_fetch_is_parked_until_a_commit_and_names_the_leader(t
         fetched = await asyncio.wait_for(parked, 2)
         assert fetched.high_watermark == end + 1
         assert [entry.offset for entry in batch_entries(fetched.records)] == [end]
+    finally:
+        await voter.raft.stop()
+        voter.partition_log.close()
+
+
+async def test_a_snapshot_lets_the_log_be_cleaned_and_an_observer_is_pointed_to_it(tmp_path: Path) -> None:
+    voter = OneVoter(tmp_path, snapshot_every_bytes=1)
+    voter.raft.start()
+    try:
+        await voter.until_active()
+        voter.raft.append([metadata_record_value(ProducerIdsRecord(1, 0, 1000))])
+        snapshot = voter.log.latest_snapshot_id
+        assert snapshot is not None and snapshot[0] == voter.raft.log.end_offset
+        assert voter.log.start_offset == snapshot[0]  # one voter: nobody else needs the log
+        handler = MetadataFetchHandler(voter.raft)
+        pointed = await _fetch(handler, 0, 0, 0)
+        assert pointed.snapshot_id == snapshot and pointed.records == b""
+        serving = FetchSnapshotHandler(voter.raft, "c")
+        body = {
+            "replica_id": -1,
+            "max_bytes": 64,
+            "topics": [
+                {
+                    "name": METADATA_TOPIC,
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "current_leader_epoch": -1,
+                            "snapshot_id": {"end_offset": snapshot[0], "epoch": snapshot[1]},
+                            "position": 0,
+                        }
+                    ],
+                }
+            ],
+        }
+        codec = REQUESTS[ApiKey.FETCH_SNAPSHOT].codec(0)
+        ctx = RequestContext(int(ApiKey.FETCH_SNAPSHOT), 0, 1, "test", "127.0.0.1:1", 1, 0)
+        answer = await serving.handle(ctx, codec.decode(codec.encode(body)))
+        chunk = answer["topics"][0]["partitions"][0]
+        assert chunk["error_code"] == 0 and len(chunk["unaligned_records"]) == 64 and chunk["size"] > 64
+        body["topics"][0]["partitions"][0]["snapshot_id"]["end_offset"] = 1
+        missing = await serving.handle(ctx, codec.decode(codec.encode(body)))
+        assert missing["topics"][0]["partitions"][0]["error_code"] == ErrorCode.SNAPSHOT_NOT_FOUND
     finally:
         await voter.raft.stop()
         voter.partition_log.close()

@@ -359,3 +359,46 @@ def _observers(port: int) -> set[int]:
         return asyncio.run(ask())
     except Exception:
         return set()
+
+
+@pytest.mark.slow
+def test_a_broker_added_later_catches_up_from_a_snapshot(tmp_path: Path) -> None:
+    """With a snapshot at every commit, the voters clean their metadata logs below it (KIP-630); a
+    fourth node that starts afterwards, an observer, is pointed to the snapshot, fetches it with
+    FetchSnapshot, loads it and follows the log from its end: it knows every topic."""
+    overrides = (*FAST_FAILOVER_RF1, "metadata.log.max.record.bytes.between.snapshots=1")
+    cluster = Cluster(tmp_path, size=4, voters=3, overrides=overrides)
+    late = cluster.brokers.pop(4)
+    cluster.start()
+    try:
+        leader, _ = _active_controller(cluster, {1, 2, 3})
+        admin = KafkaAdminClient(bootstrap_servers=cluster.brokers[1].bootstrap, request_timeout_ms=10_000)
+        try:
+            admin.create_topics([NewTopic(f"before-{i}", 1, 1) for i in range(3)])
+        finally:
+            admin.close()
+        metadata_dir = cluster.brokers[leader].data_dir / "logs" / "__cluster_metadata-0"
+        wait_until(lambda: any(metadata_dir.glob("*.checkpoint")), 30, "a metadata snapshot")
+        assert "metadata log cleaned" in cluster.brokers[leader].output()
+        cluster.brokers[4] = late
+        late.start(timeout_s=60)
+        output = late.output()
+        assert "fetching a metadata snapshot" in output and "metadata snapshot loaded" in output
+        assert {f"before-{i}" for i in range(3)} <= _topics(late.bootstrap)
+        wait_until(lambda: 4 in _observers(cluster.controller_ports[leader]), 30, "broker 4 as an observer")
+        admin = KafkaAdminClient(bootstrap_servers=late.bootstrap, request_timeout_ms=10_000)
+        try:
+            admin.create_topics([NewTopic("after", 1, 1)])
+        finally:
+            admin.close()
+        wait_until(lambda: "after" in _topics(late.bootstrap), 30, "the new topic on broker 4")
+    finally:
+        cluster.stop()
+
+
+def _topics(bootstrap: str) -> set[str]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        return set(consumer.topics())
+    finally:
+        consumer.close()
