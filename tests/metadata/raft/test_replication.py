@@ -121,3 +121,40 @@ def test_only_the_leader_appends_or_describes() -> None:
         except NotLeaderError:
             continue
         raise AssertionError("expected NotLeaderError")
+
+
+class CleanedLog(InMemoryRaftLog):
+    """A log whose prefix a snapshot replaced (KIP-630): reads below ``start`` are gone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.start = 0
+        self.snapshot: tuple[int, int] | None = None
+
+    @property
+    def start_offset(self) -> int:
+        return self.start
+
+    @property
+    def latest_snapshot_id(self) -> tuple[int, int] | None:
+        return self.snapshot
+
+
+def test_a_fetch_below_the_log_start_is_pointed_to_the_snapshot_and_cleaning_waits_for_every_voter() -> None:
+    clock = FakeClock(0)
+    log = CleanedLog()
+    log.append_as_leader(1, [b"a", b"b", b"c"])
+    leader = leader_of_epoch_2(log, clock)
+    end = log.end_offset
+    leader.handle_fetch(FetchRequest(2, 1, 2, end, 2))  # voter 2 is caught up
+    assert leader.high_watermark == end
+    log.snapshot = (3, 1)
+    assert leader.cleanable_below(3) == 0  # voter 3 has fetched nothing yet: keep everything
+    leader.handle_fetch(FetchRequest(3, 1, 2, 2, 1))  # voter 3 holds offsets below 2
+    assert leader.cleanable_below(3) == 2  # ... so the log is kept from 2 on
+    log.start = 3
+    [pointed] = leader.handle_fetch(FetchRequest(-1, 1, 2, 0, 0))  # a new observer (a broker)
+    assert isinstance(pointed, FetchResponse)
+    assert pointed.snapshot_id == (3, 1) and pointed.entries == () and pointed.log_start_offset == 3
+    [after] = leader.handle_fetch(FetchRequest(-1, 1, 2, 3, 1))  # it loaded the snapshot: fetch on
+    assert isinstance(after, FetchResponse) and after.diverging_epoch is None and after.snapshot_id is None
