@@ -76,7 +76,7 @@ def controller_handlers(
     admin = ControllerTopicAdmin(active)
     return registry_of(
         [
-            MetadataFetchHandler(raft),
+            MetadataFetchHandler(raft, cluster_id),
             VoteHandler(raft, cluster_id),
             BeginQuorumEpochHandler(raft, cluster_id),
             EndQuorumEpochHandler(raft, cluster_id),

@@ -118,6 +118,9 @@ METADATA_LOG_CONFIG_OVERRIDES = {
 """The metadata log is never trimmed by time or size (it is the cluster's whole history), and its
 batches stay as the controller wrote them whatever the broker-wide ``compression.type``."""
 PLAINTEXT = 0
+COMMIT_WAIT_FACTOR = 2
+"""A controller answer waits at most this many quorum fetch timeouts for its commit: longer than a
+leader that no majority follows takes to resign (check quorum, 1.5 fetch timeouts)."""
 
 
 @dataclass
@@ -396,7 +399,7 @@ def _build_broker(
         on_epoch=on_epoch,
     )
     lifecycle_ref.append(lifecycle)
-    locator.on_move(lifecycle.nudge)  # heartbeat the new controller at once, well within its grace
+    locator.on_new_leader(lifecycle.nudge)  # heartbeat a new controller at once, well within its grace
     plane = build_data_plane(config, registry, clock, replicas, image)
     producer_ids = ControllerProducerIdManager(
         lambda: channel.allocate_producer_ids(broker_id=config.node_id, broker_epoch=broker_epoch())
@@ -534,9 +537,10 @@ def _build_controller(
     role = ControllerRole(raft, active, build)
     heartbeat_connections = HeartbeatConnections(active)
     handlers = controller_handlers(config, active, raft, cluster_id, clock, heartbeat_connections)
+    gate = CommitGate(raft, active, COMMIT_WAIT_FACTOR * settings.fetch_timeout_ms / 1000)
     request_metrics = RequestMetrics(CollectorRegistry())
     server = BrokerServer(
-        RequestDispatcher(handlers, request_metrics, listener.name, gate=CommitGate(raft, active)),
+        RequestDispatcher(handlers, request_metrics, listener.name, gate=gate),
         [(listener.host, listener.port)],
         request_metrics,
         max_frame_size=config.socket_request_max_bytes,
@@ -679,14 +683,17 @@ def _controller_locator(config: BrokerConfig, controller: ControllerNode | None)
     A broker given only ``controller.quorum.bootstrap.servers`` knows addresses but not ids: it
     tries them in turn (the leader hints name ids it cannot place, so they are ignored).
     """
+    forget_after_s = 2 * config.controller_quorum_request_timeout_ms / 1000
     if not config.quorum_voters:
         servers = config.controller_quorum_bootstrap_servers
         return ControllerLocator(
-            [-1 - i for i in range(len(servers))], lambda pseudo_id: servers[-1 - pseudo_id]
+            [-1 - i for i in range(len(servers))],
+            lambda pseudo_id: servers[-1 - pseudo_id],
+            forget_after_s=forget_after_s,
         )
     own = [controller.server] if controller is not None else []
     voter_ids = [voter.node_id for voter in config.quorum_voters]
-    return ControllerLocator(voter_ids, _voter_address(config, own))
+    return ControllerLocator(voter_ids, _voter_address(config, own), forget_after_s=forget_after_s)
 
 
 def _client_listener(config: BrokerConfig) -> Listener:

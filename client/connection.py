@@ -43,6 +43,7 @@ from client.errors import (
     ConnectError,
     ConnectionClosedError,
     KafkaResponseError,
+    PeerClosedError,
     ProtocolViolationError,
     RequestTimeoutError,
     UnsupportedApiVersionError,
@@ -447,7 +448,7 @@ class KafkaConnection:
         reason = f"lost: {exc!r}" if exc is not None else "closed by the broker"
         if not self._closed:
             self._log.info("connection lost", reason=reason, in_flight=len(self._in_flight))
-        self._shutdown(ConnectionClosedError(f"connection to {self.host}:{self.port} {reason}"), reason)
+        self._shutdown(PeerClosedError(f"connection to {self.host}:{self.port} {reason}"), reason)
         self._lost.set()
 
     def _shutdown(self, error: Exception, reason: str) -> None:

@@ -33,6 +33,10 @@ class ConnectionClosedError(ClientError):
     """The connection closed (by either side) before the request's response arrived."""
 
 
+class PeerClosedError(ConnectionClosedError):
+    """The broker's side closed (or reset) the connection: its process may be gone."""
+
+
 class RequestTimeoutError(ClientError):
     """No response within the request timeout; the connection was closed, as Kafka clients do.
 

@@ -414,6 +414,7 @@ class SnapshotChunk:
 
 def metadata_fetch_body(
     *,
+    cluster_id: str | None = None,
     broker_id: int,
     replica_id: int,
     fetch_offset: int,
@@ -424,6 +425,7 @@ def metadata_fetch_body(
 ) -> dict[str, Any]:
     """A sessionless Fetch of ``__cluster_metadata-0`` (v12: topic names, LastFetchedEpoch)."""
     return {
+        "cluster_id": cluster_id,
         "replica_id": replica_id,
         "max_wait_ms": max_wait_ms,
         "min_bytes": 1,

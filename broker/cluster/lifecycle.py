@@ -40,10 +40,10 @@ _log = structlog.get_logger("kipling.lifecycle")
 
 
 HEARTBEAT_RETRY_BACKOFF_S = 0.1
+"""First retry of a heartbeat that did not reach the controller (then doubling up to the interval)."""
 HEARTBEAT_RETRY_BACKOFF_MAX_S = 0.5
 """A failed heartbeat is retried at least this often: while the quorum elects a new controller a
-broker keeps knocking, so it reaches the new one well within the grace it gets (1.5 intervals)."""
-"""First retry of a heartbeat that did not reach the controller (then doubling up to the interval)."""
+broker keeps knocking, so it reaches the new one well within the grace it gets (an interval)."""
 
 
 class BrokerLifecycleManager:
@@ -139,7 +139,7 @@ class BrokerLifecycleManager:
         """The interval, or after ``failures`` failed heartbeats a backoff doubling up to it."""
         if failures == 0:
             return self._interval_s
-        backoff_s: float = HEARTBEAT_RETRY_BACKOFF_S * 2.0 ** (failures - 1)
+        backoff_s: float = HEARTBEAT_RETRY_BACKOFF_S * 2.0 ** min(failures - 1, 16)
         return min(backoff_s, HEARTBEAT_RETRY_BACKOFF_MAX_S, self._interval_s)
 
     def nudge(self) -> None:

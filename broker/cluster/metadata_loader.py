@@ -19,11 +19,13 @@ Ordering rules that keep a broker from acting on stale metadata:
   listener after that, as a Kafka broker starts serving only after its initial metadata catch-up:
   until then it could answer with leaders from an old image.
 
-The metadata log is fetched from offset 0 at every start: the log is small (a few records per
-topic, partition change and broker registration), and replaying it whole makes the image exactly
-the controller's. A broker whose controller is unreachable keeps retrying with a backoff and keeps
-serving with the image it has (see ``metadata/controller/controller.py`` for what the cluster can
-and cannot do while the controller is down).
+At start-up the loader first replays this node's local copy of the committed log
+(:mod:`metadata.local_copy`: its newest snapshot, then the batches after it), then fetches from
+where it ends. Brokers fetch from the quorum's leader (a voter that does not lead answers with the
+leader's id, which moves every channel of this node there) and get committed batches only. A
+fetch below the leader's log start is answered with a snapshot to load instead (FetchSnapshot,
+KIP-630). A broker that cannot reach the quorum keeps retrying with a backoff and keeps serving
+with the image it has.
 """
 
 from __future__ import annotations
@@ -201,9 +203,9 @@ class MetadataLoader:
         if fetched.snapshot_id is not None:
             return await self._install_snapshot(SnapshotId(*fetched.snapshot_id))
         if fetched.diverging_epoch is not None:
-            # A single controller with an fsynced log never rewrites history; a diverging epoch
-            # means its log lost a tail (a disk restored from an old copy). Applying anything
-            # more would mix two histories, so the broker stops following and says so.
+            # A broker is sent committed batches only, which no leader ever truncates: a diverging
+            # epoch means the quorum lost committed entries (disks restored from old copies).
+            # Applying anything more would mix two histories, so the broker stops and says so.
             self._logger.error(
                 "the controller's metadata log diverged from the applied one; restart this broker",
                 diverging_epoch=fetched.diverging_epoch,

@@ -56,15 +56,15 @@ class BrokerHeartbeatHandler(Handler):
         return resolve_controller(self._controller)
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
-        if self._connections is not None:
-            self._connections.heartbeat(ctx.connection_id, request.broker_id, request.broker_epoch)
-        result = self._active().heartbeat(
+        result = self._active().heartbeat(  # NOT_CONTROLLER first when this node does not lead
             request.broker_id,
             request.broker_epoch,
             request.current_metadata_offset,
             want_fence=request.want_fence,
             want_shutdown=request.want_shut_down,
         )
+        if self._connections is not None:  # only the active controller's connections count
+            self._connections.heartbeat(ctx.connection_id, request.broker_id, request.broker_epoch)
         return {
             "throttle_time_ms": 0,
             "error_code": int(result.error),

@@ -30,7 +30,7 @@ from metadata.raft.messages import FetchRequest, FetchResponse, RaftError
 from metadata.raft.wire import error_code
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
-from protocol.error_codes import ErrorCode
+from protocol.error_codes import ErrorCode, KafkaError
 from protocol.sentinels import NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 __all__ = ["MetadataFetchHandler"]
@@ -45,12 +45,18 @@ class MetadataFetchHandler(Handler):
     min_version = MIN_VERSION
     max_version = 17
 
-    def __init__(self, raft: RaftManager) -> None:
+    def __init__(self, raft: RaftManager, cluster_id: str | None = None) -> None:
         self._raft = raft
+        self._cluster_id = cluster_id
         self._hw_sent: dict[int, int] = {}
         """The high watermark last sent to each voter: a change is news even without records."""
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        cluster_id = request.cluster_id
+        if cluster_id is not None and self._cluster_id is not None and cluster_id != self._cluster_id:
+            raise KafkaError(
+                ErrorCode.INCONSISTENT_CLUSTER_ID, f"cluster {cluster_id!r} is not {self._cluster_id!r}"
+            )
         fetch = fetch_request(ctx.api_version, request)
         parts: list[tuple[TopicPartitionKey, PartitionFetchResult]] = []
         for key, params in fetch.fetch_data:
@@ -63,7 +69,7 @@ class MetadataFetchHandler(Handler):
                 )
                 continue
             answer = await self._fetch(
-                fetch.replica_id,
+                self._fetcher_id(fetch.replica_id, params.current_leader_epoch),
                 params.current_leader_epoch,
                 params.fetch_offset,
                 params.last_fetched_epoch,
@@ -80,6 +86,14 @@ class MetadataFetchHandler(Handler):
             ctx.api_version, FetchResponseParts(int(code), NO_SESSION, []), read_committed=False
         )
         return encode_response(ctx.api_version, body)
+
+    def _fetcher_id(self, replica_id: int, leader_epoch: int) -> int:
+        """The replica id the quorum sees: a voter fetches with its epoch; a fetch naming a voter's
+        id without one is a broker (an observer whose node.id the voter list also has, possible with
+        controller.quorum.bootstrap.servers), and must never count towards the commit."""
+        if replica_id in self._raft.voters and leader_epoch == NO_LEADER_EPOCH:
+            return -1
+        return replica_id
 
     async def _fetch(
         self, replica_id: int, leader_epoch: int, fetch_offset: int, last_fetched_epoch: int, max_wait_ms: int

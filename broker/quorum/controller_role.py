@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 
 import structlog
@@ -74,16 +75,22 @@ class CommitGate:
 
     apis = GATED_APIS
 
-    def __init__(self, raft: RaftManager, active: ActiveController) -> None:
+    def __init__(self, raft: RaftManager, active: ActiveController, max_wait_s: float) -> None:
         self._raft = raft
         self._active = active
+        self._max_wait_s = max_wait_s
 
     async def wait(self) -> None:
         controller = self._active.get()  # NOT_CONTROLLER when this node does not lead
         try:
-            await self._raft.wait_committed(self._raft.log.end_offset, controller.controller_epoch)
+            async with asyncio.timeout(self._max_wait_s):
+                await self._raft.wait_committed(self._raft.log.end_offset, controller.controller_epoch)
         except LeadershipLostError as exc:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, str(exc)) from exc
+        except TimeoutError as exc:  # a leader that no majority follows resigns sooner than this
+            raise KafkaError(
+                ErrorCode.REQUEST_TIMED_OUT, f"not committed by a majority of voters in {self._max_wait_s} s"
+            ) from exc
 
 
 class ControllerRole:
@@ -93,15 +100,22 @@ class ControllerRole:
         self._raft = raft
         self._active = active
         self._build = build
+        self._building = False
         raft.on_change(self._on_change)
 
     def _on_change(self, snapshot: QuorumSnapshot) -> None:
+        if self._building:
+            return  # the build's own appends (a legacy import) come back here: nothing to decide
         current = self._active.current
         if current is not None and (not self._raft.is_leader or current.controller_epoch != snapshot.epoch):
             self._active.deactivate()
             current = None
         if current is None and self._raft.own_epoch_committed:
+            self._building = True
             try:
                 self._active.activate(self._build(snapshot.epoch))
             except Exception:
                 _log.exception("could not build the controller from the metadata log", epoch=snapshot.epoch)
+                self._raft.resign()  # another voter may do better than a leader without a controller
+            finally:
+                self._building = False

@@ -23,7 +23,7 @@ from broker.cluster.controller_channel import (
     metadata_fetch_body,
     parse_metadata_fetch,
 )
-from client.errors import ConnectionClosedError
+from client.errors import PeerClosedError
 from metadata.raft import wire
 from metadata.raft.messages import (
     BeginQuorumEpochRequest,
@@ -157,6 +157,7 @@ class QuorumPeers:
 
     async def _fetch(self, peer: _Peer, request: FetchRequest) -> FetchResponse:
         body = metadata_fetch_body(
+            cluster_id=self._cluster_id,
             broker_id=self._local_id,
             replica_id=self._local_id,
             fetch_offset=request.fetch_offset,
@@ -188,12 +189,12 @@ class QuorumPeers:
 
 
 def _process_gone(exc: BaseException) -> bool:
-    """True when the peer's process is not there: its port refused us, or it reset or closed the
-    connection under a request. A paused process accepts connections and times out instead, which
-    is left to Raft's own timeouts."""
+    """True when the peer's process is not there: its port refused us, or its side closed or reset
+    the connection under a request. A paused process accepts connections and times out instead,
+    which is left to Raft's own timeouts, and so is a connection this side closed."""
     cause: BaseException | None = exc
     while cause is not None:
-        if isinstance(cause, ConnectionRefusedError | ConnectionResetError | ConnectionClosedError):
+        if isinstance(cause, ConnectionRefusedError | ConnectionResetError | PeerClosedError):
             return True
         cause = cause.__cause__
     return False

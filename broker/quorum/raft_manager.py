@@ -48,6 +48,8 @@ __all__ = ["LeadershipLostError", "QuorumSnapshot", "RaftManager"]
 _log = structlog.get_logger("kipling.raft")
 
 RESIGN_WAIT_S = 0.5
+POLL_FAILURE_BACKOFF_S = 1.0
+"""After an unexpected failure of the poll loop (logged), the next try comes this much later."""
 """How long a graceful stop waits for EndQuorumEpoch to reach the other voters."""
 
 _RESPONSE_TO = {
@@ -87,6 +89,7 @@ class RaftManager:
     ) -> None:
         self._metrics = metrics
         self._snapshots = snapshots
+        self._stopped = False
         self._election_started_ms: int | None = None
         self._appended_at: collections.deque[tuple[int, int]] = collections.deque()
         """(log end after an append, when): the commit latency is measured from here."""
@@ -123,6 +126,10 @@ class RaftManager:
         return self._node.epoch
 
     @property
+    def voters(self) -> frozenset[int]:
+        return self._node.voters
+
+    @property
     def leader_id(self) -> int | None:
         return self._node.leader_id
 
@@ -153,6 +160,13 @@ class RaftManager:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"raft-{self.node_id}")
 
+    def resign(self) -> None:
+        """Give up the leadership now (EndQuorumEpoch names the successors): this node cannot act
+        as the active controller, another voter should."""
+        if self._node.is_leader and not self._stopped:
+            self._send(self._node.resign())
+            self._after_step()
+
     async def stop(self) -> None:
         """Resign if leading (EndQuorumEpoch, so a successor need not wait out a timeout), then stop."""
         if self._node.is_leader and len(self._node.voters) > 1:
@@ -161,16 +175,25 @@ class RaftManager:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(RESIGN_WAIT_S):
                     await self._peers.drain()
-        await cancel_and_wait(self._task)
+        self._stopped = True  # nothing more is sent: a late answer or failure changes nothing
+        failure = await cancel_and_wait(self._task)
+        if failure is not None and not isinstance(failure, asyncio.CancelledError):
+            _log.error("the quorum's poll loop had failed", error=repr(failure))
         self._fail_commit_waiters()
         await self._peers.close()
 
     async def _run(self) -> None:
         while True:
             self._wake.clear()
-            result = self._node.poll()
-            self._send(result.messages)
-            self._after_step()
+            try:
+                result = self._node.poll()
+                self._send(result.messages)
+                self._after_step()
+            except Exception:  # never a silent death: say so, step aside, and keep the timers going
+                _log.exception("the quorum's poll failed", node_id=self.node_id)
+                self._step_aside()
+                await asyncio.sleep(POLL_FAILURE_BACKOFF_S)
+                continue
             delay_s = max(0, result.next_deadline_ms - self._clock.time_ms()) / 1000
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay_s):
@@ -187,9 +210,20 @@ class RaftManager:
         self._after_step()
         return answer
 
+    def _step_aside(self) -> None:
+        with contextlib.suppress(Exception):
+            self.resign()
+
     def _deliver(self, response: RaftMessage) -> None:
-        self._send(self._node.handle(response))
-        self._after_step()
+        if self._stopped:
+            return
+        try:
+            self._send(self._node.handle(response))
+            self._after_step()
+        except Exception:  # e.g. a follower's append failed: say so, and let Raft's timers retry
+            _log.exception("handling a quorum response failed", response=type(response).__name__)
+            self._step_aside()
+            return
         if self._node.needs_snapshot is not None:
             _log.error(
                 "this voter's log ends before the leader's log start: it cannot follow until a "
@@ -199,10 +233,14 @@ class RaftManager:
             self._node.needs_snapshot = None
 
     def _gone(self, node_id: int) -> None:
+        if self._stopped:
+            return
         self._send(self._node.leader_unreachable(node_id))
         self._after_step()
 
     def _send(self, messages: Sequence[RaftMessage]) -> None:
+        if self._stopped:
+            return
         for message in messages:
             self._peers.send(message, self._deliver, self._gone)
 

@@ -5,50 +5,40 @@
 :class:`~metadata.image.MetadataImage` and one
 :class:`~metadata.controller.metadata_log.MetadataLog`. Its methods are synchronous and pure of I/O
 except through the log: each validates against the image, appends one batch, applies it and
-returns the result; nothing is answered before its batch is in the log. Listeners registered with
-:meth:`QuorumController.on_append` hear the last offset of every batch (a long-polling fetch of
-``__cluster_metadata`` hangs off that). Time comes from the injected clock.
+returns the result. Only the voter that leads the metadata quorum runs one (it is built from the
+committed log when the node's Raft epoch commits, broker/quorum/controller_role.py), and each
+answer waits until its batch is committed on a majority of voters. Time comes from the injected
+clock.
 
-While the controller is down
-----------------------------
+While no controller is active
+-----------------------------
 Brokers keep the last image they replayed and keep serving with it: leaders stay leaders and keep
 accepting produce, followers keep fetching from the leaders their image names, consumers are served
-by those leaders. What needs the controller stops:
+by those leaders. What needs the controller waits for a quorum to elect one (a majority of voters):
+no leader election, no topic change (forwarded admin requests answer REQUEST_TIMED_OUT or
+NOT_CONTROLLER, which clients retry), no registration, and no ISR change (acks=-1 produce to a
+partition whose follower died times out until it can shrink). Nobody is fenced meanwhile.
 
-* no leader election: a partition whose leader dies stays unavailable (followers keep fetching from
-  a dead broker, clients get errors) until a controller is back;
-* no new topics, partitions or deletions (forwarded admin requests answer REQUEST_TIMED_OUT); no
-  registrations, so a broker that (re)starts while the controller is down waits: it opens its
-  client listeners only once it is registered, has caught up with the metadata log and is unfenced
-  (as a Kafka broker's start-up does), and it retries every half second meanwhile;
-* no ISR change can be committed: a leader whose follower died proposes the shrink through
-  AlterPartition and keeps waiting for it. Until it is committed the ISR still holds the dead
-  follower, so the high watermark does not advance past what the old ISR has (the dead follower's
-  log end offset), and acks=-1 produce waits and ends in REQUEST_TIMED_OUT; acks=0/1 produce still
-  appends. Equally, a returning follower cannot be added back;
-* nobody is fenced: sessions are not tracked. When a controller starts it replays the log and gives
-  every registered broker a fresh session starting at start-up time, so a live broker has a full
-  broker.session.timeout.ms to heartbeat before being fenced, and a broker that died meanwhile is
-  fenced (and its partitions re-elected) one session timeout after the start.
+Sessions after a takeover
+-------------------------
+A controller builds its sessions anew: with ``ControllerConfig.takeover_grace_ms`` (what a node
+built by the quorum uses) every registered broker has that long to heartbeat to it, as after a closed
+heartbeat connection, so a broker that died with the previous controller is fenced within seconds;
+without it, each gets a whole ``broker.session.timeout.ms``. A controller that was stalled extends
+every session by the stall (:meth:`QuorumController.forgive_stall`).
 
-Epochs, so that a controller quorum can replace this single controller without changing brokers
---------------------------------------------------------------------------------------------------
-* Every batch is appended with the controller epoch as its epoch (the partition leader epoch of the
-  ``__cluster_metadata`` batch, as KRaft writes its leader epoch there). A controller taking over
-  from another must use a larger epoch (a single controller restarting on its own log may keep its
-  own); a replay refuses a batch whose epoch is older than one already applied, so a deposed
-  controller's late write is rejected by every image, and the constructor refuses to start a
-  controller whose epoch is older than the log's.
+Epochs
+------
+* Every batch is appended with the Raft leader's epoch as its epoch (the partition leader epoch of
+  the ``__cluster_metadata`` batch, as KRaft writes it); a replay refuses a batch whose epoch is
+  older than one already applied, and the constructor refuses to start a controller whose epoch is
+  older than the log's.
 * Broker epochs (the offset of the registration record) are in every broker record, leader epochs
   and partition epochs in every partition record, so a replay checks each change against the state it
   applies to and epochs only move forward. A broker's view of "who leads, at which epoch" therefore
   depends only on the log, never on which controller wrote it.
 * AlterPartition answers NOT_CONTROLLER when a request carries a newer leader or partition epoch
   than the image: the requester has seen a newer controller's writes, so this one is stale.
-* Sessions and controlled shutdown are soft state rebuilt at start-up, so a failover needs nothing
-  but the log.
-Electing the controller among several (Raft over the metadata log) is what a quorum adds on top; the
-records, the brokers' replay and these rules stay the same.
 """
 
 from __future__ import annotations

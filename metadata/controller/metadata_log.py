@@ -1,13 +1,14 @@
 """The controller's metadata log, and the one path by which a change reaches it and the image.
 
 :class:`MetadataLog` is what the controller needs from the ``__cluster_metadata`` partition: append a
-batch durably and say where the log ends. The real one (a partition log on the controller's disk,
-each batch written with the controller epoch as its partition leader epoch) is wired in elsewhere;
-:class:`InMemoryMetadataLog` is the reference behaviour, used by tests.
+batch and say where the log ends. The real one appends to the quorum's Raft log in the leader's
+epoch (broker/quorum/controller_role.py: RaftMetadataLog); :class:`InMemoryMetadataLog` is the
+reference behaviour, used by tests.
 
-:class:`MetadataWriter` is how every controller operation commits: append the batch, then apply it to
-the image at the offsets the log assigned, then tell the listeners. The image never runs ahead of
-the log, so what the controller answers is always what a restart would replay. If an append fails
+:class:`MetadataWriter` is how every controller operation takes effect: append the batch, then apply
+it to the image at the offsets the log assigned, then tell the listeners. The image never runs ahead
+of the log; the answer to the request waits until a majority of voters holds the batch (the
+CommitGate), so what the controller answered survives any failover. If an append fails
 the log's content is unknown (a torn write may or may not hold the batch), so the writer refuses all
 later writes: the owner must build a new controller from the log, as Kafka's controller resigns.
 """

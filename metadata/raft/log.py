@@ -3,7 +3,8 @@
 The quorum needs only what Raft needs from a log: where it ends, the epoch of its last entry, where
 an epoch ends (the leader-epoch cache's OffsetForLeaderEpoch answer, which drives diverging-epoch
 truncation exactly as for partition followers), append, truncate and read. :class:`RaftLog` is that
-contract; the metadata log on segment files implements it later, :class:`InMemoryRaftLog` serves tests.
+contract; :class:`~metadata.raft.segment_log.SegmentRaftLog` is the metadata log on segment files,
+:class:`InMemoryRaftLog` serves tests.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The quorum's messages as plain values, independent of the wire codec.
 
 Each names its ``source`` and ``destination`` node so a node can answer without knowing about
-connections; a later slice maps them to Kafka's Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch
-messages and sends them. Epochs here are the sender's view, so any message can carry the news of a
-higher epoch (on which Raft steps down).
+connections; :mod:`metadata.raft.wire` maps them to Kafka's Vote, BeginQuorumEpoch and
+EndQuorumEpoch, and broker/quorum/ sends them (Fetch through the brokers' metadata Fetch).
+Epochs here are the sender's view, so any message can carry the news of a higher epoch (on which
+Raft steps down).
 """
 
 from __future__ import annotations
@@ -12,9 +13,6 @@ import enum
 from dataclasses import dataclass
 
 from metadata.raft.log import Entry
-
-NO_HIGH_WATERMARK = -1
-"""A leader that has not committed yet in its epoch reports no high watermark (Kafka sends -1)."""
 
 
 class RaftError(enum.Enum):

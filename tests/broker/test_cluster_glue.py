@@ -801,3 +801,23 @@ async def test_a_heartbeat_that_did_not_get_through_is_retried_soon(
         await wait_until(lambda: len(lifecycle_channel.heartbeats) >= 3, 10.0)  # 2 failures, then through
     finally:
         await manager.stop()
+
+
+def test_the_heartbeat_retry_backoff_stays_bounded_after_any_number_of_failures(
+    lifecycle_channel: FakeLifecycleChannel,
+) -> None:
+    """A quorum without a leader for a long time means thousands of failed heartbeats: the backoff
+    must stay a small number (it once overflowed a float and killed the lifecycle task)."""
+    manager = BrokerLifecycleManager(
+        lifecycle_channel,
+        broker_id=2,
+        cluster_id="cluster-x",
+        listeners=lambda: LISTENERS,
+        rack=None,
+        heartbeat_interval_ms=2000,
+        metadata_offset=lambda: 42,
+        on_epoch=lambda epoch: None,
+    )
+    waits = [manager._retry_wait_s(failures) for failures in (0, 1, 2, 10, 1025, 10**6)]
+    assert waits[0] == 2.0 and waits[1] == 0.1
+    assert all(0 < wait <= 0.5 for wait in waits[1:])

@@ -7,9 +7,15 @@ from broker.cluster.controller_locator import ControllerLocator
 PORTS = {1: 9001, 2: 9002, 3: 9003}
 
 
+NOW = [0.0]
+
+
 def locator() -> tuple[ControllerLocator, list[int]]:
+    NOW[0] = 0.0
     moves: list[int] = []
-    found = ControllerLocator([1, 2, 3], lambda voter: ("127.0.0.1", PORTS[voter]))
+    found = ControllerLocator(
+        [1, 2, 3], lambda voter: ("127.0.0.1", PORTS[voter]), forget_after_s=4.0, clock=lambda: NOW[0]
+    )
     found.on_move(lambda: moves.append(found.leader_id))
     return found, moves
 
@@ -51,3 +57,16 @@ def test_when_no_voter_answers_all_are_tried_again() -> None:
     for port in (9001, 9002, 9003):
         found.unreachable(("127.0.0.1", port))
     assert found.leader_id == 1  # all three failed: the set is cleared and rotation goes on
+
+
+def test_a_voter_that_failed_once_is_believed_again_after_a_while() -> None:
+    """One slow answer from a live leader must not lock a broker out of it for the whole epoch: the
+    followers keep naming it, and after forget_after_s their word is taken again."""
+    found, _ = locator()
+    found.leader_is(1, 7)
+    found.unreachable(("127.0.0.1", 9001))  # a heartbeat timed out on the (live) leader
+    found.leader_is(1, 7)
+    assert found.leader_id == 2
+    NOW[0] = 5.0
+    found.leader_is(1, 7)
+    assert found.leader_id == 1

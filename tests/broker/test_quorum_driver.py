@@ -87,7 +87,7 @@ class OneVoter:
             )
 
         self.role = ControllerRole(self.raft, self.active, build)
-        self.gate = CommitGate(self.raft, self.active)
+        self.gate = CommitGate(self.raft, self.active, max_wait_s=4.0)
 
     async def until_active(self) -> QuorumController:
         async with asyncio.timeout(10):
