@@ -31,6 +31,8 @@ from metadata.raft.messages import (
     EndQuorumEpochRequest,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     RaftError,
     RaftMessage,
     VoteRequest,
@@ -130,6 +132,8 @@ class QuorumPeers:
         match message:
             case FetchRequest():
                 return await self._fetch(peer, message)
+            case FetchSnapshotRequest():
+                return await self._fetch_snapshot(peer, message)
             case VoteRequest():
                 _, body = await peer.control.request(
                     ApiKey.VOTE, wire.vote_request_body(message, self._cluster_id), version=wire.VOTE_VERSION
@@ -154,6 +158,27 @@ class QuorumPeers:
                 )
                 return wire.end_quorum_epoch_response_from_body(body, message.destination, self._local_id)
         return None  # responses are answered by the handlers, never sent from here
+
+    async def _fetch_snapshot(self, peer: _Peer, request: FetchSnapshotRequest) -> FetchSnapshotResponse:
+        chunk = await peer.fetch.fetch_snapshot(
+            replica_id=self._local_id,
+            snapshot_id=request.snapshot_id,
+            position=request.position,
+            max_bytes=FETCH_MAX_BYTES,
+        )
+        leader_id, epoch = chunk.current_leader or (-1, request.epoch)
+        error = wire.raft_error(chunk.error) if chunk.error != ErrorCode.NONE else RaftError.NONE
+        return FetchSnapshotResponse(
+            source=request.destination,
+            destination=self._local_id,
+            epoch=epoch,
+            leader_id=None if leader_id < 0 else leader_id,
+            snapshot_id=request.snapshot_id,
+            size=chunk.size,
+            position=chunk.position,
+            data=chunk.data,
+            error=error or RaftError.NOT_LEADER_OR_FOLLOWER,
+        )
 
     async def _fetch(self, peer: _Peer, request: FetchRequest) -> FetchResponse:
         body = metadata_fetch_body(

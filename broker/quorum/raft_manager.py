@@ -224,13 +224,6 @@ class RaftManager:
             _log.exception("handling a quorum response failed", response=type(response).__name__)
             self._step_aside()
             return
-        if self._node.needs_snapshot is not None:
-            _log.error(
-                "this voter's log ends before the leader's log start: it cannot follow until a "
-                "voter can load a snapshot (was its metadata log lost?)",
-                snapshot=self._node.needs_snapshot,
-            )
-            self._node.needs_snapshot = None
 
     def _gone(self, node_id: int) -> None:
         if self._stopped:

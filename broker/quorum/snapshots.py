@@ -45,11 +45,14 @@ class MetadataSnapshots:
         self._max_bytes_between = max_bytes_between
         self._directory = log.partition_log.directory
         remove_partial_snapshots(self._directory)
+        self._bytes_since = 0
+        self._load_latest()
+
+    def _load_latest(self) -> None:
         latest = latest_snapshot(self._directory)
         self._image = MetadataImage() if latest is None else load_snapshot(self._directory, latest)
         self._next_offset = 0 if latest is None else latest.end_offset
         self._epoch = 0 if latest is None else latest.epoch
-        self._bytes_since = 0
 
     @property
     def latest(self) -> SnapshotId | None:
@@ -57,7 +60,8 @@ class MetadataSnapshots:
 
     def on_committed(self, high_watermark: int) -> SnapshotId | None:
         """Replay what committed up to ``high_watermark``; returns a snapshot if one was written."""
-        self._next_offset = max(self._next_offset, self._log.start_offset)
+        if self._next_offset < self._log.start_offset:  # the log restarted at a fetched snapshot
+            self._load_latest()
         while self._next_offset < high_watermark:
             entries = self._log.read(self._next_offset, READ_BATCHES)
             if not entries:

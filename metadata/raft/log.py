@@ -92,6 +92,15 @@ class RaftLog(Protocol):
         """Up to ``max_entries`` entries from ``start_offset`` on (empty at or past the end)."""
         ...
 
+    def write_snapshot_chunk(self, snapshot_id: tuple[int, int], position: int, data: bytes) -> None:
+        """Keep ``data`` at ``position`` of the snapshot being fetched (not yet part of the log)."""
+        ...
+
+    def install_snapshot(self, snapshot_id: tuple[int, int]) -> None:
+        """The fetched snapshot is complete: the log now starts at its end (everything before,
+        including this log's own entries, is replaced by it). Durable when it returns."""
+        ...
+
 
 class InMemoryRaftLog:
     """A :class:`RaftLog` held in a list, with the storage layer's epoch cache (kept in memory)."""
@@ -154,6 +163,12 @@ class InMemoryRaftLog:
 
     def read(self, start_offset: int, max_entries: int) -> list[Entry]:
         return list(self._entries[start_offset : start_offset + max_entries])
+
+    def write_snapshot_chunk(self, snapshot_id: tuple[int, int], position: int, data: bytes) -> None:
+        raise NotImplementedError("an in-memory log keeps no snapshots; the log start never moves")
+
+    def install_snapshot(self, snapshot_id: tuple[int, int]) -> None:
+        raise NotImplementedError("an in-memory log keeps no snapshots; the log start never moves")
 
     def entries(self) -> list[Entry]:
         """Every entry (tests compare logs with it)."""

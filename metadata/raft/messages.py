@@ -25,6 +25,10 @@ class RaftError(enum.Enum):
     """A fetch reached a node that does not lead the epoch: the response names the leader if known."""
     INCONSISTENT_VOTER_SET = "INCONSISTENT_VOTER_SET"
     """A vote request from a node outside the voter set."""
+    SNAPSHOT_NOT_FOUND = "SNAPSHOT_NOT_FOUND"
+    """FetchSnapshot for a snapshot the leader no longer has (a newer one replaced it)."""
+    POSITION_OUT_OF_RANGE = "POSITION_OUT_OF_RANGE"
+    """FetchSnapshot at a byte position outside the snapshot."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,32 @@ class FetchResponse:
     """The leader's log start: a follower cleans its own log no further (every voter keeps it)."""
 
 
+@dataclass(frozen=True)
+class FetchSnapshotRequest:
+    """KIP-630: ``position`` onwards of the leader's snapshot ``snapshot_id`` (end offset, epoch)."""
+
+    source: int
+    destination: int
+    epoch: int
+    snapshot_id: tuple[int, int]
+    position: int
+
+
+@dataclass(frozen=True)
+class FetchSnapshotResponse:
+    """A chunk of the snapshot from ``position``; ``size`` is the whole snapshot's."""
+
+    source: int
+    destination: int
+    epoch: int
+    leader_id: int | None
+    snapshot_id: tuple[int, int]
+    size: int
+    position: int
+    data: bytes
+    error: RaftError = RaftError.NONE
+
+
 RaftMessage = (
     VoteRequest
     | VoteResponse
@@ -139,4 +169,6 @@ RaftMessage = (
     | EndQuorumEpochResponse
     | FetchRequest
     | FetchResponse
+    | FetchSnapshotRequest
+    | FetchSnapshotResponse
 )

@@ -30,6 +30,8 @@ from metadata.raft.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     RaftError,
     RaftMessage,
     VoteRequest,
@@ -108,7 +110,10 @@ class RaftNode:
         self._lost = False
         """Prospective/Candidate: this round was lost and ``_timer_ms`` is the backoff's end."""
         self._lost_rounds = 0
-        self._fetch_in_flight: FetchRequest | None = None
+        self._fetch_in_flight: FetchRequest | FetchSnapshotRequest | None = None
+        self._snapshot_fetch: tuple[int, int] | None = None
+        """The leader's snapshot being fetched (KIP-630) and, below, the bytes received so far."""
+        self._snapshot_position = 0
         self._fetch_sent_ms = 0
         self._next_fetch_ms = 0
         self._last_leader_contact_ms: int | None = None
@@ -119,8 +124,6 @@ class RaftNode:
         self._begin_sent_ms: dict[int, int] = {}
         self.leader_log_start = 0
         """The log start the leader last reported: this node cleans its own log no further."""
-        self.needs_snapshot: tuple[int, int] | None = None
-        """Set when the leader answered with a snapshot this voter cannot load (see handle_fetch_response)."""
         self.state: EpochState = self._initial_state()
         self._enter(self.state, self._now())
 
@@ -186,6 +189,7 @@ class RaftNode:
         self._ballot = None
         self._lost = False
         self._fetch_in_flight = None
+        self._snapshot_fetch = None
         self._next_fetch_ms = now
         self._begin_sent_ms = {}
         if isinstance(state, Follower):
@@ -524,13 +528,19 @@ class RaftNode:
             return []
         if in_flight is None and now < self._next_fetch_ms:
             return []
-        request = FetchRequest(
-            self.node_id,
-            target,
-            self.epoch,
-            self.log.end_offset,
-            self.log.last_fetched_epoch,
-        )
+        request: FetchRequest | FetchSnapshotRequest
+        if self._snapshot_fetch is not None:
+            request = FetchSnapshotRequest(
+                self.node_id, target, self.epoch, self._snapshot_fetch, self._snapshot_position
+            )
+        else:
+            request = FetchRequest(
+                self.node_id,
+                target,
+                self.epoch,
+                self.log.end_offset,
+                self.log.last_fetched_epoch,
+            )
         self._fetch_in_flight = request
         self._fetch_sent_ms = now
         return [request]
@@ -568,7 +578,9 @@ class RaftNode:
             return self._poll_fetch(self._now())
         state = self.state
         in_flight = self._fetch_in_flight
-        if not isinstance(state, Follower) or response.source != state.leader_id or in_flight is None:
+        if not isinstance(state, Follower) or response.source != state.leader_id:
+            return []
+        if not isinstance(in_flight, FetchRequest):
             return []
         if response.fetch_offset != in_flight.fetch_offset or response.fetch_offset != self.log.end_offset:
             return []  # a stale or duplicated answer
@@ -577,11 +589,11 @@ class RaftNode:
         self._last_leader_contact_ms = now
         self.leader_log_start = response.log_start_offset
         if response.snapshot_id is not None:
-            # below the leader's log start: a voter cannot load a snapshot yet; every voter's log
-            # is kept from the smallest voter's end (cleanable_below), so only a wiped disk lands here
-            self.needs_snapshot = response.snapshot_id
-            self._next_fetch_ms = now + self.config.fetch_timeout_ms
-            return []
+            # below the leader's log start (every voter's log is kept from the smallest voter's
+            # end, so this is a voter whose log was lost): load the leader's snapshot first
+            self._snapshot_fetch, self._snapshot_position = response.snapshot_id, 0
+            self._next_fetch_ms = now
+            return self._poll_fetch(now)
         if self._resigned_epoch != self.epoch:
             self._timer_ms = now + self.config.fetch_timeout_ms
         if response.diverging_epoch is not None:
@@ -594,6 +606,37 @@ class RaftNode:
             new_hw = min(response.high_watermark, self.log.end_offset)
             if new_hw > self.high_watermark:
                 self.high_watermark = new_hw
+        return self._poll_fetch(now)
+
+    def handle_fetch_snapshot_response(self, response: FetchSnapshotResponse) -> list[RaftMessage]:
+        """Keep the chunk; once the whole snapshot is here, install it and fetch on from its end.
+        Any error (a newer snapshot replaced it, a new leader) starts over with a plain fetch."""
+        if response.epoch > self.epoch:
+            self._step_down(response.epoch, response.leader_id)
+            return self._poll_fetch(self._now())
+        in_flight = self._fetch_in_flight
+        if (
+            not isinstance(in_flight, FetchSnapshotRequest)
+            or response.snapshot_id != in_flight.snapshot_id
+            or response.position != in_flight.position
+        ):
+            return []  # stale or duplicated
+        now = self._now()
+        self._fetch_in_flight = None
+        if response.error is not RaftError.NONE or (not response.data and response.position < response.size):
+            self._snapshot_fetch = None
+            self._next_fetch_ms = now + self.config.retry_backoff_ms
+            return []
+        self._last_leader_contact_ms = now
+        if self._resigned_epoch != self.epoch:
+            self._timer_ms = now + self.config.fetch_timeout_ms
+        self.log.write_snapshot_chunk(response.snapshot_id, response.position, response.data)
+        self._snapshot_position = response.position + len(response.data)
+        if self._snapshot_position >= response.size:
+            self.log.install_snapshot(response.snapshot_id)
+            self.high_watermark = max(self.high_watermark, response.snapshot_id[0])  # it is committed
+            self._snapshot_fetch = None
+        self._next_fetch_ms = now
         return self._poll_fetch(now)
 
     def _truncate(self, diverging: DivergingEpoch) -> None:
@@ -669,6 +712,10 @@ class RaftNode:
                 out = self.handle_fetch(message)
             case FetchResponse():
                 out = self.handle_fetch_response(message)
+            case FetchSnapshotResponse():
+                out = self.handle_fetch_snapshot_response(message)
+            case FetchSnapshotRequest():
+                raise ValueError("FetchSnapshot is served from the snapshot files, not by the Raft node")
         return out + self.poll().messages
 
     def _now(self) -> int:

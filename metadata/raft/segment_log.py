@@ -25,8 +25,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+import structlog
+
 from metadata.raft.log import INITIAL_EPOCH, Entry
-from metadata.snapshot import latest_snapshot
+from metadata.snapshot import SnapshotId, finish_fetched_snapshot, latest_snapshot, write_snapshot_chunk
 from protocol.errors import ProtocolError
 from protocol.records.batch import RecordBatchHeader, iter_batches, read_header
 from protocol.records.builder import Record, build_batch
@@ -34,6 +36,7 @@ from storage.checkpoint import fsync_directory
 from storage.clock import Clock
 from storage.log import PartitionLog
 
+_log = structlog.get_logger("kipling.raft.log")
 _READ_CHUNK_BYTES = 1 << 20
 """Bytes asked of the partition log per read; reads continue chunk by chunk, batch by batch."""
 
@@ -65,8 +68,15 @@ class SegmentRaftLog:
 
     @property
     def last_fetched_epoch(self) -> int:
+        """The epoch of the last entry; for a log that starts at a snapshot's end and holds nothing
+        yet, the snapshot's epoch (what the leader checks the next fetch against)."""
         latest = self._log.leader_epoch_cache.latest_epoch
-        return INITIAL_EPOCH if latest is None else latest
+        if latest is not None:
+            return latest
+        snapshot = self._latest_snapshot
+        if snapshot is not None and snapshot[0] == self._log.log_end_offset:
+            return snapshot[1]
+        return INITIAL_EPOCH
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         if self._log.log_end_offset == self._log.log_start_offset:
@@ -223,6 +233,19 @@ class SegmentRaftLog:
         """A snapshot of the committed log up to ``end_offset`` was written or fetched here."""
         if self._latest_snapshot is None or end_offset > self._latest_snapshot[0]:
             self._latest_snapshot = (end_offset, epoch)
+
+    def write_snapshot_chunk(self, snapshot_id: tuple[int, int], position: int, data: bytes) -> None:
+        write_snapshot_chunk(self._log.directory, SnapshotId(*snapshot_id), position, data)
+
+    def install_snapshot(self, snapshot_id: tuple[int, int]) -> None:
+        """The fetched snapshot is whole: check and keep it, then restart the log at its end (every
+        entry of this log is replaced: a voter lands here only after losing its log)."""
+        snapshot = SnapshotId(*snapshot_id)
+        finish_fetched_snapshot(self._log.directory, snapshot)
+        self._log.truncate_fully_and_start_at(snapshot.end_offset)
+        self._log.flush()
+        self.note_snapshot(snapshot.end_offset, snapshot.epoch)
+        _log.info("metadata snapshot installed", end_offset=snapshot.end_offset, epoch=snapshot.epoch)
 
     def advance_start(self, offset: int) -> bool:
         """Forget the log before ``offset`` (covered by a snapshot, at or below the high watermark):

@@ -4,6 +4,7 @@ the cluster survives the loss of any one of them, the active controller included
 from __future__ import annotations
 
 import re
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -402,3 +403,59 @@ def _topics(bootstrap: str) -> set[str]:
         return set(consumer.topics())
     finally:
         consumer.close()
+
+
+@pytest.mark.slow
+def test_a_voter_that_lost_its_metadata_log_catches_up_from_the_leaders_snapshot(tmp_path: Path) -> None:
+    """The voters clean their logs below a snapshot (KIP-630). A voter whose metadata log is lost
+    (its directory wiped while it was down) fetches from offset 0, below the leader's log start: it
+    fetches the leader's snapshot with FetchSnapshot, restarts its log at the snapshot's end and
+    follows on, back in step with the leader."""
+    overrides = (*FAST_FAILOVER_RF1, "metadata.log.max.record.bytes.between.snapshots=1")
+    cluster = Cluster(tmp_path, voters=3, overrides=overrides).start()
+    try:
+        leader, _ = _active_controller(cluster, {1, 2, 3})
+        lost = next(n for n in (1, 2, 3) if n != leader)
+        admin = KafkaAdminClient(
+            bootstrap_servers=cluster.brokers[leader].bootstrap, request_timeout_ms=10_000
+        )
+        try:
+            admin.create_topics([NewTopic(f"t-{i}", 1, 1) for i in range(3)])
+        finally:
+            admin.close()
+        leader_dir = cluster.brokers[leader].data_dir / "logs" / "__cluster_metadata-0"
+        wait_until(lambda: "metadata log cleaned" in cluster.brokers[leader].output(), 30, "the log cleaned")
+        assert cluster.brokers[lost].stop() == 0
+        shutil.rmtree(cluster.brokers[lost].data_dir / "logs" / "__cluster_metadata-0")
+        cluster.brokers[lost].start(timeout_s=60)
+        assert any(leader_dir.glob("*.checkpoint"))
+        lost_dir = cluster.brokers[lost].data_dir / "logs" / "__cluster_metadata-0"
+        wait_until(lambda: any(lost_dir.glob("*.checkpoint")), 30, "the snapshot fetched by the voter")
+        wait_until(
+            lambda: _voter_caught_up(cluster.controller_ports[leader], lost), 30, "the voter caught up"
+        )
+        assert "metadata snapshot installed" in cluster.brokers[lost].output()
+    finally:
+        cluster.stop()
+
+
+def _voter_caught_up(port: int, voter: int) -> bool:
+    import asyncio
+
+    async def ask() -> bool:
+        connection = await KafkaConnection.open("127.0.0.1", port, connect_timeout_s=2, request_timeout_s=5)
+        try:
+            response = await connection.request(
+                ApiKey.DESCRIBE_QUORUM, 2, wire.describe_quorum_request_body()
+            )
+        finally:
+            connection.close()
+            await connection.wait_closed()
+        partition = response.topics[0].partitions[0]
+        ends = {int(v.replica_id): int(v.log_end_offset) for v in partition.current_voters}
+        return ends.get(voter, -1) >= int(partition.high_watermark) > 0
+
+    try:
+        return asyncio.run(ask())
+    except Exception:
+        return False

@@ -11,6 +11,8 @@ from metadata.raft.messages import (
     EndQuorumEpochRequest,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     RaftError,
     RaftMessage,
     VoteRequest,
@@ -158,3 +160,39 @@ def test_a_fetch_below_the_log_start_is_pointed_to_the_snapshot_and_cleaning_wai
     assert pointed.snapshot_id == (3, 1) and pointed.entries == () and pointed.log_start_offset == 3
     [after] = leader.handle_fetch(FetchRequest(-1, 1, 2, 3, 1))  # it loaded the snapshot: fetch on
     assert isinstance(after, FetchResponse) and after.diverging_epoch is None and after.snapshot_id is None
+
+
+class SnapshotTakingLog(CleanedLog):
+    """Records the snapshot chunks a follower writes and the install."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chunks: list[tuple[int, bytes]] = []
+        self.installed: tuple[int, int] | None = None
+
+    def write_snapshot_chunk(self, snapshot_id: tuple[int, int], position: int, data: bytes) -> None:
+        self.chunks.append((position, data))
+
+    def install_snapshot(self, snapshot_id: tuple[int, int]) -> None:
+        self.installed = snapshot_id
+        self.start = snapshot_id[0]
+        self.snapshot = snapshot_id
+
+
+def test_a_follower_below_the_leaders_log_start_fetches_the_snapshot_then_the_log() -> None:
+    clock = FakeClock(0)
+    log = SnapshotTakingLog()
+    store = InMemoryQuorumStateStore()
+    store.write(ElectionState(5, None, 1))  # follows leader 1 in epoch 5
+    node = RaftNode(2, VOTERS, log, store, clock, random.Random(0))
+    [fetch] = node.poll().messages
+    assert isinstance(fetch, FetchRequest) and fetch.fetch_offset == 0
+    pointed = FetchResponse(1, 2, 5, 1, 0, 40, snapshot_id=(30, 4), log_start_offset=30)
+    [first] = node.handle_fetch_response(pointed)
+    assert isinstance(first, FetchSnapshotRequest) and (first.snapshot_id, first.position) == ((30, 4), 0)
+    [second] = node.handle_fetch_snapshot_response(FetchSnapshotResponse(1, 2, 5, 1, (30, 4), 7, 0, b"abcd"))
+    assert isinstance(second, FetchSnapshotRequest) and second.position == 4
+    [after] = node.handle_fetch_snapshot_response(FetchSnapshotResponse(1, 2, 5, 1, (30, 4), 7, 4, b"efg"))
+    assert log.chunks == [(0, b"abcd"), (4, b"efg")] and log.installed == (30, 4)
+    assert node.high_watermark == 30  # the snapshot is committed
+    assert isinstance(after, FetchRequest) and after.fetch_offset == log.end_offset

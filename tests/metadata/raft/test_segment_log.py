@@ -268,3 +268,24 @@ def test_a_quorum_elects_and_commits_on_segment_logs(tmp_path: pathlib.Path) -> 
         assert on_disk(log) == on_disk(segment_logs[cluster.the_leader().node_id])
     for log in segment_logs.values():
         log.close()
+
+
+def test_an_installed_snapshot_restarts_the_log_at_its_end(tmp_path: pathlib.Path) -> None:
+    """A voter that lost its log loads the leader's snapshot in chunks: the log then starts at the
+    snapshot's end, and its last fetched epoch is the snapshot's until an entry arrives."""
+    from metadata.image import MetadataImage
+    from metadata.snapshot import encode_snapshot
+
+    clock = FakeClock(1_000)
+    log = open_log(tmp_path, clock)
+    log.append_as_leader(1, [b"stale"])  # whatever the log held is replaced
+    image = MetadataImage()
+    image.skip_to(9)
+    data = encode_snapshot(image, epoch=3, timestamp_ms=1_000)
+    for position in range(0, len(data), 50):
+        log.write_snapshot_chunk((10, 3), position, data[position : position + 50])
+    log.install_snapshot((10, 3))
+    assert (log.start_offset, log.end_offset, log.last_fetched_epoch) == (10, 10, 3)
+    assert log.latest_snapshot_id == (10, 3)
+    [entry] = log.append_as_leader(4, [b"next"])
+    assert entry.offset == 10 and log.last_fetched_epoch == 4
