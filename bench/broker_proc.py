@@ -87,9 +87,17 @@ class ServerProcess:
         raise NotImplementedError
 
     def start(self, timeout_s: float = 30.0) -> ServerProcess:
+        self.launch()
+        return self.wait_listening(timeout_s)
+
+    def launch(self, marker: str | None = None) -> ServerProcess:
+        """Start the process without waiting for its port; ``marker`` opens its part of the log."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         with self.log_path.open("ab") as out:
+            if marker is not None:
+                out.write(f"{marker}\n".encode())
+                out.flush()
             self.process = subprocess.Popen(
                 self.command(),
                 cwd=ROOT,
@@ -98,6 +106,11 @@ class ServerProcess:
                 env=env,
                 preexec_fn=_raise_fd_limit,  # the bench starts brokers before any thread
             )
+        return self
+
+    def wait_listening(self, timeout_s: float = 30.0) -> ServerProcess:
+        """Wait until the launched process accepts connections on its port (stopped if it never does)."""
+        assert self.process is not None, f"{self.name} was not launched"
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -31,7 +31,6 @@ import datetime
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -39,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.broker_proc import CLOCK_TICKS, ROOT, KiplingProcess, _raise_fd_limit, free_port
+from bench.broker_proc import CLOCK_TICKS, KiplingProcess, free_port
 
 CLUSTER_ID = "kipling-bench-cluster"
 CONTROLLER_NODE = 1
@@ -175,38 +174,14 @@ class ClusterBroker(KiplingProcess):
         super().__init__(work_dir, dict(overrides))
         self.stops = 0
 
-    def launch(self) -> ClusterBroker:
+    def launch(self, marker: str | None = None) -> ClusterBroker:
         """Start the process without waiting for its port (a voter listens only once a majority runs)."""
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        with self.log_path.open("ab") as out:
-            out.write(f"--- kipling-bench: {_utc_now()} starting\n".encode())
-            out.flush()
-            self.process = subprocess.Popen(
-                self.command(),
-                cwd=ROOT,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                preexec_fn=_raise_fd_limit,  # the bench starts brokers before any thread
-            )
+        super().launch(marker or f"--- kipling-bench: {_utc_now()} starting")
         return self
 
     def wait_listening(self, timeout_s: float = 30.0) -> ClusterBroker:
-        """Wait until the launched process accepts connections on its client port."""
-        assert self.process is not None, f"{self.name} was not launched"
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.process.returncode}: {self.tail()}")
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2),
-            ):
-                return self
-            time.sleep(0.05)
-        self.stop()
-        raise TimeoutError(f"{self.name} did not listen on {self.port} within {timeout_s}s: {self.tail()}")
+        super().wait_listening(timeout_s)
+        return self
 
     def start(self, timeout_s: float = 30.0) -> ClusterBroker:
         """Launch and wait for the port: a restart, when a majority of the voters runs already."""

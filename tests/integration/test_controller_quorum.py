@@ -8,6 +8,7 @@ import shutil
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -33,11 +34,11 @@ ACTIVATED = re.compile(r"\[info\s*\] active controller\s")
 """The line a node logs when its controller becomes active (broker/quorum: ActiveController)."""
 
 
-def _describe(port: int) -> tuple[int, int, int] | None:
-    """(leader id, epoch, high watermark) from a voter's DescribeQuorum, None if it does not lead."""
+def _quorum_partition(port: int) -> Any | None:
+    """The metadata partition of a voter's DescribeQuorum answer; None if unreachable."""
     import asyncio
 
-    async def ask() -> tuple[int, int, int] | None:
+    async def ask() -> Any:
         connection = await KafkaConnection.open("127.0.0.1", port, connect_timeout_s=2, request_timeout_s=5)
         try:
             body = wire.describe_quorum_request_body()
@@ -45,17 +46,20 @@ def _describe(port: int) -> tuple[int, int, int] | None:
         finally:
             connection.close()
             await connection.wait_closed()
-        partition = response.topics[0].partitions[0]
-        if partition.error_code:
-            return None
-        return int(partition.leader_id), int(partition.leader_epoch), int(partition.high_watermark)
+        return response.topics[0].partitions[0]
 
     try:
         return asyncio.run(ask())
-    except (OSError, ConnectionError, TimeoutError):
-        return None
     except Exception:
         return None
+
+
+def _describe(port: int) -> tuple[int, int, int] | None:
+    """(leader id, epoch, high watermark) from a voter's DescribeQuorum, None if it does not lead."""
+    partition = _quorum_partition(port)
+    if partition is None or partition.error_code:
+        return None
+    return int(partition.leader_id), int(partition.leader_epoch), int(partition.high_watermark)
 
 
 def _active_controller(cluster: Cluster, alive: set[int]) -> tuple[int, int]:
@@ -343,23 +347,8 @@ def test_a_broker_restarted_while_the_whole_quorum_is_down_serves_from_its_local
 
 
 def _observers(port: int) -> set[int]:
-    import asyncio
-
-    async def ask() -> set[int]:
-        connection = await KafkaConnection.open("127.0.0.1", port, connect_timeout_s=2, request_timeout_s=5)
-        try:
-            body = wire.describe_quorum_request_body()
-            response = await connection.request(ApiKey.DESCRIBE_QUORUM, 2, body)
-        finally:
-            connection.close()
-            await connection.wait_closed()
-        partition = response.topics[0].partitions[0]
-        return {int(o.replica_id) for o in partition.observers}
-
-    try:
-        return asyncio.run(ask())
-    except Exception:
-        return set()
+    partition = _quorum_partition(port)
+    return set() if partition is None else {int(o.replica_id) for o in partition.observers}
 
 
 @pytest.mark.slow
@@ -440,22 +429,8 @@ def test_a_voter_that_lost_its_metadata_log_catches_up_from_the_leaders_snapshot
 
 
 def _voter_caught_up(port: int, voter: int) -> bool:
-    import asyncio
-
-    async def ask() -> bool:
-        connection = await KafkaConnection.open("127.0.0.1", port, connect_timeout_s=2, request_timeout_s=5)
-        try:
-            response = await connection.request(
-                ApiKey.DESCRIBE_QUORUM, 2, wire.describe_quorum_request_body()
-            )
-        finally:
-            connection.close()
-            await connection.wait_closed()
-        partition = response.topics[0].partitions[0]
-        ends = {int(v.replica_id): int(v.log_end_offset) for v in partition.current_voters}
-        return ends.get(voter, -1) >= int(partition.high_watermark) > 0
-
-    try:
-        return asyncio.run(ask())
-    except Exception:
+    partition = _quorum_partition(port)
+    if partition is None or partition.error_code:
         return False
+    ends = {int(v.replica_id): int(v.log_end_offset) for v in partition.current_voters}
+    return ends.get(voter, -1) >= int(partition.high_watermark) > 0
