@@ -80,7 +80,7 @@ def controller_handlers(
             VoteHandler(raft, cluster_id),
             BeginQuorumEpochHandler(raft, cluster_id),
             EndQuorumEpochHandler(raft, cluster_id),
-            DescribeQuorumHandler(raft, clock),
+            DescribeQuorumHandler(raft, clock, _voter_endpoints(config)),
             FetchSnapshotHandler(raft, cluster_id),
             BrokerRegistrationHandler(active),
             BrokerHeartbeatHandler(active, heartbeat_connections),
@@ -132,3 +132,11 @@ def broker_handlers(
             *group_handlers(groups, image),
         ]
     )
+
+
+def _voter_endpoints(config: BrokerConfig) -> dict[int, list[tuple[str, str, int]]]:
+    """Each voter's controller listener (name, host, port), as DescribeQuorum v2 lists them; a
+    listener on a port the system picks (a single node's own) is left out, its port unknown here."""
+    listener = config.controller_listener
+    name = listener.name if listener is not None else "CONTROLLER"
+    return {voter.node_id: [(name, voter.host, voter.port)] for voter in config.quorum_voters if voter.port}

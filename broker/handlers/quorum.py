@@ -10,6 +10,7 @@ DescribeQuorum answers only on the leader; elsewhere NOT_LEADER_OR_FOLLOWER.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from broker.cluster.controller_channel import ControllerChannel, ControllerUnavailableError
@@ -104,9 +105,16 @@ class DescribeQuorumHandler(Handler):
     min_version = 0
     max_version = 2
 
-    def __init__(self, raft: RaftManager, clock: Clock) -> None:
+    def __init__(
+        self,
+        raft: RaftManager,
+        clock: Clock,
+        voter_endpoints: Mapping[int, Sequence[wire.Endpoint]] | None = None,
+    ) -> None:
+        """``voter_endpoints``: each voter's controller listener, for v2's Nodes."""
         self._raft = raft
         self._clock = clock
+        self._voter_endpoints = voter_endpoints
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         try:
@@ -116,7 +124,11 @@ class DescribeQuorumHandler(Handler):
                 None, ErrorCode.NOT_LEADER_OR_FOLLOWER, self._clock.time_ms(), ctx.api_version
             )
         return wire.describe_quorum_response_body(
-            info, ErrorCode.NONE, self._clock.time_ms(), ctx.api_version
+            info,
+            ErrorCode.NONE,
+            self._clock.time_ms(),
+            ctx.api_version,
+            voter_endpoints=self._voter_endpoints,
         )
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:

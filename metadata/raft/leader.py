@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+OBSERVER_SESSION_TIMEOUT_MS = 300_000
+"""An observer not heard from for this long is forgotten (Kafka's observer session, 5 minutes)."""
+
 
 @dataclass
 class ReplicaState:
@@ -84,6 +87,7 @@ class LeaderTracker:
             state = self.voter_states[replica_id]
             self.begin_quorum_acked.add(replica_id)
         else:
+            self._forget_silent_observers(now_ms)
             state = self.observer_states.setdefault(replica_id, ReplicaState(replica_id))
         state.end_offset = end_offset
         state.last_fetch_ms = now_ms
@@ -93,6 +97,17 @@ class LeaderTracker:
             return False
         self._record_fetch(replica_id, now_ms)
         return self._advance_high_watermark()
+
+    def _forget_silent_observers(self, now_ms: int) -> None:
+        """Observers that stopped fetching (a broker gone for good) leave the list, as in Kafka,
+        so that the leader's memory does not grow with every broker that ever fetched."""
+        silent = [
+            replica_id
+            for replica_id, state in self.observer_states.items()
+            if state.last_fetch_ms is not None and now_ms - state.last_fetch_ms > OBSERVER_SESSION_TIMEOUT_MS
+        ]
+        for replica_id in silent:
+            del self.observer_states[replica_id]
 
     def _record_fetch(self, voter: int, now_ms: int) -> None:
         self._fetched_since_check.add(voter)

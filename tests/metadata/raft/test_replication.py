@@ -196,3 +196,14 @@ def test_a_follower_below_the_leaders_log_start_fetches_the_snapshot_then_the_lo
     assert log.chunks == [(0, b"abcd"), (4, b"efg")] and log.installed == (30, 4)
     assert node.high_watermark == 30  # the snapshot is committed
     assert isinstance(after, FetchRequest) and after.fetch_offset == log.end_offset
+
+
+def test_an_observer_silent_for_an_observer_session_is_forgotten() -> None:
+    clock = FakeClock(0)
+    log = InMemoryRaftLog()
+    leader = leader_of_epoch_2(log, clock)
+    leader.handle_fetch(FetchRequest(7, 1, 2, 0, 0))
+    assert [o.replica_id for o in leader.describe_quorum().observers] == [7]
+    clock.advance(300_001)
+    leader.handle_fetch(FetchRequest(8, 1, 2, 0, 0))
+    assert [o.replica_id for o in leader.describe_quorum().observers] == [8]
