@@ -31,6 +31,7 @@ with the image it has.
 from __future__ import annotations
 
 import asyncio
+import pathlib
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -45,7 +46,7 @@ from metadata.snapshot import (
     SnapshotId,
     finish_fetched_snapshot,
     load_snapshot,
-    remove_partial_snapshots,
+    snapshot_path,
     write_snapshot_chunk,
 )
 from protocol.error_codes import ErrorCode
@@ -237,17 +238,38 @@ class MetadataLoader:
 
     async def _install_snapshot(self, snapshot: SnapshotId) -> bool:
         """The log before our fetch offset was cleaned: fetch its snapshot (FetchSnapshot, KIP-630)
-        into the local copy's directory, load it as the image and fetch on from its end."""
+        into the local copy's directory, unless a voter of this node has it there already, load it
+        as the image and fetch on from its end."""
         if self._local is None:
             self._logger.error(
                 "the metadata log was cleaned and this broker has no local copy to load a snapshot into"
             )
             return False
         directory = self._local.directory
+        if not snapshot_path(directory, snapshot).exists() and not await self._download_snapshot(
+            directory, snapshot
+        ):
+            return False
+        try:
+            image = load_snapshot(directory, snapshot)
+        except (CorruptSnapshotError, OSError, ValueError) as exc:
+            self._logger.error("the metadata snapshot is unusable", error=str(exc))
+            return False
+        self.image.replace_with(image)
+        self._next_offset, self._last_epoch = snapshot.end_offset, snapshot.epoch
+        self._local.snapshot_installed(snapshot)
+        self._logger.info("metadata snapshot loaded", end_offset=snapshot.end_offset, topics=len(image.all()))
+        if self._published:
+            await self._publish_initial(self.image)  # everything again, strays included
+        self._changed.set()
+        return True
+
+    async def _download_snapshot(self, directory: pathlib.Path, snapshot: SnapshotId) -> bool:
+        """FetchSnapshot chunk after chunk into ``<snapshot>.checkpoint.part`` (the chunk at
+        position 0 starts it afresh), then the checked rename; False (logged) if it failed."""
         self._logger.info(
             "fetching a metadata snapshot", end_offset=snapshot.end_offset, epoch=snapshot.epoch
         )
-        remove_partial_snapshots(directory)
         position = 0
         while True:
             try:
@@ -270,17 +292,9 @@ class MetadataLoader:
                 break
         try:
             finish_fetched_snapshot(directory, snapshot)
-            image = load_snapshot(directory, snapshot)
         except (CorruptSnapshotError, OSError, ValueError) as exc:
             self._logger.error("the fetched metadata snapshot is unusable", error=str(exc))
             return False
-        self.image.replace_with(image)
-        self._next_offset, self._last_epoch = snapshot.end_offset, snapshot.epoch
-        self._local.snapshot_installed(snapshot)
-        self._logger.info("metadata snapshot loaded", end_offset=snapshot.end_offset, topics=len(image.all()))
-        if self._published:
-            await self._publish_initial(self.image)  # everything again, strays included
-        self._changed.set()
         return True
 
     def _keep_locally(self, records: bytes) -> None:
