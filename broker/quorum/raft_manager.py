@@ -163,8 +163,8 @@ class RaftManager:
     def resign(self) -> None:
         """Give up the leadership now (EndQuorumEpoch names the successors): this node cannot act
         as the active controller, another voter should."""
-        if self._node.is_leader and not self._stopped:
-            self._send(self._node.resign())
+        if self._node.is_leader and not self._stopped and len(self._node.voters) > 1:
+            self._send(self._node.resign())  # the only voter has nobody to hand over to
             self._after_step()
 
     async def stop(self) -> None:
