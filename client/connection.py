@@ -99,7 +99,7 @@ class _ClientProtocol(asyncio.BufferedProtocol):
 
     def __init__(self, owner: KafkaConnection, max_frame_size: int) -> None:
         self._owner = owner
-        self._decoder = FrameDecoder(max_frame_size)
+        self._decoder = FrameDecoder(max_frame_size, grow=False)  # a broker's answers: no copies
         self._paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
         self.lost = False

@@ -15,6 +15,7 @@ from protocol.errors import EncodeError, FrameTooLargeError
 from protocol.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     DEFAULT_READ_BUFFER_SIZE,
+    GROWTH_START,
     FrameDecoder,
     encode_frame,
     frame_header,
@@ -282,14 +283,32 @@ def test_default_max_size_frame_is_accepted() -> None:
     buffer = decoder.get_buffer(-1)
     buffer[:4] = frame_header(DEFAULT_MAX_FRAME_SIZE)
     decoder.buffer_updated(4)
-    target = decoder.get_buffer(-1)
-    assert len(target) == DEFAULT_MAX_FRAME_SIZE
-    target[-3:] = b"end"
-    del target
-    decoder.buffer_updated(DEFAULT_MAX_FRAME_SIZE)
+    received = 0
+    while received < DEFAULT_MAX_FRAME_SIZE:
+        target = decoder.get_buffer(-1)  # grows as the frame's bytes arrive
+        n = len(target)
+        if received + n == DEFAULT_MAX_FRAME_SIZE:
+            target[-3:] = b"end"
+        del target
+        decoder.buffer_updated(n)
+        received += n
     frame = decoder.next_frame()
     assert frame is not None
     assert len(frame) == DEFAULT_MAX_FRAME_SIZE and frame[-3:] == b"end"
+
+
+def test_a_size_prefix_alone_pins_no_more_than_the_first_growth_step() -> None:
+    """A peer that sends only a 100 MiB size prefix (or trickles its body) holds memory in
+    proportion to what it sent, not to what it claims: the frame's buffer starts at
+    GROWTH_START and doubles as bytes arrive."""
+    decoder = FrameDecoder()
+    decoder.feed(frame_header(DEFAULT_MAX_FRAME_SIZE))
+    assert decoder.allocated <= DEFAULT_READ_BUFFER_SIZE + GROWTH_START
+    decoder.feed(bytes(3 * GROWTH_START))
+    assert decoder.allocated <= DEFAULT_READ_BUFFER_SIZE + 4 * GROWTH_START
+    decoder.feed(bytes(DEFAULT_MAX_FRAME_SIZE - 3 * GROWTH_START))
+    frame = decoder.next_frame()
+    assert frame is not None and len(frame) == DEFAULT_MAX_FRAME_SIZE
 
 
 @pytest.mark.parametrize("claimed", [DEFAULT_MAX_FRAME_SIZE + 1, 2**31 - 1, -1, -(2**31)])
