@@ -31,6 +31,7 @@ with the image it has.
 from __future__ import annotations
 
 import asyncio
+import os
 import pathlib
 from collections.abc import Awaitable, Callable
 
@@ -44,6 +45,7 @@ from metadata.serde import decode_metadata_batches
 from metadata.snapshot import (
     CorruptSnapshotError,
     SnapshotId,
+    SnapshotPositionError,
     finish_fetched_snapshot,
     load_snapshot,
     snapshot_path,
@@ -52,6 +54,7 @@ from metadata.snapshot import (
 from protocol.error_codes import ErrorCode
 from protocol.errors import ProtocolError
 from protocol.sentinels import NO_LEADER_EPOCH
+from storage.checkpoint import fsync_directory
 from storage.errors import StorageError
 
 __all__ = ["MetadataLoader"]
@@ -59,6 +62,9 @@ __all__ = ["MetadataLoader"]
 DEFAULT_FETCH_MAX_WAIT_MS = 500
 RETRY_BACKOFF_S = 0.2
 SNAPSHOT_CHUNK_BYTES = 1 << 20
+SNAPSHOT_STAGING_DIR = "broker-snapshot-download"
+"""Where the loader assembles a fetched snapshot, inside the metadata log's directory (the storage
+layer leaves subdirectories alone) and apart from a voter fetching into the directory itself."""
 
 Publisher = Callable[[MetadataDelta, MetadataImage], Awaitable[None]]
 InitialPublisher = Callable[[MetadataImage], Awaitable[None]]
@@ -265,34 +271,38 @@ class MetadataLoader:
         return True
 
     async def _download_snapshot(self, directory: pathlib.Path, snapshot: SnapshotId) -> bool:
-        """FetchSnapshot chunk after chunk into ``<snapshot>.checkpoint.part`` (the chunk at
-        position 0 starts it afresh), then the checked rename; False (logged) if it failed."""
+        """FetchSnapshot chunk after chunk into a staging directory of this loader's own (a voter of
+        this node may be fetching the same snapshot into ``directory``), then the checked file is
+        moved into ``directory``; False (logged) if it could not be had."""
         self._logger.info(
             "fetching a metadata snapshot", end_offset=snapshot.end_offset, epoch=snapshot.epoch
         )
+        staging = directory / SNAPSHOT_STAGING_DIR
         position = 0
-        while True:
-            try:
+        try:
+            staging.mkdir(exist_ok=True)
+            while True:
                 chunk = await self._channel.fetch_snapshot(
                     replica_id=self._observer_id,
                     snapshot_id=(snapshot.end_offset, snapshot.epoch),
                     position=position,
                     max_bytes=SNAPSHOT_CHUNK_BYTES,
                 )
-            except ControllerUnavailableError as exc:
-                self._logger.warning("snapshot fetch failed", error=str(exc))
-                return False
-            if chunk.error != ErrorCode.NONE:
-                self._logger.warning("snapshot fetch error", error=chunk.error.name)
-                return False
-            if not chunk.data:
-                break
-            position = write_snapshot_chunk(directory, snapshot, position, chunk.data)
-            if position >= chunk.size:
-                break
-        try:
-            finish_fetched_snapshot(directory, snapshot)
-        except (CorruptSnapshotError, OSError, ValueError) as exc:
+                if chunk.error != ErrorCode.NONE:
+                    self._logger.warning("snapshot fetch error", error=chunk.error.name)
+                    return False
+                if not chunk.data:
+                    break
+                position = write_snapshot_chunk(staging, snapshot, position, chunk.data)
+                if position >= chunk.size:
+                    break
+            fetched = finish_fetched_snapshot(staging, snapshot)
+            os.replace(fetched, snapshot_path(directory, snapshot))
+            fsync_directory(directory)
+        except ControllerUnavailableError as exc:
+            self._logger.warning("snapshot fetch failed", error=str(exc))
+            return False
+        except (CorruptSnapshotError, SnapshotPositionError, OSError, ValueError) as exc:
             self._logger.error("the fetched metadata snapshot is unusable", error=str(exc))
             return False
         return True

@@ -45,6 +45,9 @@ GATED_APIS = frozenset(
 )
 """The controller APIs: their answers wait for the commit of what they wrote."""
 
+BUILD_RETRY_S = 1.0
+"""A single voter whose controller could not be built tries again this much later."""
+
 ControllerFactory = Callable[[int], QuorumController]
 """Builds the controller for a leader epoch from the committed log."""
 
@@ -116,6 +119,11 @@ class ControllerRole:
                 self._active.activate(self._build(snapshot.epoch))
             except Exception:
                 _log.exception("could not build the controller from the metadata log", epoch=snapshot.epoch)
-                self._raft.resign()  # another voter may do better than a leader without a controller
+                if len(self._raft.voters) > 1:
+                    self._raft.resign()  # another voter may do better than a leader without a controller
+                else:  # nobody to hand over to: try again later
+                    asyncio.get_running_loop().call_later(
+                        BUILD_RETRY_S, lambda: self._on_change(self._raft.snapshot())
+                    )
             finally:
                 self._building = False

@@ -615,12 +615,16 @@ class RaftNode:
             self._step_down(response.epoch, response.leader_id)
             return self._poll_fetch(self._now())
         in_flight = self._fetch_in_flight
+        state = self.state
         if (
-            not isinstance(in_flight, FetchSnapshotRequest)
+            response.epoch < self.epoch
+            or not isinstance(state, Follower)
+            or response.source != state.leader_id
+            or not isinstance(in_flight, FetchSnapshotRequest)
             or response.snapshot_id != in_flight.snapshot_id
             or response.position != in_flight.position
         ):
-            return []  # stale or duplicated
+            return []  # stale, duplicated, or from a deposed leader
         now = self._now()
         self._fetch_in_flight = None
         if response.error is not RaftError.NONE or (not response.data and response.position < response.size):
@@ -630,12 +634,19 @@ class RaftNode:
         self._last_leader_contact_ms = now
         if self._resigned_epoch != self.epoch:
             self._timer_ms = now + self.config.fetch_timeout_ms
-        self.log.write_snapshot_chunk(response.snapshot_id, response.position, response.data)
-        self._snapshot_position = response.position + len(response.data)
-        if self._snapshot_position >= response.size:
-            self.log.install_snapshot(response.snapshot_id)
-            self.high_watermark = max(self.high_watermark, response.snapshot_id[0])  # it is committed
+        try:
+            self.log.write_snapshot_chunk(response.snapshot_id, response.position, response.data)
+            self._snapshot_position = response.position + len(response.data)
+            if self._snapshot_position >= response.size:
+                self.log.install_snapshot(response.snapshot_id)
+                self.high_watermark = max(self.high_watermark, response.snapshot_id[0])  # committed
+                self._snapshot_fetch = None
+        except Exception:
+            # the chunk could not be kept (a full disk, a damaged file): start over from a plain
+            # fetch, which names the snapshot again; the caller hears of the failure
             self._snapshot_fetch = None
+            self._next_fetch_ms = now + self.config.retry_backoff_ms
+            raise
         self._next_fetch_ms = now
         return self._poll_fetch(now)
 
