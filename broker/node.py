@@ -516,7 +516,7 @@ def _build_controller(
         start = 0 if snapshot is None else snapshot.end_offset
         records = [
             (offset, batch.epoch, record)
-            for batch in read_metadata_log(partition_log)
+            for batch in read_metadata_log(partition_log, start)
             for offset, record in batch.records
             if offset >= start
         ]

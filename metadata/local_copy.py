@@ -53,7 +53,7 @@ class LocalMetadataCopy:
     def committed_batches(self, start_offset: int = 0) -> Iterator[MetadataBatch]:
         """Every batch from ``start_offset`` and below :attr:`committed_end`, in order."""
         end = self.committed_end
-        for batch in read_metadata_log(self._log):
+        for batch in read_metadata_log(self._log, start_offset):
             if batch.last_offset < start_offset:
                 continue
             if batch.last_offset >= end:

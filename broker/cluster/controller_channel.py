@@ -329,6 +329,7 @@ class ControllerChannel:
         max_bytes: int = 8 * 1024 * 1024,
         replica_id: int = -1,
         current_leader_epoch: int = NO_LEADER_EPOCH,
+        cluster_id: str | None = None,
     ) -> MetadataFetch:
         """One long-poll Fetch of the metadata log from ``fetch_offset``.
 
@@ -340,6 +341,7 @@ class ControllerChannel:
         node learns where the active controller went.
         """
         body = metadata_fetch_body(
+            cluster_id=cluster_id,
             broker_id=broker_id,
             replica_id=replica_id,
             fetch_offset=fetch_offset,

@@ -3,7 +3,7 @@
 Each voter gets two connections: one for the long-polled Fetch of the metadata log, one for the
 election messages, so that a vote is never queued behind a parked fetch (a connection answers in
 order). The Fetch is the very request a broker sends to follow the metadata log
-(:func:`broker.cluster.controller_channel.metadata_fetch_body`), with the voter's id as replica
+(:meth:`broker.cluster.controller_channel.ControllerChannel.fetch_metadata`), with the voter's id as replica
 id and its epoch as current leader epoch: voters and observers fetch with the same code, and the
 leader serves both with the same handler. A request that gets no answer delivers nothing: the
 Raft node resends on its own timers.
@@ -17,11 +17,8 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from broker.cluster.controller_channel import (
-    METADATA_FETCH_VERSION,
     ControllerChannel,
     ControllerUnavailableError,
-    metadata_fetch_body,
-    parse_metadata_fetch,
 )
 from client.errors import PeerClosedError
 from metadata.raft import wire
@@ -166,22 +163,22 @@ class QuorumPeers:
             position=request.position,
             max_bytes=FETCH_MAX_BYTES,
         )
-        leader_id, epoch = chunk.current_leader or (-1, request.epoch)
-        error = wire.raft_error(chunk.error) if chunk.error != ErrorCode.NONE else RaftError.NONE
+        epoch, leader_id, error = _leader_and_error(chunk.current_leader, chunk.error, request.epoch)
         return FetchSnapshotResponse(
             source=request.destination,
             destination=self._local_id,
             epoch=epoch,
-            leader_id=None if leader_id < 0 else leader_id,
+            leader_id=leader_id,
             snapshot_id=request.snapshot_id,
             size=chunk.size,
             position=chunk.position,
             data=chunk.data,
-            error=error or RaftError.NOT_LEADER_OR_FOLLOWER,
+            error=error,
         )
 
     async def _fetch(self, peer: _Peer, request: FetchRequest) -> FetchResponse:
-        body = metadata_fetch_body(
+        """The brokers' metadata Fetch, as this voter (its id, its epoch): one fetch path for both."""
+        fetched = await peer.fetch.fetch_metadata(
             cluster_id=self._cluster_id,
             broker_id=self._local_id,
             replica_id=self._local_id,
@@ -191,26 +188,35 @@ class QuorumPeers:
             max_wait_ms=self._fetch_max_wait_ms,
             max_bytes=FETCH_MAX_BYTES,
         )
-        timeout_s = self._fetch_max_wait_ms / 1000 + peer.fetch.request_timeout_s
-        _, response = await peer.fetch.request(
-            ApiKey.FETCH, body, version=METADATA_FETCH_VERSION, timeout_s=timeout_s
-        )
-        fetched = parse_metadata_fetch(response)
-        leader_id, epoch = fetched.current_leader or (-1, request.epoch)
-        error = wire.raft_error(fetched.error) if fetched.error != ErrorCode.NONE else RaftError.NONE
+        epoch, leader_id, error = _leader_and_error(fetched.current_leader, fetched.error, request.epoch)
         return FetchResponse(
             source=request.destination,
             destination=self._local_id,
             epoch=epoch,
-            leader_id=None if leader_id < 0 else leader_id,
+            leader_id=leader_id,
             fetch_offset=request.fetch_offset,
             high_watermark=fetched.high_watermark,
             entries=tuple(batch_entries(fetched.records)) if error is RaftError.NONE else (),
             diverging_epoch=DivergingEpoch(*fetched.diverging_epoch) if fetched.diverging_epoch else None,
-            error=error or RaftError.NOT_LEADER_OR_FOLLOWER,
+            error=error,
             snapshot_id=fetched.snapshot_id,
             log_start_offset=fetched.log_start_offset,
         )
+
+
+def _leader_and_error(
+    current_leader: tuple[int, int] | None, code: ErrorCode, request_epoch: int
+) -> tuple[int, int | None, RaftError]:
+    """(epoch, leader, error) of an answer: the leader it names (else the request's epoch and no
+    leader), and its error as the quorum knows it (one it has no name for: not the leader)."""
+    leader_id, epoch = current_leader or (-1, request_epoch)
+    if code == ErrorCode.NONE:
+        return epoch, None if leader_id < 0 else leader_id, RaftError.NONE
+    return (
+        epoch,
+        None if leader_id < 0 else leader_id,
+        wire.raft_error(code) or RaftError.NOT_LEADER_OR_FOLLOWER,
+    )
 
 
 def _process_gone(exc: BaseException) -> bool:

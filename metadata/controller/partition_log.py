@@ -23,9 +23,10 @@ __all__ = ["read_metadata_log"]
 READ_CHUNK_BYTES = 8 * 1024 * 1024
 
 
-def read_metadata_log(log: PartitionLog) -> Iterator[MetadataBatch]:
-    """Every batch of the metadata log, in order (the controller replays them at start-up)."""
-    offset = log.log_start_offset
+def read_metadata_log(log: PartitionLog, start_offset: int = 0) -> Iterator[MetadataBatch]:
+    """Every batch of the metadata log from the one holding ``start_offset`` on, in order (the
+    controller replays them at start-up, after its newest snapshot)."""
+    offset = max(start_offset, log.log_start_offset)
     while offset < log.log_end_offset:
         result = log.read(offset, READ_CHUNK_BYTES)
         if result.slice is None:

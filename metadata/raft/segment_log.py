@@ -176,37 +176,19 @@ class SegmentRaftLog:
         entries: list[Entry] = []
         if max_entries <= 0:
             return entries
-        for header, payload in self._batches(start_offset, None):
+        for header, payload in self._batches(start_offset):
             entries.append(_entry(header, payload))
             if len(entries) >= max_entries:
                 break
         return entries
 
-    def read_bytes(self, start_offset: int, max_bytes: int, upper_bound: int | None = None) -> bytes:
-        """The raw bytes of whole batches from the one starting at ``start_offset``.
-
-        Stops before any batch whose last offset is at or above ``upper_bound`` (exclusive, e.g. the
-        high watermark, so observers get committed batches only) and before the batch that would
-        take the total over ``max_bytes``, except that a first batch that fits the bound comes whole
-        even when larger (as Kafka's fetch does, so a reader always progresses). ``start_offset``
-        inside a batch is a caller error (ValueError).
-        """
-        out = bytearray()
-        for _, payload in self._batches(start_offset, upper_bound):
-            if out and len(out) + len(payload) > max_bytes:
-                break
-            out += payload
-        return bytes(out)
-
-    def _batches(
-        self, start_offset: int, upper_bound: int | None
-    ) -> Iterator[tuple[RecordBatchHeader, bytes]]:
-        """(header, bytes) of each whole batch from ``start_offset``, below ``upper_bound`` if given."""
+    def _batches(self, start_offset: int) -> Iterator[tuple[RecordBatchHeader, bytes]]:
+        """(header, bytes) of each whole batch from ``start_offset``."""
         if start_offset < 0:
             raise ValueError(f"cannot read from a negative offset ({start_offset})")
         offset = start_offset
         while offset < self._log.log_end_offset:
-            result = self._log.read(offset, _READ_CHUNK_BYTES, upper_bound)
+            result = self._log.read(offset, _READ_CHUNK_BYTES)
             if result.slice is None:
                 return
             if result.first_offset != offset:

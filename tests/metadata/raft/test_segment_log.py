@@ -94,7 +94,7 @@ def test_a_control_batch_is_skipped_by_the_metadata_replay(log: SegmentRaftLog) 
     entry = log.append_records(1, encode_metadata_batch([record, record], epoch=1, timestamp_ms=NOW))
     assert (entry.offset, entry.epoch, entry.record_count) == (1, 1, 2)
 
-    batches = list(decode_metadata_batches(log.read_bytes(0, 1 << 20)))
+    batches = list(decode_metadata_batches(b"".join(e.payload for e in log.read(0, 100))))
     assert [(b.records, b.epoch, b.last_offset) for b in batches] == [
         ([], 1, 0),
         ([(1, record), (2, record)], 1, 2),
@@ -213,28 +213,17 @@ def test_read_stops_after_max_entries_and_crosses_segments(tmp_path: pathlib.Pat
     assert log.read(written[3].offset, 2) == written[3:5]
     assert log.read(written[5].offset, 2) == written[5:]
     assert log.read(0, 0) == []
-    assert log.read_bytes(0, 1 << 20) == b"".join(e.payload for e in written)
 
 
-def test_read_bytes_stops_at_the_upper_bound_and_max_bytes(log: SegmentRaftLog) -> None:
+def test_read_starts_at_a_batch_boundary_and_ends_at_the_log_end(log: SegmentRaftLog) -> None:
     a, b, c = (
         log.append_as_leader(1, payloads)[0] for payloads in ([b"a", b"b"], [b"c"], [b"d", b"e", b"f"])
     )
     assert (a.offset, b.offset, c.offset, c.last_offset) == (0, 2, 3, 5)
-    everything = a.payload + b.payload + c.payload
-    assert log.read_bytes(0, 1 << 20) == log.read_bytes(0, 1 << 20, None) == everything
-    assert log.read_bytes(0, 1 << 20, upper_bound=3) == a.payload + b.payload
-    assert log.read_bytes(0, 1 << 20, upper_bound=5) == a.payload + b.payload  # c ends at 5
-    assert log.read_bytes(0, 1 << 20, upper_bound=6) == everything
-    assert log.read_bytes(0, 1 << 20, upper_bound=1) == b""  # a ends at 1
-    assert log.read_bytes(0, 1 << 20, upper_bound=0) == b""
-    assert log.read_bytes(2, 1 << 20, upper_bound=3) == b.payload
-    assert log.read_bytes(0, 1) == a.payload  # the first batch comes whole
-    assert log.read_bytes(0, len(a.payload) + len(b.payload)) == a.payload + b.payload
-    assert log.read_bytes(0, len(a.payload) + len(b.payload) + 1) == a.payload + b.payload
-    assert log.read_bytes(6, 1 << 20) == b"" and log.read_bytes(60, 1 << 20) == b""
+    assert log.read(2, 100) == [b, c]
+    assert log.read(6, 100) == [] and log.read(60, 100) == []
     with pytest.raises(ValueError, match="inside the batch"):
-        log.read_bytes(4, 1 << 20)
+        log.read(4, 100)
 
 
 def test_a_quorum_elects_and_commits_on_segment_logs(tmp_path: pathlib.Path) -> None:
