@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from client.connection import KafkaConnection, ReconnectingConnection
-from client.errors import ClientError
+from client.errors import ClientError, ConnectError, PeerClosedError
 from metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
@@ -127,9 +127,9 @@ class ControllerChannel:
         on_unreachable: Callable[[tuple[str, int], bool], None] | None = None,
         on_leader: Callable[[int, int], None] | None = None,
     ) -> None:
-        """``on_unreachable(address, answered)`` hears of a controller that failed a request
-        (``answered`` False) or answered NOT_CONTROLLER (True), ``on_leader(id, epoch)`` of the
-        metadata log's leader named in a fetch response: the
+        """``on_unreachable(address, answered)`` hears of a controller that could not be reached
+        (``answered`` False) or that answered NOT_CONTROLLER or too slowly (True);
+        ``on_leader(id, epoch)`` of the metadata log's leader named in a fetch response: the
         :class:`~broker.cluster.controller_locator.ControllerLocator` then moves ``address`` to
         the voter that leads, and the next request goes there."""
         self._address = address
@@ -182,7 +182,9 @@ class ControllerChannel:
                 version = await self._connection.version_for(api_key, wanted_max)
             response = await self._connection.request(api_key, version, body, timeout_s)
         except ClientError as exc:
-            self._unreachable()
+            # only a voter that cannot be reached (refused, reset, a handshake unanswered: dead or
+            # paused) is doubted for a while; one that was merely slow keeps its leader hints
+            self._unreachable(answered=not isinstance(exc, ConnectError | PeerClosedError))
             raise ControllerUnavailableError(f"{api_key.name} to the controller failed: {exc}") from exc
         if getattr(response, "error_code", ErrorCode.NONE) == ErrorCode.NOT_CONTROLLER:
             self._unreachable(answered=True)

@@ -93,8 +93,9 @@ class ControllerLocator:
             self._move_to(leader_id, named=True)
 
     def unreachable(self, address: tuple[str, int], *, answered: bool = False) -> None:
-        """A request to ``address`` failed (``answered``: it answered NOT_CONTROLLER): try the
-        next voter. One that did not answer is not taken back on another voter's word in this epoch."""
+        """A request to ``address`` failed (``answered``: it answered NOT_CONTROLLER, or too slowly,
+        so it may well be alive): try the next voter. One that could not be reached at all is not
+        taken back on another voter's word for ``forget_after_s``."""
         if address != self.address():
             return  # already moved on
         if not answered:
