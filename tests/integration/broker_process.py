@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -32,10 +33,23 @@ def sample_value(text: str, name: str, **labels: str) -> float:
     return total
 
 
+LISTEN_PORTS = range(10_000, 32_000)
+"""Where test brokers listen: below Linux's ephemeral range (32768-60999), so that no client
+connection's source port, picked by the kernel meanwhile, can take a port chosen here."""
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port in ``LISTEN_PORTS`` that nothing is bound to now."""
+    for _ in range(200):
+        port = random.randrange(LISTEN_PORTS.start, LISTEN_PORTS.stop)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free loopback port in {LISTEN_PORTS}")
 
 
 def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout_s: float) -> None:

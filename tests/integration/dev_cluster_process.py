@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from protocol.api_keys import ApiKey
+from tests.integration.broker_process import LISTEN_PORTS
 from tests.integration.wire_client import WireClient
-from tools.dev_cluster import port_in_use
+from tools.dev_cluster import QUORUM_VOTERS, port_in_use
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_DIR = ROOT / "config" / "cluster"
@@ -23,26 +24,22 @@ STARTED = re.compile(r"started (broker-\d+) \(pid (\d+)\)")
 
 def free_run(count: int, avoid: set[int]) -> int:
     """The first port of ``count`` consecutive free loopback ports, none of them in ``avoid``."""
-    for _ in range(50):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            first = sock.getsockname()[1]
+    for _ in range(200):
+        first = random.randrange(LISTEN_PORTS.start, LISTEN_PORTS.stop - count)
         ports = set(range(first, first + count))
-        if (
-            first + count <= 65535
-            and not ports & avoid
-            and not any(port_in_use("127.0.0.1", p) for p in ports)
-        ):
+        if not ports & avoid and not any(port_in_use("127.0.0.1", p) for p in ports):
             return first
     raise RuntimeError("no run of free ports")
 
 
 def free_layout(brokers: int) -> tuple[int, int, int]:
-    """Free client, metrics and controller ports for a cluster of ``brokers``."""
+    """Free client, metrics and controller ports for a cluster of ``brokers``: the controller run
+    is as long as the cluster has voters (voter i listens on the first plus i - 1)."""
     base = free_run(brokers, set())
     taken = set(range(base, base + brokers))
     metrics = free_run(brokers, taken)
-    controller = free_run(1, taken | set(range(metrics, metrics + brokers)))
+    taken |= set(range(metrics, metrics + brokers))
+    controller = free_run(min(brokers, QUORUM_VOTERS), taken)
     return base, metrics, controller
 
 
