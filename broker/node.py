@@ -54,10 +54,12 @@ from broker.group_runtime import (
 from broker.handler_sets import broker_handlers, controller_handlers
 from broker.handlers.broker_heartbeat import HeartbeatConnections
 from broker.handlers.metadata import BrokerEndpoint
+from broker.handlers.registry import HandlerRegistry
 from broker.meta_properties import ensure_meta_properties
 from broker.metrics.endpoint import MetricsEndpoint
 from broker.metrics.raft import RaftMetrics
 from broker.metrics.requests import RequestMetrics
+from broker.metrics.socket_server import SocketServerMetrics
 from broker.quorum.controller_role import CommitGate, ControllerRole, RaftMetadataLog
 from broker.quorum.peers import QuorumPeers
 from broker.quorum.raft_manager import RaftManager
@@ -66,8 +68,10 @@ from broker.replication.followers import FollowerSupervisor
 from broker.replication.followers.settings import follower_settings
 from broker.replication.replica_manager import ReplicaManager
 from broker.replication.transitions import ReplicaTransitions
+from broker.server.connection_quotas import ConnectionQuotas, resolve_overrides
 from broker.server.dispatcher import RequestDispatcher
 from broker.server.listener import BrokerServer
+from broker.server.memory_pool import MemoryPool
 from broker.startup import bound
 from metadata.controller.active import ActiveController
 from metadata.controller.controller import ControllerConfig, QuorumController
@@ -423,16 +427,7 @@ def _build_broker(
         auto_create=_auto_creator(channel, loader),
         client_listener=_client_listener(config).name,
     )
-    for listener in config.client_listeners():
-        servers.append(
-            BrokerServer(
-                RequestDispatcher(handler_registry, request_metrics, listener.name),
-                [(listener.host, listener.port)],
-                request_metrics,
-                max_frame_size=config.socket_request_max_bytes,
-                idle_timeout_ms=config.connections_max_idle_ms,
-            )
-        )
+    servers.extend(_client_servers(config, handler_registry, request_metrics, registry))
     tasks = [*housekeeping_tasks(config, replicas, log_manager), *groups.tasks]
     return BrokerNode(
         replicas,
@@ -546,6 +541,8 @@ def _build_controller(
         max_frame_size=config.socket_request_max_bytes,
         idle_timeout_ms=config.connections_max_idle_ms,
         on_connection_closed=heartbeat_connections.closed,
+        receive_timeout_ms=config.kipling_request_receive_timeout_ms,
+        pool=MemoryPool.of(config.queued_max_request_bytes),
     )
     server_ref.append(server)
 
@@ -694,6 +691,40 @@ def _controller_locator(config: BrokerConfig, controller: ControllerNode | None)
     own = [controller.server] if controller is not None else []
     voter_ids = [voter.node_id for voter in config.quorum_voters]
     return ControllerLocator(voter_ids, _voter_address(config, own), forget_after_s=forget_after_s)
+
+
+def _client_servers(
+    config: BrokerConfig,
+    handlers: HandlerRegistry,
+    request_metrics: RequestMetrics,
+    registry: CollectorRegistry,
+) -> list[BrokerServer]:
+    """One server per client listener, all sharing the broker's request memory pool and
+    connection quotas (per broker, as in Kafka)."""
+    pool = MemoryPool.of(config.queued_max_request_bytes)
+    SocketServerMetrics(registry, pool)
+    listeners = config.client_listeners()
+    quotas = ConnectionQuotas(
+        max_connections=config.max_connections,
+        max_connections_per_ip=config.max_connections_per_ip,
+        per_ip_overrides=resolve_overrides(config.max_connections_per_ip_overrides),
+        listeners=[listener.name for listener in listeners],
+        inter_broker_listener=config.inter_broker_listener_name,
+    )
+    return [
+        BrokerServer(
+            RequestDispatcher(handlers, request_metrics, listener.name),
+            [(listener.host, listener.port)],
+            request_metrics,
+            max_frame_size=config.socket_request_max_bytes,
+            idle_timeout_ms=config.connections_max_idle_ms,
+            receive_timeout_ms=config.kipling_request_receive_timeout_ms,
+            pool=pool,
+            quotas=quotas,
+            listener=listener.name,
+        )
+        for listener in listeners
+    ]
 
 
 def _client_listener(config: BrokerConfig) -> Listener:

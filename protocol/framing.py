@@ -156,6 +156,17 @@ class FrameDecoder:
         return self._ready_bytes + self._staged + in_progress
 
     @property
+    def in_progress(self) -> int:
+        """Bytes held for the frame being received, 0 at a frame boundary.
+
+        While a large frame arrives this is its own buffer's length (what the decoder pins for it,
+        however little has arrived yet), else the partial header or small frame waiting in staging.
+        The broker's request memory pool (``queued.max.request.bytes``) accounts a partial frame by
+        this, and its receive timeout runs while it is not 0.
+        """
+        return len(self._frame) if self._frame is not None else self._staged
+
+    @property
     def allocated(self) -> int:
         """Bytes of buffers the decoder itself holds: staging plus a large frame in progress.
 

@@ -3,9 +3,13 @@
 A ``BufferedProtocol``: the socket reads straight into the frame decoder's buffers (large
 produce frames land in one buffer sized for them), frames queue up, and a single task per
 connection answers them in order, as Kafka does. Reading pauses while too many requests wait,
-so a fast producer cannot queue unbounded memory; writing respects the transport's flow
-control. An idle connection is closed after ``connections.max.idle.ms`` with one timer that is
-re-armed lazily (never a timer per request).
+so a fast producer cannot queue unbounded memory, and while the broker's request memory pool
+(``queued.max.request.bytes``, :mod:`broker.server.memory_pool`) is exhausted; writing respects
+the transport's flow control. A connection idle for ``connections.max.idle.ms``, or whose current
+request has been arriving for longer than ``kipling.request.receive.timeout.ms``, is closed by one
+timer that is re-armed lazily (:mod:`broker.server.deadlines`; never a timer per byte or request).
+A connection over ``max.connections`` or ``max.connections.per.ip`` is closed as soon as it is
+made (:mod:`broker.server.connection_quotas`).
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from typing import Any
 
 import structlog
 
+from broker.server.deadlines import RECEIVE_TIMEOUT, Deadlines
 from broker.server.dispatcher import CloseConnection, RequestDispatcher
+from broker.server.memory_pool import MemoryPool
 from protocol.errors import FrameTooLargeError
 from protocol.framing import FrameDecoder
 
@@ -47,16 +53,29 @@ class KafkaConnection(asyncio.BufferedProtocol):
         max_frame_size: int,
         idle_timeout_ms: int,
         on_close: Callable[[KafkaConnection], None],
+        pool: MemoryPool | None = None,
+        receive_timeout_ms: int = 0,
+        admit: Callable[[KafkaConnection], str | None] | None = None,
     ) -> None:
+        """``admit`` runs once the peer is known and returns why the connection may not stay
+        (it is closed at once), or None; ``pool`` is shared by the node's connections."""
         self.connection_id = connection_id
         self.peer = "?"
+        self.ip = "?"
+        self.admitted = False
+        """Counted by ``admit``; a refused connection is closed without serving anything."""
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_frame_size)
         self._max_frame_size = max_frame_size
         self._queued_bytes = 0
+        self._in_flight_bytes = 0
         self.close_reason = PEER_CLOSED
         """Why the connection ended, for the connection-close metric."""
-        self._idle_timeout_s = idle_timeout_ms / 1000 if idle_timeout_ms > 0 else None
+        self._pool = pool if pool is not None else MemoryPool(None)
+        self._admit = admit
+        self._deadlines = Deadlines(idle_timeout_ms, receive_timeout_ms, time.monotonic())
+        self._receive_timeout_ms = receive_timeout_ms
+        self._idle_timeout_ms = idle_timeout_ms
         self._on_close = on_close
         self._queue: collections.deque[memoryview] = collections.deque()
         self._frame_ready = asyncio.Event()
@@ -65,10 +84,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._task: asyncio.Task[None] | None = None
         self._paused = False
+        self._memory_waiting = False
         self._closing = False
-        self._busy = False
-        self._last_activity = time.monotonic()
-        self._idle_timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_when = 0.0
         self.log = log
 
     # -- asyncio.BufferedProtocol --------------------------------------------------------------
@@ -77,15 +96,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio.Transport subclasses
         peername = transport.get_extra_info("peername")
         self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        self.ip = str(peername[0]) if peername else "?"
         self.log = log.bind(connection_id=self.connection_id, peer=self.peer)
+        refused = self._admit(self) if self._admit is not None else None
+        if refused is not None:
+            self.close_reason = refused
+            self.abort()
+            return
+        self.admitted = True
+        self._pool.join(self)
         self._task = asyncio.get_running_loop().create_task(self._serve())
-        self._arm_idle_timer()
+        self._schedule_timer()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._decoder.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
-        self._last_activity = time.monotonic()
         try:
             self._decoder.buffer_updated(nbytes)
         except FrameTooLargeError as exc:
@@ -93,19 +119,53 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close_reason = "frame_too_large"
             self.abort()
             return
+        completed = False
         while (frame := self._decoder.next_frame()) is not None:
             self._queue.append(frame)
             self._queued_bytes += len(frame)
-        if self._queue:
+            completed = True
+        in_progress = self._decoder.in_progress > 0
+        self._deadlines.received(time.monotonic(), in_progress=in_progress, completed=completed)
+        if in_progress:
+            self._schedule_timer()
+        if completed:
             self._frame_ready.set()
-            if self._over_read_ahead() and not self._paused and self._transport:
-                self._transport.pause_reading()
-                self._paused = True
+        self._account()
+        self._update_reading()
 
     def _over_read_ahead(self) -> bool:
         """Pause reading at 16 queued requests or one maximum-size frame's worth of bytes, so a
         client pipelining large produces holds at most ~socket.request.max.bytes here."""
         return len(self._queue) >= MAX_QUEUED_REQUESTS or self._queued_bytes >= self._max_frame_size
+
+    def memory_wait(self, waiting: bool) -> None:
+        """The memory pool's word: stop reading until it has room again (or read on)."""
+        self._memory_waiting = waiting
+        self._update_reading()
+
+    def _account(self) -> None:
+        """Tell the pool what this connection holds now: the frame it is receiving, and the
+        requests received and not yet answered."""
+        self._pool.hold(self, self._decoder.in_progress, self._queued_bytes + self._in_flight_bytes)
+
+    def _update_reading(self) -> None:
+        """Read unless the pool or the read-ahead bound says wait: the one place reading pauses
+        and resumes (while paused by the broker, the peer's deadlines stand still)."""
+        transport = self._transport
+        if transport is None or self._closing:
+            return
+        pause = self._memory_waiting or self._over_read_ahead()
+        if pause == self._paused:
+            return
+        self._paused = pause
+        now = time.monotonic()
+        if pause:
+            transport.pause_reading()
+            self._deadlines.paused(now)
+        else:
+            transport.resume_reading()
+            self._deadlines.resumed(now)
+            self._schedule_timer()
 
     def eof_received(self) -> bool:
         # The client closed its side. Kafka clients never half-close to wait for answers, so
@@ -118,12 +178,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport = None
         self._can_write.set()
         self._frame_ready.set()
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._task is not None:
             # Nobody can read an answer any more: a parked fetch or acks=-1 produce leaves its
             # purgatory now instead of at its deadline (appends already made stay made).
             self._task.cancel()
+        self._pool.leave(self)
         self._on_close(self)
 
     def pause_writing(self) -> None:
@@ -145,9 +207,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     continue
                 frame = self._queue.popleft()
                 self._queued_bytes -= len(frame)
-                if self._paused and not self._over_read_ahead() and self._transport:
-                    self._transport.resume_reading()
-                    self._paused = False
+                self._in_flight_bytes = len(frame)
+                self._update_reading()
                 if not await self._answer(frame):
                     break
         except asyncio.CancelledError:
@@ -156,15 +217,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close()
 
     async def _answer(self, frame: memoryview) -> bool:
-        self._busy = True
+        self._deadlines.busy = True
         try:
             reply = await self._dispatcher.dispatch(frame, self.peer, self.connection_id)
         except CloseConnection:
             self.close_reason = "bad_request"
             return False
         finally:
-            self._busy = False
-        self._last_activity = time.monotonic()
+            self._deadlines.busy = False
+            self._in_flight_bytes = 0
+            self._account()
+        self._deadlines.answered(time.monotonic())
         if reply is None:
             return True
         if self._transport is None:
@@ -190,6 +253,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.close_reason = "shutdown"
         self._closing = True
         self._queue.clear()
+        self._queued_bytes = 0
+        self._account()
         self._frame_ready.set()
         if self._transport is not None:
             self._transport.pause_reading()
@@ -207,16 +272,41 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
 
-    def _arm_idle_timer(self) -> None:
-        if self._idle_timeout_s is None or self._transport is None:
+    # -- deadlines -----------------------------------------------------------------------------
+
+    def _schedule_timer(self) -> None:
+        """Make sure the one timer fires by the next deadline: a timer already due earlier is
+        kept (it looks again when it fires), so this costs nothing on most calls."""
+        if self._transport is None:
             return
-        remaining = self._last_activity + self._idle_timeout_s - time.monotonic()
-        loop = asyncio.get_running_loop()
-        if remaining > 0 or self._busy:
-            self._idle_timer = loop.call_later(max(remaining, 0.05), self._arm_idle_timer)
+        now = time.monotonic()
+        delay = self._deadlines.next_check(now)
+        if delay is None:
             return
-        self.log.info("closing idle connection", idle_ms=int(self._idle_timeout_s * 1000))
-        self.close_reason = "idle"
+        when = now + delay
+        if self._timer is not None:
+            if self._timer_when <= when:
+                return
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+        self._timer_when = when
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        reason = self._deadlines.expired(time.monotonic())
+        if reason is None:
+            self._schedule_timer()
+            return
+        self.close_reason = reason
+        if reason == RECEIVE_TIMEOUT:
+            self.log.info(
+                "closing connection: request not received in time",
+                receive_timeout_ms=self._receive_timeout_ms,
+                bytes_in_progress=self._decoder.in_progress,
+            )
+            self.abort()
+            return
+        self.log.info("closing idle connection", idle_ms=self._idle_timeout_ms)
         self.close()
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid

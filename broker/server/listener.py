@@ -3,6 +3,10 @@
 Shutdown is graceful: stop accepting, let every connection finish the request it is
 handling (and send its response), then close; connections still busy after the grace period
 are aborted so that SIGTERM always ends the process.
+
+The servers of a node's client listeners share one request memory pool and one set of connection
+quotas (both are per broker in Kafka too); each connection is admitted against the quotas as soon
+as its peer is known.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ import structlog
 
 from broker.metrics.requests import RequestMetrics
 from broker.server.connection import PEER_CLOSED, KafkaConnection
+from broker.server.connection_quotas import ConnectionQuotas
 from broker.server.dispatcher import RequestDispatcher
+from broker.server.memory_pool import MemoryPool
 
 log = structlog.get_logger("kipling.server")
 
@@ -30,9 +36,14 @@ class BrokerServer:
         max_frame_size: int,
         idle_timeout_ms: int,
         on_connection_closed: Callable[[int], object] | None = None,
+        receive_timeout_ms: int = 0,
+        pool: MemoryPool | None = None,
+        quotas: ConnectionQuotas | None = None,
+        listener: str = "",
     ) -> None:
         """``on_connection_closed(connection_id)`` runs when the peer closes a connection (EOF or
-        reset) while serving; closes this side made (idle, a bad request, shutdown) do not count."""
+        reset) while serving; closes this side made (idle, a bad request, shutdown) do not count.
+        ``listener`` names the listener these addresses serve, for ``quotas``."""
         self._dispatcher = dispatcher
         self._on_connection_closed = on_connection_closed
         self._stopping = False
@@ -40,6 +51,10 @@ class BrokerServer:
         self._metrics = metrics
         self._max_frame_size = max_frame_size
         self._idle_timeout_ms = idle_timeout_ms
+        self._receive_timeout_ms = receive_timeout_ms
+        self._pool = pool if pool is not None else MemoryPool(None)
+        self._quotas = quotas
+        self._listener = listener
         self._servers: list[asyncio.Server] = []
         self._connections: set[KafkaConnection] = set()
         self._ids = itertools.count(1)
@@ -65,12 +80,21 @@ class BrokerServer:
             max_frame_size=self._max_frame_size,
             idle_timeout_ms=self._idle_timeout_ms,
             on_close=self._closed,
+            pool=self._pool,
+            receive_timeout_ms=self._receive_timeout_ms,
+            admit=self._admit if self._quotas is not None else None,
         )
         self._connections.add(connection)
         self._metrics.connections.inc()
         return connection
 
+    def _admit(self, connection: KafkaConnection) -> str | None:
+        assert self._quotas is not None
+        return self._quotas.admit(self._listener, connection.ip)
+
     def _closed(self, connection: KafkaConnection) -> None:
+        if connection.admitted and self._quotas is not None:
+            self._quotas.release(connection.ip)
         if connection in self._connections:
             self._connections.discard(connection)
             self._metrics.connections.dec()

@@ -30,6 +30,7 @@ from server_common.config.definitions import (
     CLEANUP_COMPACT,
     CLEANUP_DELETE,
     DEFINITIONS,
+    INT_MAX,
     ROLE_BROKER,
     ROLE_CONTROLLER,
     TOPIC_BY_NAME,
@@ -62,6 +63,7 @@ _LISTENER = re.compile(
 _HOST_PORT = re.compile(r"(?:\[(?P<v6>[^\]]+)\]|(?P<host>[A-Za-z0-9._%-]*)):(?P<port>\d+)")
 _VOTER = re.compile(r"(?P<id>\d+)@(?:\[(?P<v6>[^\]]+)\]|(?P<host>[A-Za-z0-9._%-]+)):(?P<port>\d+)")
 _MAX_PORT = 65535
+_COUNT = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,11 @@ class BrokerConfig:
     socket_request_max_bytes: int
     connections_max_idle_ms: int
     max_connections: int
+    max_connections_per_ip: int
+    max_connections_per_ip_overrides: dict[str, int]
+    """``max.connections.per.ip.overrides`` parsed: host name or IP address → most connections."""
+    queued_max_request_bytes: int
+    kipling_request_receive_timeout_ms: int
     num_network_threads: int
     num_io_threads: int
     num_partitions: int
@@ -410,6 +417,9 @@ def _build(values: Mapping[str, object], explicit: frozenset[str]) -> BrokerConf
         listener_security_protocol_map=protocol_map,
         inter_broker_listener_name=inter_broker,
         metrics_listener=_parse_metrics_listener(str(values["metrics.listener"])),
+        max_connections_per_ip_overrides=_parse_per_ip_overrides(
+            str(values["max.connections.per.ip.overrides"])
+        ),
         log_dirs=_log_dirs(values),
         log_retention_ms=retention,
         log_roll_ms=roll,
@@ -432,6 +442,7 @@ _COMPUTED_KEYS = frozenset(
         "listener.security.protocol.map",
         "inter.broker.listener.name",
         "metrics.listener",
+        "max.connections.per.ip.overrides",
         "log.dirs",
         "log.retention.ms",
         "log.roll.ms",
@@ -675,6 +686,26 @@ def _parse_metrics_listener(raw: str) -> tuple[str, int] | None:
     return _split_host(match)
 
 
+def _parse_per_ip_overrides(raw: str) -> dict[str, int]:
+    """Kafka's ``host:count,host:count`` (the count after the last colon, so an IPv6 address may
+    be written plain or in brackets)."""
+    key = "max.connections.per.ip.overrides"
+    result: dict[str, int] = {}
+    for entry in (part.strip() for part in raw.split(",")):
+        if not entry:
+            continue
+        host, sep, count = (part.strip() for part in entry.rpartition(":"))
+        host = host.removeprefix("[").removesuffix("]")
+        if not sep or not host or not _COUNT.fullmatch(count) or int(count) > INT_MAX:
+            raise ConfigError.invalid(
+                key, raw, f"{entry!r} is not host:count with a count between 0 and {INT_MAX}"
+            )
+        if host in result:
+            raise ConfigError.invalid(key, raw, f"host {host} is listed twice")
+        result[host] = int(count)
+    return result
+
+
 def _log_dirs(values: Mapping[str, object]) -> list[Path]:
     dirs = values["log.dirs"]
     key = "log.dirs"
@@ -716,6 +747,12 @@ def _check_relations(cfg: BrokerConfig) -> None:
             f"group.max.session.timeout.ms ({cfg.group_max_session_timeout_ms})",
             key="group.min.session.timeout.ms",
             value=str(cfg.group_min_session_timeout_ms),
+        )
+    if cfg.max_connections_per_ip == 0 and not cfg.max_connections_per_ip_overrides:
+        raise ConfigError.invalid(
+            "max.connections.per.ip",
+            "0",
+            "0 refuses every connection; it is allowed only with max.connections.per.ip.overrides",
         )
     if (
         cfg.inter_broker_listener_name is not None

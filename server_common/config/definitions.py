@@ -404,7 +404,20 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     ConfigDef("connections.max.idle.ms", T.LONG, 600000, M, "Close connections idle for longer than "
               "this.", at_least(0)),
     ConfigDef("max.connections", T.INT, INT_MAX, M, "Most client connections the broker accepts at "
-              "once.", at_least(0)),
+              "once; one more is closed as soon as it is accepted. With several client listeners, the "
+              "inter-broker one is exempt.", at_least(0)),
+    ConfigDef("max.connections.per.ip", T.INT, INT_MAX, M, "Most connections the broker accepts from "
+              "one IP address; one more is closed as soon as it is accepted. 0 only with overrides.",
+              at_least(0)),
+    ConfigDef("max.connections.per.ip.overrides", T.STRING, "", M, "host:count pairs, comma-separated, "
+              "overriding max.connections.per.ip for those IP addresses or host names."),
+    ConfigDef("queued.max.request.bytes", T.LONG, 104857600, M, "Bytes that requests received and not "
+              "yet answered may hold, partial ones included, across all connections; when they are "
+              "reached the broker stops reading until some are answered. 0 or less: no bound (Kafka's "
+              "default, -1; kipling bounds it by default)."),
+    ConfigDef("kipling.request.receive.timeout.ms", T.LONG, 30000, M, "Close a connection whose "
+              "current request started arriving longer ago than this (a kipling key; Kafka has none): "
+              "a peer trickling bytes is never idle. 0 disables it.", at_least(0)),
     ConfigDef("num.network.threads", T.INT, 3, H, "Accepted for Kafka compatibility and ignored: an "
               "asyncio broker has no network thread pool.", at_least(1), ignored=True),
     ConfigDef("num.io.threads", T.INT, 8, H, "Accepted for Kafka compatibility and ignored: an "
