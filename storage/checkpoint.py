@@ -10,6 +10,7 @@ then treated as failed rather than trusting wrong offsets.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import pathlib
 import re
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from storage.epoch import EpochEntry
-from storage.errors import CheckpointError
+from storage.errors import CheckpointError, raise_log_dir_full
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
@@ -36,14 +37,25 @@ _INT = re.compile(r"-?\d+")
 T = TypeVar("T")
 
 
-def write_atomically(path: pathlib.Path, text: str) -> None:
-    """Replace ``path`` with ``text``: write a .tmp sibling, flush, fsync, rename, fsync the directory."""
+def write_atomically(path: pathlib.Path, content: str | bytes) -> None:
+    """Replace ``path`` with ``content``: write a .tmp sibling, flush, fsync, rename, fsync the directory.
+
+    Text is written as UTF-8. When any step before the rename fails the .tmp is removed and ``path``
+    keeps its old content; a full disk raises :class:`~storage.errors.LogDirFullError`, so that a
+    checkpoint that cannot be written never leaves half a file, nor fills what little space is left.
+    """
     tmp = path.with_name(path.name + _TMP_SUFFIX)
-    with open(tmp, "w", encoding="utf-8") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    try:
+        with open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise_log_dir_full(path, exc)
     fsync_directory(path.parent)
 
 

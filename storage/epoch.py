@@ -5,6 +5,12 @@ OffsetForLeaderEpoch and diverging epochs in fetch responses) to find where thei
 the leader's, so it must survive restarts: every change is written to leader-epoch-checkpoint before
 the call returns. Kafka flushes truncations asynchronously; kipling flushes them synchronously too,
 which is simpler and never less safe.
+
+On a full disk the two kinds of change differ. A new epoch must be on disk before the batches that
+carry it, so a failed write of one undoes it in memory and raises (the append fails, nothing is
+lost). A truncation only removes entries: the file may keep naming more than the log holds, which
+loading cuts away (entries at or past the log end, or before the log start), so a failed write of
+one is logged and the next successful write catches up.
 """
 
 from __future__ import annotations
@@ -12,13 +18,18 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import TYPE_CHECKING, NamedTuple
 
+import structlog
+
 from protocol.sentinels import NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET
+from storage.errors import is_log_dir_full
 
 if TYPE_CHECKING:
     from storage.checkpoint import LeaderEpochCheckpointFile
 
 UNDEFINED_EPOCH = NO_LEADER_EPOCH
 """Kafka's name for it in LeaderEpochFileCache: no epoch at or below the one asked about."""
+
+_log = structlog.get_logger(__name__)
 
 
 class EpochEntry(NamedTuple):
@@ -47,13 +58,19 @@ class LeaderEpochFileCache:
         """Record that ``epoch`` starts at ``start_offset``; flushes synchronously when anything changed.
 
         A negative epoch (a batch with no partition leader epoch) carries no information and is ignored.
+        When the checkpoint cannot be written the entries stay as they were and the error is raised.
         """
         if epoch < 0:
             return
         if start_offset < 0:
             raise ValueError(f"invalid start offset {start_offset} for leader epoch {epoch}")
+        before = list(self._entries)
         if self._assign(EpochEntry(epoch, start_offset)):
-            self.flush()
+            try:
+                self.flush()
+            except BaseException:
+                self._entries = before
+                raise
 
     def _assign(self, new: EpochEntry) -> bool:
         """Apply the assign rule without flushing; True if the entries changed.
@@ -78,7 +95,7 @@ class LeaderEpochFileCache:
             return
         while self._entries and self._entries[-1].start_offset >= end_offset:
             self._entries.pop()
-        self.flush()
+        self._flush_removal()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Drop entries starting at or before ``start_offset`` and re-add the last of them at it.
@@ -93,12 +110,22 @@ class LeaderEpochFileCache:
             return
         covering = self._entries[cut - 1]
         self._entries[:cut] = [EpochEntry(covering.epoch, start_offset)]
-        self.flush()
+        self._flush_removal()
 
     def clear(self) -> None:
         """Remove every entry (a pre-v2 batch was appended, or the log was fully truncated) and flush."""
         self._entries.clear()
-        self.flush()
+        self._flush_removal()
+
+    def _flush_removal(self) -> None:
+        """Flush after entries were removed; on a full disk the file may lag (loading cuts it)."""
+        try:
+            self.flush()
+        except OSError as exc:
+            if not is_log_dir_full(exc):
+                raise
+            path = None if self._checkpoint is None else str(self._checkpoint.path)
+            _log.warning("leader epoch checkpoint not rewritten: no space left on device", path=path)
 
     def flush(self) -> None:
         """Write the entries to the checkpoint file (atomically); no-op for an in-memory cache."""

@@ -6,6 +6,11 @@ to Kafka error codes) can import them without pulling in the heavier log machine
 
 from __future__ import annotations
 
+import errno
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NoReturn
+
 
 class StorageError(Exception):
     """Base class of every error raised by ``storage``."""
@@ -41,3 +46,43 @@ class UnexpectedAppendOffsetError(StorageError):
 
 class KiplingStorageError(StorageError):
     """Raised on an unrecoverable log directory problem (I/O failure, directory locked by another broker)."""
+
+
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""A full file system or an exhausted quota: the disk is healthy, it only has no room for more."""
+
+
+class LogDirFullError(KiplingStorageError, OSError):
+    """A write found no space left in its log directory; whatever it started was undone.
+
+    Unlike other I/O errors this is not a failed disk: the log is exactly as before the write, reads
+    keep working, and the same write succeeds once space returns (a topic deleted, retention, an
+    operator freeing space). Callers answer KAFKA_STORAGE_ERROR but keep the partition online. It is
+    also an OSError carrying ENOSPC, so code that tolerates any failed write (a producer snapshot, a
+    checkpoint) catches it unchanged.
+    """
+
+    def __init__(self, what: object, cause: OSError | None = None) -> None:
+        code = cause.errno if cause is not None and cause.errno in NO_SPACE_ERRNOS else errno.ENOSPC
+        super().__init__(code, f"no space left on device writing {what}")
+
+
+def is_log_dir_full(exc: BaseException) -> bool:
+    """Whether ``exc`` means "no space left" (ENOSPC/EDQUOT) rather than a failed disk."""
+    return isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS
+
+
+def raise_log_dir_full(what: object, exc: OSError) -> NoReturn:
+    """Re-raise ``exc`` as :class:`LogDirFullError` when it means a full disk, else unchanged."""
+    if is_log_dir_full(exc) and not isinstance(exc, LogDirFullError):
+        raise LogDirFullError(what, exc) from exc
+    raise exc
+
+
+@contextmanager
+def no_space_is_log_dir_full(what: object) -> Iterator[None]:
+    """Turn a full-disk OSError raised inside the block into :class:`LogDirFullError` naming ``what``."""
+    try:
+        yield
+    except OSError as exc:
+        raise_log_dir_full(what, exc)

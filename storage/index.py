@@ -1,19 +1,25 @@
-"""Memory-mapped segment indexes: the sparse offset index (.index) and the time index (.timeindex).
+"""Segment indexes: the sparse offset index (.index) and the time index (.timeindex).
 
 Both follow Kafka's on-disk formats (kafka-behaviour.md 7.3/7.4): fixed-size big-endian entries, no
-header and no checksum. A writable index is preallocated to ``max_index_size`` so appends are plain
-stores into the mapping, and trimmed to its used size when the segment becomes inactive or is closed.
+header and no checksum. Unlike Kafka, kipling never maps an index into memory: a store into a
+mapping of a sparse or preallocated file needs a block the moment the page is first touched, and on
+a full disk (or a failing one) the kernel can only answer with SIGBUS, which kills the whole broker
+without a log line. So the entries live in a ``bytearray`` (lookups read it, as they read the
+mapping before) and every append is one ``pwrite`` at the end of the file, where a full disk is an
+ordinary ENOSPC: the entry is not added and :class:`~storage.errors.LogDirFullError` is raised.
+The in-memory copy costs 8 + 12 bytes per ``index.interval.bytes`` (4 KiB) of log, about 0.5%.
 
-Because the file is preallocated, a crash leaves a tail of zero entries after the real ones. On open
-the valid prefix is found by binary search (entries after the first are never all-zero), and
-truncation zeroes the entries it drops so that stale entries can never be mistaken for valid ones
-after a later crash. Anything else that looks wrong is reported by :meth:`sanity_check` as
-:class:`CorruptIndexError`, and the log rebuilds the index from the .log file.
+The file holds exactly the entries (nothing is preallocated); ``max_index_size`` only caps how many
+entries an index takes before its segment must roll. Files written by an older version, or left by
+a crash, may still end in zero entries: on open the valid prefix is found by binary search (entries
+after the first are never all-zero) and a writable index cuts the file back to it. Anything else
+that looks wrong is reported by :meth:`sanity_check` as :class:`CorruptIndexError`, and the log
+rebuilds the index from the .log.
 """
 
 from __future__ import annotations
 
-import mmap
+import errno
 import os
 import pathlib
 import struct
@@ -21,8 +27,10 @@ from array import array
 from operator import le, lt
 from sys import byteorder
 
+import structlog
+
 from protocol.sentinels import NO_TIMESTAMP
-from storage.errors import CorruptIndexError, StorageError
+from storage.errors import CorruptIndexError, StorageError, is_log_dir_full, raise_log_dir_full
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 _MAX_INT32 = 2**31 - 1
@@ -31,6 +39,8 @@ _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
+
+_log = structlog.get_logger(__name__)
 
 
 def _column(data: bytes, entry_size: int, start: int, width: int, typecode: str) -> array[int]:
@@ -54,8 +64,8 @@ def _is_increasing(values: array[int], strictly: bool) -> bool:
     return all(map(lt if strictly else le, values, following))
 
 
-class _MappedIndex:
-    """Shared machinery of both indexes: the file, its mapping, the entry count and truncation.
+class _FileIndex:
+    """Shared machinery of both indexes: the file, the entries in memory, appends and truncation.
 
     Subclasses give the entry size and where the relative offset sits in an entry; both search by a
     big-endian field that never decreases (the offset, or the timestamp for time lookups).
@@ -68,42 +78,49 @@ class _MappedIndex:
         self.path = pathlib.Path(path)
         self.base_offset = base_offset
         self._writable = writable
-        self._mmap: mmap.mmap | None = None
         self._closed = False
-        found_size = self._create_or_stat()
-        self._size_is_corrupt = found_size % self.ENTRY_SIZE != 0
-        self._map(found_size - found_size % self.ENTRY_SIZE)
-        self._entries = self._valid_entries_on_open()
-        if writable:
-            self.resize(max(self._round(max_index_size), self._entries * self.ENTRY_SIZE))
+        self._fd = self._open()
+        try:
+            data = _read_all(self._fd)
+            self._size_is_corrupt = len(data) % self.ENTRY_SIZE != 0
+            self._data = bytearray(data[: self._round(len(data))])
+            self._entries = self._valid_entries_on_open()
+            del self._data[self._entries * self.ENTRY_SIZE :]
+            self._capacity = self._entries
+            if writable:
+                self._cut_file_to_entries(len(data))
+                self.resize(max(self._round(max_index_size), self.size_in_bytes))
+        except BaseException:
+            os.close(self._fd)
+            raise
 
-    def _create_or_stat(self) -> int:
-        """Size of the existing file, creating an empty one when writable (a read-only index must exist).
+    def _open(self) -> int:
+        """The index's one descriptor, creating an empty file when writable (a read-only index must exist).
 
-        No file object is kept open: the mapping holds the only descriptor (Python's mmap keeps its
-        own), so an index costs one file descriptor, not two — with thousands of partitions the
-        descriptor limit is what caps a broker.
+        With thousands of partitions the descriptor limit is what caps a broker: an index costs one.
         """
-        if not self.path.exists():
-            if not self._writable:
-                raise FileNotFoundError(self.path)
-            self.path.touch()
-        return self.path.stat().st_size
+        if self._writable:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        return os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
 
-    # -- mapping ---------------------------------------------------------------------------------
+    def _cut_file_to_entries(self, file_size: int) -> None:
+        """Drop a preallocated zero tail (an older version's file, or a crash): appends go at the end.
+
+        Shrinking a file frees blocks, but a copy-on-write file system may still refuse it on a full
+        disk; the tail is then left, and appends overwrite it in place (``pwrite`` at the entry's slot)
+        while the next open finds the valid prefix again.
+        """
+        if file_size == self.size_in_bytes:
+            return
+        try:
+            os.ftruncate(self._fd, self.size_in_bytes)
+        except OSError as exc:
+            if not is_log_dir_full(exc):
+                raise
+            _log.warning("index tail not cut: no space left on device", path=str(self.path))
 
     def _round(self, size: int) -> int:
         return size - size % self.ENTRY_SIZE
-
-    def _map(self, size: int) -> None:
-        """(Re)map the first ``size`` bytes; an empty file cannot be mapped, so it has no mapping."""
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
-        if size > 0:
-            access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-            with open(self.path, "r+b" if self._writable else "rb") as file:
-                self._mmap = mmap.mmap(file.fileno(), size, access=access)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -114,14 +131,9 @@ class _MappedIndex:
         if not self._writable:
             raise StorageError(f"index {self.path} was opened read-only")
 
-    @property
-    def _capacity(self) -> int:
-        return 0 if self._mmap is None else len(self._mmap) // self.ENTRY_SIZE
-
     def _slot_is_zero(self, n: int) -> bool:
-        assert self._mmap is not None
         start = n * self.ENTRY_SIZE
-        return self._mmap[start : start + self.ENTRY_SIZE] == bytes(self.ENTRY_SIZE)
+        return not any(self._data[start : start + self.ENTRY_SIZE])
 
     def _valid_entries_on_open(self) -> int:
         """Entries of an existing file: all of a trimmed file, the non-zero prefix of a preallocated one.
@@ -131,7 +143,7 @@ class _MappedIndex:
         the valid prefix (binary search: the prefix is non-zero, the tail is zero). A lone all-zero first
         slot in such a file means nothing was ever written.
         """
-        count = self._capacity
+        count = len(self._data) // self.ENTRY_SIZE
         if count <= 1 or not self._slot_is_zero(count - 1):
             return count
         low, high = 1, count - 1  # the first zero slot is in [low, high]
@@ -152,7 +164,7 @@ class _MappedIndex:
 
     @property
     def max_entries(self) -> int:
-        """How many entries the current file size can hold."""
+        """How many entries the index may hold before its segment must roll."""
         return self._capacity
 
     @property
@@ -162,7 +174,7 @@ class _MappedIndex:
 
     @property
     def size_in_bytes(self) -> int:
-        """Bytes used by valid entries (the file size after trimming)."""
+        """Bytes used by valid entries (the file size)."""
         return self._entries * self.ENTRY_SIZE
 
     def _relative(self, offset: int) -> int:
@@ -171,16 +183,38 @@ class _MappedIndex:
             raise ValueError(f"offset {offset} does not fit in index {self.path} (base {self.base_offset})")
         return relative
 
+    # -- appends ---------------------------------------------------------------------------------
+
+    def _write_entry(self, entry: bytes) -> None:
+        """Write one packed entry after the last and count it; on any error nothing is counted.
+
+        A short or failed write may have left part of the entry in the file: it is cut off again, so
+        the file never holds a torn entry that the next open would take for a corrupt index.
+        """
+        position = self.size_in_bytes
+        try:
+            written = os.pwrite(self._fd, entry, position)
+            if written != len(entry):
+                raise OSError(
+                    errno.ENOSPC, f"short write of an index entry ({written} of {len(entry)} bytes)"
+                )
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, position)
+            except OSError:
+                _log.warning("could not cut a torn index entry", path=str(self.path))
+            raise_log_dir_full(self.path, exc)
+        self._data += entry
+        self._entries += 1
+
     # -- binary search ---------------------------------------------------------------------------
 
     def _last_slot_at_most(self, field: struct.Struct, field_start: int, target: int) -> int:
         """Index of the last entry whose ``field`` is <= target, or -1 (the field never decreases).
 
-        The loop reads the mapping directly (no per-step method call): lookups are on the fetch path.
+        The loop reads the buffer directly (no per-step method call): lookups are on the fetch path.
         """
-        buffer, unpack_from, size = self._mmap, field.unpack_from, self.ENTRY_SIZE
-        if buffer is None:  # no mapping: no entries
-            return -1
+        buffer, unpack_from, size = self._data, field.unpack_from, self.ENTRY_SIZE
         low, high = 0, self._entries
         while low < high:
             mid = (low + high) // 2
@@ -199,63 +233,58 @@ class _MappedIndex:
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry whose offset is >= ``offset`` (the log was truncated to ``offset``)."""
-        self._truncate_to_entries(self._first_slot_with_offset_at_least(offset))
+        self.truncate_to_entries(self._first_slot_with_offset_at_least(offset))
 
     def truncate(self) -> None:
         """Drop all entries."""
-        self._truncate_to_entries(0)
+        self.truncate_to_entries(0)
 
-    def _truncate_to_entries(self, count: int) -> None:
-        """Keep ``count`` entries and zero the dropped ones so a crash cannot resurrect them."""
+    def truncate_to_entries(self, count: int) -> None:
+        """Keep the first ``count`` entries: the file is cut first, so a failure drops nothing."""
         if count >= self._entries:
             return
         self._require_writable()
-        assert self._mmap is not None
-        start, end = count * self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE
-        self._mmap[start:end] = bytes(end - start)
+        os.ftruncate(self._fd, count * self.ENTRY_SIZE)
+        del self._data[count * self.ENTRY_SIZE :]
         self._entries = count
 
     # -- file management -------------------------------------------------------------------------
 
     def trim_to_valid_size(self) -> None:
-        """Shrink the file to the used entries: done when the segment becomes inactive or is closed."""
+        """No more entries: done when the segment becomes inactive (the file already holds just them)."""
         self.resize(self.size_in_bytes)
 
     def resize(self, new_size: int) -> None:
-        """Set the file (and mapping) size, rounded down to whole entries; never below the used size."""
+        """Set how many bytes of entries the index may hold, rounded down; never below the used size.
+
+        Only the cap changes: the file is never grown ahead of its entries, so nothing is allocated
+        that a full disk could refuse later.
+        """
         self._require_writable()
         rounded = self._round(new_size)
         if rounded < self.size_in_bytes:
             raise ValueError(f"cannot resize {self.path} to {new_size} bytes: {self._entries} entries in use")
-        if self._mmap is not None and len(self._mmap) == rounded:
-            return
-        self._map(0)
-        os.truncate(self.path, rounded)
-        self._map(rounded)
+        self._capacity = rounded // self.ENTRY_SIZE
 
     def flush(self) -> None:
-        """Write dirty pages of the mapping to disk (msync)."""
-        if self._mmap is not None and self._writable:
-            self._mmap.flush()
+        """fsync the entries written so far."""
+        if self._writable and not self._closed:
+            os.fsync(self._fd)
 
     def close(self) -> None:
-        """Trim (when writable) and release the file; closing twice is harmless."""
+        """Release the file; closing twice is harmless. Nothing is written: the file is already exact."""
         if self._closed:
             return
-        if self._writable:
-            self.trim_to_valid_size()
-            self.flush()
-        self._map(0)
         self._closed = True
+        os.close(self._fd)
 
     def delete(self) -> None:
         """Close and remove the file."""
-        self._map(0)
-        self._closed = True
+        self.close()
         self.path.unlink(missing_ok=True)
 
     def rename(self, new_path: pathlib.Path) -> None:
-        """Rename the file (e.g. to a .deleted or .swap name); the open mapping stays valid."""
+        """Rename the file (e.g. to a .deleted or .swap name); the open descriptor stays valid."""
         new_path = pathlib.Path(new_path)
         os.replace(self.path, new_path)
         self.path = new_path
@@ -270,7 +299,20 @@ class _MappedIndex:
         return f"{type(self).__name__}({self.path}, base_offset={self.base_offset}, entries={self._entries})"
 
 
-class OffsetIndex(_MappedIndex):
+def _read_all(fd: int) -> bytes:
+    """The whole file with ``pread``: reading a hole of a sparse file allocates nothing, never faults."""
+    size = os.fstat(fd).st_size
+    chunks, position = [], 0
+    while position < size:
+        chunk = os.pread(fd, size - position, position)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        position += len(chunk)
+    return b"".join(chunks)
+
+
+class OffsetIndex(_FileIndex):
     """Sparse offset index of one segment.
 
     8-byte big-endian entries: int32 offset - base_offset, int32 position in the .log.
@@ -302,8 +344,7 @@ class OffsetIndex(_MappedIndex):
         """The n-th entry as (absolute offset, position)."""
         if not 0 <= n < self._entries:
             raise IndexError(f"entry {n} out of range: {self.path} has {self._entries} entries")
-        assert self._mmap is not None
-        relative, position = _OFFSET_ENTRY.unpack_from(self._mmap, n * 8)
+        relative, position = _OFFSET_ENTRY.unpack_from(self._data, n * 8)
         return self.base_offset + relative, position
 
     def append(self, offset: int, position: int) -> None:
@@ -316,9 +357,7 @@ class OffsetIndex(_MappedIndex):
             raise ValueError(f"index {self.path}: position {position} does not fit in an int32")
         if self.is_full:
             raise ValueError(f"index {self.path} is full ({self._entries} entries)")
-        assert self._mmap is not None
-        _OFFSET_ENTRY.pack_into(self._mmap, self._entries * 8, relative, position)
-        self._entries += 1
+        self._write_entry(_OFFSET_ENTRY.pack(relative, position))
         self._last_offset = offset
 
     def lookup(self, target_offset: int) -> tuple[int, int]:
@@ -326,8 +365,8 @@ class OffsetIndex(_MappedIndex):
         slot = self._last_slot_at_most(_INT32, 0, target_offset - self.base_offset)
         return (self.base_offset, 0) if slot < 0 else self.entry(slot)
 
-    def _truncate_to_entries(self, count: int) -> None:
-        super()._truncate_to_entries(count)
+    def truncate_to_entries(self, count: int) -> None:
+        super().truncate_to_entries(count)
         self._last_offset = self._compute_last_offset()
 
     def sanity_check(self) -> None:
@@ -335,8 +374,7 @@ class OffsetIndex(_MappedIndex):
         self._check_size()
         if not self._entries:
             return
-        assert self._mmap is not None
-        data = self._mmap[: self.size_in_bytes]
+        data = bytes(self._data)
         offsets, positions = _column(data, 8, 0, 4, "i"), _column(data, 8, 4, 4, "i")
         if offsets[0] < 0 or positions[0] < 0:
             raise CorruptIndexError(f"index {self.path}: first entry is negative")
@@ -346,7 +384,7 @@ class OffsetIndex(_MappedIndex):
             raise CorruptIndexError(f"index {self.path}: entry positions go backwards")
 
 
-class TimeIndex(_MappedIndex):
+class TimeIndex(_FileIndex):
     """12-byte entries: int64 timestamp, int32 offset - base_offset; timestamps never decrease.
 
     Entry (T, O) means "the largest timestamp seen up to offset O is T"; it serves ListOffsets by
@@ -383,15 +421,15 @@ class TimeIndex(_MappedIndex):
         """The n-th entry as (timestamp, absolute offset)."""
         if not 0 <= n < self._entries:
             raise IndexError(f"entry {n} out of range: {self.path} has {self._entries} entries")
-        assert self._mmap is not None
-        timestamp, relative = _TIME_ENTRY.unpack_from(self._mmap, n * 12)
+        timestamp, relative = _TIME_ENTRY.unpack_from(self._data, n * 12)
         return timestamp, self.base_offset + relative
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Append (timestamp, offset) if timestamp is above the last entry's; offsets never go backwards.
 
         ``skip_full_check`` is for the final entry on roll/close, which may use the reserved slot; if even
-        that is gone (a trimmed index), the file grows by one entry.
+        that is gone (a trimmed index), the cap grows by one entry. Raises LogDirFullError (nothing
+        added) when the disk is full.
         """
         self._require_writable()
         if self._entries and offset < self._last_entry[1]:
@@ -401,11 +439,8 @@ class TimeIndex(_MappedIndex):
             return
         if self.is_full and not skip_full_check:
             raise ValueError(f"time index {self.path} is full ({self._entries} entries)")
-        if self._entries >= self._capacity:
-            self.resize((self._entries + 1) * 12)
-        assert self._mmap is not None
-        _TIME_ENTRY.pack_into(self._mmap, self._entries * 12, timestamp, relative)
-        self._entries += 1
+        self._write_entry(_TIME_ENTRY.pack(timestamp, relative))
+        self._capacity = max(self._capacity, self._entries)
         self._last_entry = (timestamp, offset)
 
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
@@ -413,8 +448,8 @@ class TimeIndex(_MappedIndex):
         slot = self._last_slot_at_most(_INT64, 0, target_timestamp)
         return (NO_TIMESTAMP, self.base_offset) if slot < 0 else self.entry(slot)
 
-    def _truncate_to_entries(self, count: int) -> None:
-        super()._truncate_to_entries(count)
+    def truncate_to_entries(self, count: int) -> None:
+        super().truncate_to_entries(count)
         self._last_entry = self._compute_last_entry()
 
     def sanity_check(self) -> None:
@@ -422,8 +457,7 @@ class TimeIndex(_MappedIndex):
         self._check_size()
         if not self._entries:
             return
-        assert self._mmap is not None
-        data = self._mmap[: self.size_in_bytes]
+        data = bytes(self._data)
         timestamps, offsets = _column(data, 12, 0, 8, "q"), _column(data, 12, 8, 4, "i")
         if offsets[0] < 0:
             raise CorruptIndexError(f"time index {self.path}: first entry has a negative offset")

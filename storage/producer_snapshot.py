@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from storage.checkpoint import fsync_directory
+from storage.checkpoint import fsync_directory, write_atomically
 from storage.errors import StorageError
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -137,15 +137,11 @@ def decode_snapshot(data: bytes, name: str = "snapshot") -> list[SnapshotEntry]:
 
 
 def write_snapshot(path: pathlib.Path, entries: Iterable[SnapshotEntry]) -> None:
-    """Write ``path`` atomically: a ``.tmp`` sibling, fsync, rename over ``path``, fsync the directory."""
-    data = encode_snapshot(list(entries))
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    with open(tmp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
-    fsync_directory(path.parent)
+    """Write ``path`` atomically: a ``.tmp`` sibling, fsync, rename over ``path``, fsync the directory.
+
+    A full disk raises LogDirFullError (an OSError) and leaves no ``.tmp`` behind.
+    """
+    write_atomically(path, encode_snapshot(list(entries)))
 
 
 def read_snapshot(path: pathlib.Path) -> list[SnapshotEntry]:

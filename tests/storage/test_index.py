@@ -33,9 +33,9 @@ def fill(index: OffsetIndex, pairs: list[tuple[int, int]]) -> None:
 # -- offset index: format and basic operations -------------------------------------------------
 
 
-def test_new_offset_index_is_preallocated_to_a_multiple_of_8(tmp_path: pathlib.Path) -> None:
+def test_new_offset_index_is_empty_and_capped_at_a_multiple_of_8(tmp_path: pathlib.Path) -> None:
     index = offset_index(tmp_path, max_size=1003)
-    assert index.path.stat().st_size == 1000
+    assert index.path.stat().st_size == 0  # nothing preallocated: a full disk can refuse nothing later
     assert index.max_entries == 125
     assert index.entries == 0
     assert index.last_offset == BASE
@@ -122,7 +122,8 @@ def test_close_trims_and_reopen_restores_entries(tmp_path: pathlib.Path) -> None
     assert index.path.stat().st_size == 16
     reopened = offset_index(tmp_path)
     assert reopened.entries == 2
-    assert reopened.path.stat().st_size == 4096  # preallocated again for appends
+    assert reopened.path.stat().st_size == 16  # never preallocated
+    assert reopened.max_entries == 4096 // 8
     reopened.append(BASE + 30, 300)
     assert reopened.last_offset == BASE + 30
     reopened.close()

@@ -1,0 +1,123 @@
+"""One run of one fault: a fresh 3-voter cluster, the workload, the fault inside it, a heal period,
+the final read and the checker; every process is stopped whatever happens.
+
+The timeline of a run of ``seconds``::
+
+    start cluster, create topic | workload starts | first acks | fault ... until | quiet tail
+    | workload flushes | heal: every node up, full ISR | final read | check | stop (SIGTERM, exit 0)
+
+The quiet tail (the last quarter of the run, at most 10 s) is workload without the fault: a fault
+that broke the cluster for good shows there as an ack gap that never closes.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.fault.checker import CheckResult, FinalRead, check, final_read
+from tests.fault.faults import Fault, FaultContext
+from tests.fault.nodes import Nodes
+from tests.fault.workload import PARTITIONS, TOPIC, Workload, WorkloadConfig, WorkloadResult, create_topic
+from tests.integration.cluster import FAST_FAILOVER, Cluster
+
+HEAL_TIMEOUT_S = 120.0
+
+
+def run_fault(
+    fault: Fault,
+    root: Path,
+    *,
+    seed: int,
+    seconds: float,
+    rate: float = 60.0,
+    producers: int = 2,
+    partitions: int = PARTITIONS,
+    log: Callable[[str], None] = lambda line: None,
+) -> CheckResult:
+    """Run ``fault`` inside ``seconds`` of workload on a fresh cluster under ``root``; judge it."""
+    cluster = Cluster(root, size=3, voters=3, overrides=(*FAST_FAILOVER, *fault.overrides))
+    nodes = Nodes(cluster)
+    problems: list[str] = []
+    ctx: FaultContext | None = None
+    outcome: WorkloadResult | None = None
+    read = FinalRead({}, {}, False, "not reached")
+    healed = False
+    try:
+        fault.prepare(cluster)
+        cluster.start(timeout_s=90)
+        create_topic(cluster.bootstrap, TOPIC, partitions)
+        config = WorkloadConfig(
+            cluster.bootstrap,
+            topic=TOPIC,
+            partitions=partitions,
+            producers=producers,
+            rate=rate,
+            seconds=seconds,
+        )
+        workload = Workload(config)
+        ctx = FaultContext(cluster, nodes, workload, random.Random(seed), TOPIC, partitions)
+        workload.start()
+        try:
+            if not workload.wait_for_acks(20, 60, "before the fault"):
+                problems.append("the workload got no acks within 60s, before any fault")
+            ctx.until = workload.deadline - min(10.0, seconds / 4)
+            log(f"{fault.name} seed={seed}: injecting for {ctx.time_left():.0f}s")
+            try:
+                fault.inject(ctx)
+            finally:
+                fault.heal(ctx)
+            workload.wait_done()
+        finally:
+            outcome = workload.stop()
+        log(f"{fault.name} seed={seed}: workload done, healing")
+        healed = nodes.wait_full_isr(TOPIC, partitions, HEAL_TIMEOUT_S) and len(nodes.live()) == len(
+            cluster.brokers
+        )
+        for node in nodes.live():
+            if not nodes.serves(node):
+                problems.append(f"node {node} does not answer clean requests after the heal")
+        read = final_read(cluster.bootstrap, TOPIC, partitions)
+    finally:
+        try:
+            if ctx is not None:
+                for node in list(nodes.paused):  # a fault that failed half-way: never stop a stopped one
+                    nodes.resume(node)
+        finally:
+            nodes.stop_all()
+    assert outcome is not None
+    result = check(fault.name, seed, outcome, read, nodes.crashes, nodes.tracebacks())
+    result.healed = healed
+    if not healed:
+        problems.append(f"the cluster did not heal (every node up, full ISR) within {HEAL_TIMEOUT_S:.0f}s")
+    result.notes += [f"{nodes.kills} kills, {nodes.pauses} pauses", *(ctx.notes if ctx else [])]
+    result.problems += problems + (ctx.problems if ctx else [])
+    log(result.summary())
+    return result
+
+
+def assert_clean(result: CheckResult, max_gap_s: float = 60.0) -> None:
+    """What every fault test demands: no data invariant broken, no crash, healed, no fault check
+    failed, and acks never stopped for a minute (a loose bound: a busy machine stretches gaps)."""
+    assert result.acked > 0, result.report()
+    assert result.read_complete, result.report()
+    assert (result.lost, result.duplicated, result.misplaced, result.inconsistent) == (0, 0, 0, 0), (
+        result.report()
+    )
+    assert (result.backwards, result.skipped) == (0, 0), result.report()
+    assert not result.crashes, result.report()
+    assert not result.tracebacks, result.report()
+    assert result.healed, result.report()
+    assert not result.problems, result.report()
+    assert result.max_gap_s < max_gap_s, result.report()
+
+
+def timed(fn: Callable[[], CheckResult]) -> tuple[CheckResult, float]:
+    started = time.monotonic()
+    result = fn()
+    return result, time.monotonic() - started
+
+
+__all__ = ["assert_clean", "run_fault", "timed"]
