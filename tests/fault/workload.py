@@ -32,11 +32,11 @@ from confluent_kafka import (
     Consumer,
     KafkaError,
     Message,
-    NewTopic,
     Producer,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 TOPIC = "fault-workload"
 PARTITIONS = 3
