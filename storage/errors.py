@@ -48,6 +48,20 @@ class KiplingStorageError(StorageError):
     """Raised on an unrecoverable log directory problem (I/O failure, directory locked by another broker)."""
 
 
+class CorruptLogError(KiplingStorageError):
+    """A read met bytes that are not a valid batch where the log's own files say one starts.
+
+    Kafka's KafkaStorageException for a damaged segment: nothing was written, but the replica cannot
+    serve this log any more. ``damaged_from`` is the base offset of the segment it was found in;
+    the log remembers it, so that its next owner re-validates from there (see
+    :meth:`storage.log.PartitionLog.mark_damaged`).
+    """
+
+    def __init__(self, message: str, damaged_from: int) -> None:
+        super().__init__(message)
+        self.damaged_from = damaged_from
+
+
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 """A full file system or an exhausted quota: the disk is healthy, it only has no room for more."""
 

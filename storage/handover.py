@@ -102,9 +102,21 @@ def close_for_handover(log: PartitionLog) -> LogHandover:
     """Flush and close ``log`` and describe it for its next owner (a clean handover).
 
     The caller must have stopped writing to it (no fetch or produce may touch it afterwards).
+    A log in which a read found a damaged segment (:meth:`PartitionLog.mark_damaged`) is handed
+    over unclean instead, with its recovery point at that segment: the next owner re-validates it
+    from there as crash recovery does and truncates it to its last valid batch; a follower then
+    fetches the rest again from its leader.
     """
     log.close()  # fsyncs everything first: the recovery point becomes the log end offset
     directory = pathlib.Path(log.directory)
+    if log.damaged_from is not None:
+        _log.warning(
+            "handing over a damaged log for recovery",
+            topic=log.topic,
+            partition=log.partition,
+            recover_from=log.recovery_start_offset,
+            log_end_offset=log.log_end_offset,
+        )
     return LogHandover(
         topic=log.topic,
         partition=log.partition,
@@ -113,8 +125,9 @@ def close_for_handover(log: PartitionLog) -> LogHandover:
         log_dir=str(directory.parent),
         log_end_offset=log.log_end_offset,
         high_watermark=log.high_watermark,
-        recovery_point=log.recovery_point,
+        recovery_point=log.recovery_start_offset,
         log_start_offset=log.log_start_offset,
+        clean=log.damaged_from is None,
     )
 
 

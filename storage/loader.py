@@ -4,7 +4,8 @@ Order, as in Kafka's LogLoader:
 
 1. remove files of interrupted operations (``.deleted``, ``.cleaned``, index ``.swap``), restore a
    ``.log.swap`` over the segments it replaced, delete indexes whose .log is gone;
-2. open every segment; an index that is missing or fails its sanity check is rebuilt from the .log;
+2. open every segment; an index that is missing or fails its sanity check is rebuilt from the .log,
+   and so is a segment whose .log does not end on a whole batch (it is cut at its last valid one);
 3. without a clean shutdown, re-validate every segment from the one holding the recovery point: at
    the first invalid or torn batch the segment is truncated and every later segment deleted;
 4. make offsets consistent: an empty directory gets a segment at the log start offset, a log that
@@ -105,7 +106,12 @@ def _align_epoch_cache(epoch_cache: LeaderEpochFileCache, start: int, end: int) 
 
 
 def _open_checked(segment: LogSegment, epoch_cache: LeaderEpochFileCache) -> LogSegment:
-    """A trusted segment still gets its indexes checked; a broken or missing one is rebuilt."""
+    """A trusted segment still gets its indexes checked; a broken or missing one is rebuilt.
+
+    Opening a segment also scans its .log from the last index entry to the end; a file that does
+    not end on a whole batch there (cut inside its last batch) is recovered like a broken index,
+    which cuts it at its last valid batch, so nothing is ever appended after garbage.
+    """
     if not segment.needs_recovery:
         try:
             segment.sanity_check()
@@ -113,8 +119,15 @@ def _open_checked(segment: LogSegment, epoch_cache: LeaderEpochFileCache) -> Log
             _log.warning("rebuilding corrupt index", segment=str(segment.log_path), reason=str(exc))
             segment.needs_recovery = True
     if segment.needs_recovery:
-        segment.recover(epoch_cache)
+        truncated = segment.recover(epoch_cache)
         segment.needs_recovery = False
+        if truncated:
+            _log.warning(
+                "truncated invalid bytes at the end of a trusted segment",
+                segment=str(segment.log_path),
+                bytes=truncated,
+            )
+            segment.flush()
     return segment
 
 

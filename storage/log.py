@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import structlog
 
+from protocol.errors import ProtocolError
 from protocol.records.batch import read_header
 from protocol.sentinels import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -45,7 +46,7 @@ from storage.checkpoint import (
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.epoch import LeaderEpochFileCache
-from storage.errors import KiplingStorageError, OffsetOutOfRangeError
+from storage.errors import CorruptLogError, KiplingStorageError, OffsetOutOfRangeError
 from storage.loader import load_log
 from storage.producer_snapshot import delete_snapshots_after
 from storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment, segment_file_name
@@ -129,6 +130,8 @@ class PartitionLog:
         self._pending_deletions: list[tuple[int, LogSegment]] = []
         self._directory_dirty = False
         self._closed = False
+        self.damaged_from: int | None = None
+        """Base offset of the first segment a read found damaged, or None (see :meth:`mark_damaged`)."""
 
     # -- opening -----------------------------------------------------------------------------------
 
@@ -278,7 +281,10 @@ class PartitionLog:
         for segment in self._segments[self._floor_index(start_offset) :]:
             if max_offset is not None and segment.base_offset >= max_offset:
                 break
-            found = segment.read(start_offset, max_bytes, max_offset, min_one_batch)
+            try:
+                found = segment.read(start_offset, max_bytes, max_offset, min_one_batch)
+            except ProtocolError as exc:
+                raise self.mark_damaged(segment.base_offset, exc) from exc
             if found is not None:
                 file_slice, first_offset = found
                 if file_slice.length == 0:
@@ -293,6 +299,34 @@ class PartitionLog:
     def _floor_index(self, offset: int) -> int:
         """Index of the segment with the largest base offset <= ``offset`` (0 when below all)."""
         return max(0, bisect_right(self._bases, offset) - 1)
+
+    # -- damage found while reading ----------------------------------------------------------------
+
+    def mark_damaged(self, offset: int, cause: BaseException) -> CorruptLogError:
+        """A read of the segment holding ``offset`` met an impossible batch: remember that segment.
+
+        Returns the error for the caller to raise. A log loaded after a clean shutdown is trusted
+        without re-validation (as in Kafka), so damage done while it was closed is only found by a
+        read. The log does not repair itself here (a reader may still hold slices of it); whoever
+        reopens it next recovers it from :attr:`recovery_start_offset`, with the same re-validation
+        crash recovery uses, which cuts the segment at its last valid batch. The caller logs it.
+        """
+        base = self.segment_for(offset).base_offset
+        if self.damaged_from is None or base < self.damaged_from:
+            self.damaged_from = base
+        return CorruptLogError(
+            f"{self.topic}-{self.partition}, segment {segment_file_name(base, LOG_SUFFIX)}: {cause}", base
+        )
+
+    @property
+    def recovery_start_offset(self) -> int:
+        """Where recovery must start when this log is opened again.
+
+        The recovery point, or the first damaged segment's base offset when a read found one below it.
+        """
+        if self.damaged_from is None:
+            return self.recovery_point
+        return min(self.recovery_point, self.damaged_from)
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the HW, clamped to [log start offset, log end offset]; returns the value set."""
@@ -324,6 +358,12 @@ class PartitionLog:
 
     def _find_in_segment(self, segment: LogSegment, timestamp: int) -> tuple[int, int, int] | None:
         """Time index, then batch headers, then the records of the first candidate batches."""
+        try:
+            return self._find_in_segment_unchecked(segment, timestamp)
+        except ProtocolError as exc:
+            raise self.mark_damaged(segment.base_offset, exc) from exc
+
+    def _find_in_segment_unchecked(self, segment: LogSegment, timestamp: int) -> tuple[int, int, int] | None:
         log_start = self.log_start_offset
         start = segment.find_offset_by_timestamp(timestamp, log_start)
         if start is None:

@@ -533,7 +533,16 @@ class LogManager:
             self._release_locks()
 
     def _leave_clean_shutdown_marker(self, log_dir: pathlib.Path) -> None:
-        """Mark ``log_dir`` clean unless a follower process may have left one of its logs unflushed."""
+        """Mark ``log_dir`` clean unless a follower process may have left one of its logs unflushed,
+        or a read found one of its logs damaged (the next start recovers it from the damaged segment)."""
+        damaged = sorted(key for key, log in self._logs_in(log_dir) if log.damaged_from is not None)
+        if damaged:
+            _log.warning(
+                "not marking the log dir clean: logs found damaged will be recovered at the next start",
+                log_dir=str(log_dir),
+                partitions=[f"{topic}-{partition}" for topic, partition in damaged[:10]],
+            )
+            return
         open_external = sorted(
             key
             for key, external in self._external.items()
@@ -566,7 +575,8 @@ class LogManager:
 
 
 def _recovery_point(log: PartitionLog | ExternalLog) -> int:
-    return log.recovery_point
+    """A log a read found damaged is checkpointed to recover from its damaged segment."""
+    return log.recovery_start_offset if isinstance(log, PartitionLog) else log.recovery_point
 
 
 def _log_start_offset(log: PartitionLog | ExternalLog) -> int:

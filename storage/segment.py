@@ -21,7 +21,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, NamedTuple, cast
 
-from protocol.records import ProtocolError
+from protocol.records import CorruptRecordError, ProtocolError
 from protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader, read_header, verify_batch
 from protocol.sentinels import NO_TIMESTAMP
 from storage.config import LogConfig
@@ -185,6 +185,12 @@ class LogSegment:
         The last offset index entry marks the last indexed batch; scanning from its position gives the
         next offset, the exact max timestamp (together with the time index's last entry) and the
         bytes since the last entry, so appends after a reopen index exactly as a rebuild would.
+
+        The scan must end exactly at the end of the .log. A file cut inside its last batch (or with
+        bytes after it that are no batch) raises CorruptRecordError, so that the segment is recovered
+        (cut at its last valid batch) even after a clean shutdown, whose segments are otherwise
+        trusted: an append after such garbage would put readable batches behind unreadable bytes.
+        It costs nothing more than the scan itself.
         """
         ts, ts_offset = self.time_index.last_entry
         self._max_timestamp, self._offset_of_max_timestamp = ts, ts_offset
@@ -193,9 +199,16 @@ class LogSegment:
         self._next_offset = self.base_offset
         self._bytes_since_last_index_entry = 0
         self._rolling_timestamp: int | None = None
-        for batch in self.iter_batches(min(start, self._size)):
+        end = min(start, self._size)
+        for batch in self.iter_batches(end):
             self._next_offset = batch.last_offset + 1
             self._track_max_timestamp(batch.max_timestamp, batch.last_offset)
+            end = batch.position + batch.size
+        if end != self._size:
+            raise CorruptRecordError(
+                f"{self.log_path} does not end on a whole batch: scanned from position {start}, "
+                f"the batches end at {end}, the file at {self._size}"
+            )
         self._bytes_since_last_index_entry = self._size - start
         if self._size > 0:
             first = next(self.iter_batches(0))

@@ -54,7 +54,7 @@ from broker.replication.replica_state import (
     ProposalOutcome,
 )
 from protocol.error_codes import ErrorCode, KafkaError
-from protocol.errors import CorruptRecordError, UnsupportedMagicError
+from protocol.errors import CorruptRecordError, ProtocolError, UnsupportedMagicError
 from protocol.records.batch import RecordBatchHeader
 from protocol.sentinels import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -504,10 +504,52 @@ class Partition:
             self._logger.warning("producer snapshot failed", offset=new_base_offset, error=str(exc))
 
     def _go_offline(self, exc: BaseException) -> None:
-        """A failed write leaves the log in an unknown state: refuse every later read and append."""
+        """The replica's log failed (a failed write, an I/O error or a corrupt batch met while
+        serving): refuse every later read and append with KAFKA_STORAGE_ERROR and hand the
+        leadership to a healthy in-sync replica (:meth:`_resign`).
+
+        Kafka takes the whole log directory offline and reports it in the broker heartbeat; kipling
+        acts per replica, so the other partitions of the directory keep being served. One error
+        line per partition, not one per request: once offline no request reaches the log again.
+        """
+        if self.is_offline:
+            return
         self.is_offline = True
-        self._logger.error("log failed, partition offline", error=str(exc))
+        self._logger.error("log failed, partition offline", error=str(exc), error_type=type(exc).__name__)
+        self._resign()
         self._notify()
+
+    def _resign(self) -> bool:
+        """Propose an ISR without this broker: the controller elects another ISR member and bumps the
+        leader epoch; True if proposed.
+
+        A Kafka controller refuses an AlterPartition whose ISR leaves the leader out (INVALID_REQUEST);
+        kipling's reads it as the leader giving the partition up
+        (:meth:`metadata.controller.replication_control.ReplicationControl.alter_partition`). A
+        proposal in flight is dropped: its answer is ignored, the resignation replaces it. With no
+        other ISR member nobody else holds every committed record and leadership cannot move
+        (unclean election stays off): the partition stays offline here, clients keep retrying. The
+        periodic ISR check retries a refused or undelivered resignation. The repair comes with the
+        metadata that makes this broker a follower: its damaged log is handed over for recovery
+        (:func:`storage.handover.close_for_handover`).
+        """
+        replica_set = self._replica_set
+        if not self.is_leader or self._alter_partition is None:
+            return False
+        others = tuple(replica for replica in replica_set.isr if replica != self.node_id)
+        if not others:
+            self._logger.warning(
+                "no other in-sync replica: leadership cannot move", isr=list(replica_set.isr)
+            )
+            return False
+        pending = replica_set.pending
+        if pending is not None:
+            if pending.new_isr == others:
+                return False
+            replica_set.clear_pending()
+        self._logger.info("resigning leadership", isr=list(replica_set.isr), proposed_isr=list(others))
+        self._propose(others)
+        return True
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -611,13 +653,24 @@ class Partition:
         O(log entries), plus a scan of at most ``index.interval.bytes`` of batch headers (one or two
         preads). No record is read.
         """
-        if fetch_offset >= end_offset:
+        if fetch_offset >= end_offset or self.is_offline:
             return 0
         segment = self._segment_for(fetch_offset)
-        start = self._batch_position(segment, fetch_offset)
-        if start is None:
+        try:
+            start = self._batch_position(segment, fetch_offset)
+            if start is None:
+                return 0
+            end = (
+                segment.size
+                if end_offset >= segment.next_offset
+                else self._batch_position(segment, end_offset)
+            )
+        except ProtocolError as exc:  # the parked fetch completes: the partition is offline now
+            self._go_offline(self.log.mark_damaged(fetch_offset, exc))
             return 0
-        end = segment.size if end_offset >= segment.next_offset else self._batch_position(segment, end_offset)
+        except OSError as exc:
+            self._go_offline(exc)
+            return 0
         if end is None:
             end = segment.size
         return max(0, min(end - start, max_bytes))
@@ -737,10 +790,13 @@ class Partition:
 
         Out of sync: in the ISR, not at the leader's LEO, and not caught up within
         ``replica.lag.time.max.ms``. Nothing while a proposal is in flight, when not leader, or
-        without an AlterPartition sender. True if a shrink was proposed.
+        without an AlterPartition sender. True if a shrink was proposed. An offline partition
+        proposes its resignation again instead (the last one was refused or not delivered).
         """
         if not self.is_leader or self._alter_partition is None:
             return False
+        if self.is_offline:
+            return self._replica_set.pending is None and self._resign()
         now = self._clock.time_ms() if now_ms is None else now_ms
         replica_set = self._replica_set
         out_of_sync = replica_set.shrink_candidates(now)
@@ -879,7 +935,11 @@ class Partition:
 
     def _maybe_expand_isr(self, replica_id: int) -> None:
         """6.3: propose ``replica_id`` for the ISR if it caught up within this epoch and may join."""
-        if self._alter_partition is None or not self._replica_set.expansion_candidate(replica_id):
+        if (
+            self.is_offline
+            or self._alter_partition is None
+            or not self._replica_set.expansion_candidate(replica_id)
+        ):
             return
         self._logger.info(
             "expanding ISR", isr=list(self._replica_set.isr), joining=self._follower_summary(replica_id)
@@ -895,7 +955,12 @@ class Partition:
         when a broker becomes eligible again (unfenced). One proposal at a time.
         """
         replica_set = self._replica_set
-        if not self.is_leader or self._alter_partition is None or replica_set.pending is not None:
+        if (
+            not self.is_leader
+            or self.is_offline
+            or self._alter_partition is None
+            or replica_set.pending is not None
+        ):
             return False
         now = self._clock.time_ms() if now_ms is None else now_ms
         candidates = replica_set.expansion_candidates(now)

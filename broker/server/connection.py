@@ -109,7 +109,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._schedule_timer()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self._decoder.get_buffer(sizehint)
+        buffer = self._decoder.get_buffer(sizehint)
+        # A read can come after a pause: uvloop starts reading only once connection_made has
+        # returned (a new connection joining an exhausted pool pauses in it), and asyncio runs a
+        # read it had already scheduled. Such a read takes one byte; buffer_updated then pauses.
+        return buffer[:1] if self._paused else buffer
 
     def buffer_updated(self, nbytes: int) -> None:
         try:
@@ -155,12 +159,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if transport is None or self._closing:
             return
         pause = self._memory_waiting or self._over_read_ahead()
+        if pause and transport.is_reading():
+            transport.pause_reading()  # (again, if the transport started reading after a pause)
         if pause == self._paused:
             return
         self._paused = pause
         now = time.monotonic()
         if pause:
-            transport.pause_reading()
             self._deadlines.paused(now)
         else:
             transport.resume_reading()

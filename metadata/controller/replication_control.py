@@ -15,6 +15,10 @@ Elections (Kafka's "online" election, without eligible leader replicas):
   controller's default), the first active replica outside the ISR, which becomes the whole ISR;
 * failing that the partition has no leader (NO_LEADER) until a broker of its ISR comes back.
 
+A leader whose log failed resigns with an AlterPartition whose ISR leaves it out: the first active
+replica of that ISR, in assignment order, takes over (a deliberate deviation from Kafka, which
+refuses such a request; see :meth:`ReplicationControl._check_alter`).
+
 Removing a broker (fenced, controlled shutdown, replaced by a new incarnation) takes it out of every
 ISR it is in, except that an ISR is never emptied: the last member stays, so that when it returns it
 is known to hold every committed record. Every change bumps the partition epoch; a change of leader
@@ -434,12 +438,47 @@ class ReplicationControl:
                 error=error.name,
             )
             return error, None, None, None
-        record = change_record(topic.topic_id, partition, partition.leader_id, item.new_isr)
+        leader = partition.leader_id
+        if leader not in item.new_isr:
+            leader = self._successor(partition, item.new_isr)
+            if leader == NO_LEADER:
+                return ErrorCode.INELIGIBLE_REPLICA, None, None, None
+            _log.info(
+                "leader resigned; electing another in-sync replica",
+                broker=broker_id,
+                topic=topic.name,
+                partition=item.partition,
+                leader=leader,
+                isr=list(item.new_isr),
+            )
+        record = change_record(topic.topic_id, partition, leader, item.new_isr)
         state = partition if record is None else partition_state_of(record)
         return ErrorCode.NONE, topic.topic_id, state, record
 
+    def _successor(self, partition: PartitionState, new_isr: Sequence[int]) -> int:
+        """The leader elected when the current one proposes an ISR without itself (it resigns).
+
+        The election a controlled shutdown runs (:func:`elect_leader`): the first replica, in
+        assignment order, of the proposed ISR that is active; never the resigning leader, never
+        unclean (a replica outside the ISR may lack committed records). NO_LEADER if none is active.
+        """
+
+        def acceptable(replica: int) -> bool:
+            return replica != partition.leader_id and self.is_active(replica)
+
+        leader, _ = elect_leader(partition, new_isr, acceptable, unclean=False)
+        return leader
+
     def _check_alter(self, broker_id: int, partition: PartitionState, item: AlterPartitionItem) -> ErrorCode:
-        """Kafka's validateAlterPartitionData. A newer epoch than ours means we are a stale controller."""
+        """Kafka's validateAlterPartitionData. A newer epoch than ours means we are a stale controller.
+
+        One deliberate deviation: Kafka answers INVALID_REQUEST to an ISR that leaves out the leader
+        ("an AlterPartition request can't remove the current leader"); kipling takes it as the
+        leader resigning, because its log failed (Kafka's brokers report a failed log directory in
+        BrokerHeartbeat's OfflineLogDirs instead, for a whole directory; kipling takes a single
+        replica offline). Such an ISR must still be non-empty, name assigned replicas only and
+        hold only eligible brokers; :meth:`_successor` then picks the new leader from it.
+        """
         if item.leader_epoch > partition.leader_epoch or item.partition_epoch > partition.partition_epoch:
             return ErrorCode.NOT_CONTROLLER
         if item.leader_epoch < partition.leader_epoch:
@@ -450,8 +489,6 @@ class ReplicationControl:
             return ErrorCode.INVALID_UPDATE_VERSION
         isr = item.new_isr
         if not isr or len(set(isr)) != len(isr) or not set(isr) <= set(partition.replicas):
-            return ErrorCode.INVALID_REQUEST
-        if partition.leader_id not in isr:
             return ErrorCode.INVALID_REQUEST
         epochs = item.new_isr_broker_epochs or (NO_BROKER_EPOCH,) * len(isr)
         if len(epochs) != len(isr) or any(not self._eligible(b, e) for b, e in zip(isr, epochs)):

@@ -1,4 +1,5 @@
-"""AlterPartition on the controller: Kafka's checks and order, accepted shrinks and expansions."""
+"""AlterPartition on the controller: Kafka's checks and order, accepted shrinks and expansions, and
+kipling's resignation (a leader proposing an ISR without itself)."""
 
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ def test_a_stale_broker_epoch_fails_the_whole_request(cluster: Cluster, topic: T
         (item((1, 4)), ErrorCode.INVALID_REQUEST),
         (item(()), ErrorCode.INVALID_REQUEST),
         (item((1, 1)), ErrorCode.INVALID_REQUEST),
-        (item((2, 3)), ErrorCode.INVALID_REQUEST),
+        (item((2, 4)), ErrorCode.INVALID_REQUEST),
         (item((1, 2), broker_epochs=(-1, 999)), ErrorCode.INELIGIBLE_REPLICA),
         (item((1, 2), broker_epochs=(-1,)), ErrorCode.INELIGIBLE_REPLICA),
     ],
@@ -170,3 +171,63 @@ def test_the_same_partition_twice_is_checked_against_the_first_change(
     ]
     assert cluster.partition("t").isr == [1]
     assert replayed(cluster.log) == cluster.image
+
+
+# -- a leader proposing an ISR without itself resigns (kipling's deviation from Kafka) -------------
+
+
+def test_a_leader_leaving_the_isr_hands_leadership_to_the_first_in_sync_replica(
+    cluster: Cluster, topic: TopicState
+) -> None:
+    start = cluster.log.end_offset
+    [result] = alter(cluster, item((3, 2))).partitions
+    assert (result.error, result.leader_id, result.leader_epoch, result.isr, result.partition_epoch) == (
+        ErrorCode.NONE,
+        2,  # assignment order [1, 2, 3], not the proposal's order
+        1,
+        (3, 2),
+        1,
+    )
+    assert [r for _, _, r in cluster.log.read(start)] == [
+        PartitionChangeRecord(0, topic.topic_id, (1, 2, 3), (3, 2), 2, 1, 1)
+    ]
+    partition = cluster.partition("t")
+    assert (partition.leader_id, partition.leader_epoch, partition.isr) == (2, 1, [3, 2])
+    assert replayed(cluster.log) == cluster.image
+
+
+def test_a_resignation_is_checked_like_any_proposal(cluster: Cluster, topic: TopicState) -> None:
+    alter(cluster, item((1, 2)))  # partition epoch 1
+    end = cluster.log.end_offset
+    [stale] = alter(cluster, item((2,))).partitions
+    assert stale.error is ErrorCode.INVALID_UPDATE_VERSION
+    [not_leader] = alter(cluster, item((3,), partition_epoch=1), broker=2).partitions
+    assert not_leader.error is ErrorCode.INVALID_REQUEST
+    assert cluster.log.end_offset == end
+    [accepted] = alter(cluster, item((2,), partition_epoch=1)).partitions
+    assert (accepted.error, accepted.leader_id, accepted.leader_epoch, accepted.partition_epoch) == (
+        ErrorCode.NONE,
+        2,
+        1,
+        2,
+    )
+
+
+def test_a_resignation_naming_a_broker_that_cannot_lead_is_refused(
+    cluster: Cluster, topic: TopicState
+) -> None:
+    cluster.heartbeat(2, want_fence=True)  # ISR becomes [1, 3], partition epoch 1
+    end = cluster.log.end_offset
+    [result] = alter(cluster, item((2,), partition_epoch=1)).partitions
+    assert result.error is ErrorCode.INELIGIBLE_REPLICA
+    assert cluster.log.end_offset == end
+    assert cluster.partition("t").leader_id == 1
+    [moved] = alter(cluster, item((3,), partition_epoch=1)).partitions
+    assert (moved.error, moved.leader_id, moved.isr) == (ErrorCode.NONE, 3, (3,))
+
+
+def test_a_sole_leader_cannot_resign_to_an_empty_isr(cluster: Cluster, topic: TopicState) -> None:
+    alter(cluster, item((1,)))
+    [result] = alter(cluster, item((), partition_epoch=1)).partitions
+    assert result.error is ErrorCode.INVALID_REQUEST
+    assert cluster.partition("t").leader_id == 1
