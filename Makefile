@@ -30,13 +30,14 @@ install-test: $(TEST_STAMP)
 # Debian packages the tests need: kcat (librdkafka 2.0.2, the oldest client the tests drive),
 # docker-compose (v1, to validate docker-compose.yml; no docker engine: --no-install-recommends) and
 # prometheus (the server, to scrape a dev cluster with config/prometheus.yml; its service is not used)
-# and a Java 17+ runtime for Spark (the pipeline tests), unless one is on PATH already.
+# and a Java 17+ runtime for Spark (the pipeline tests), unless one is on PATH already; nftables
+# for the fault suite's network partition (rules inside a network namespace of its own).
 # Installed with apt-get when missing (CI and developer machines run as root); sudo otherwise.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 system-deps:
-	@{ command -v kcat && command -v docker-compose && command -v prometheus; } >/dev/null 2>&1 || { \
+	@{ command -v kcat && command -v docker-compose && command -v prometheus && command -v nft; } >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends kcat docker-compose prometheus >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends kcat docker-compose prometheus nftables >/dev/null; }
 	@command -v java >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless >/dev/null; }

@@ -72,6 +72,9 @@ class BrokerProcess:
     port: int = field(default_factory=free_port)
     metrics_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    group: int | None = None
+    """Run the broker (and the follower processes it starts) with this gid: a fault test tells the
+    nodes' traffic apart by the group owning each socket (nft ``meta skgid``)."""
 
     @property
     def bootstrap(self) -> str:
@@ -111,7 +114,9 @@ class BrokerProcess:
         with self.log_path.open("ab") as out:  # the child keeps its own copy of the descriptor
             out.write(f"--- kipling-tests: starting broker with {self.overrides}\n".encode())
             out.flush()
-            self.process = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
+            self.process = subprocess.Popen(
+                args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env, group=self.group
+            )
         return self
 
     @property
