@@ -84,6 +84,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._task: asyncio.Task[None] | None = None
         self._paused = False
+        self._backlogged = False
         self._memory_waiting = False
         self._closing = False
         self._timer: asyncio.TimerHandle | None = None
@@ -116,6 +117,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return buffer[:1] if self._paused else buffer
 
     def buffer_updated(self, nbytes: int) -> None:
+        paused = self._paused
         try:
             self._decoder.buffer_updated(nbytes)
         except FrameTooLargeError as exc:
@@ -129,7 +131,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._queued_bytes += len(frame)
             completed = True
         in_progress = self._decoder.in_progress > 0
-        self._deadlines.received(time.monotonic(), in_progress=in_progress, completed=completed)
+        self._deadlines.received(
+            time.monotonic(), in_progress=in_progress, completed=completed, paused=paused
+        )
         if in_progress:
             self._schedule_timer()
         if completed:
@@ -154,22 +158,32 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _update_reading(self) -> None:
         """Read unless the pool or the read-ahead bound says wait: the one place reading pauses
-        and resumes (while paused by the broker, the peer's deadlines stand still)."""
+        and resumes."""
         transport = self._transport
         if transport is None or self._closing:
             return
-        pause = self._memory_waiting or self._over_read_ahead()
+        backlogged = self._over_read_ahead()
+        pause = backlogged or self._memory_waiting
         if pause and transport.is_reading():
             transport.pause_reading()  # (again, if the transport started reading after a pause)
-        if pause == self._paused:
-            return
-        self._paused = pause
-        now = time.monotonic()
-        if pause:
-            self._deadlines.paused(now)
-        else:
+        elif not pause and self._paused:
             transport.resume_reading()
-            self._deadlines.resumed(now)
+            self._deadlines.reading_resumed(time.monotonic(), in_progress=self._decoder.in_progress > 0)
+        self._paused = pause
+        self._hold_deadlines(backlogged)
+
+    def _hold_deadlines(self, backlogged: bool) -> None:
+        """While the connection waits for its own earlier requests to be answered, its deadlines
+        stand still. A wait for the memory pool does count: peers whose partial requests fill
+        the pool are closed on time, which is what frees it."""
+        if backlogged == self._backlogged:
+            return
+        self._backlogged = backlogged
+        now = time.monotonic()
+        if backlogged:
+            self._deadlines.backlog_started(now)
+        else:
+            self._deadlines.backlog_cleared(now)
             self._schedule_timer()
 
     def eof_received(self) -> bool:

@@ -5,9 +5,10 @@ answered for that long. ``kipling.request.receive.timeout.ms`` (kipling's own; K
 key) closes one whose current request started arriving longer ago than that: a slowloris peer
 that trickles a byte now and then is never idle, and without this bound it would hold its partial
 request, its slot in ``max.connections`` and its share of ``queued.max.request.bytes`` for ever.
-A frame's clock starts with its first byte and stops when it is complete; time the broker itself
-kept the connection from reading (paused for read-ahead or for the memory pool) is not counted
-against the peer, nor is it idle time.
+A frame's clock starts with its first byte and stops when it is complete. Time the connection
+spends paused behind its own earlier requests (the read-ahead bound) is not counted against the
+peer, nor is it idle time; time paused for the memory pool is, since when partial requests fill
+the pool, closing them on time is what frees it.
 
 Sans-IO, on a clock passed in: the connection asks :meth:`Deadlines.expired` from one timer that it
 re-arms lazily at :meth:`Deadlines.next_check` (never a timer per byte or per request).
@@ -36,24 +37,31 @@ class Deadlines:
 
     # -- events --------------------------------------------------------------------------------
 
-    def received(self, now: float, *, in_progress: bool, completed: bool) -> None:
+    def received(self, now: float, *, in_progress: bool, completed: bool, paused: bool = False) -> None:
         """Bytes arrived; ``in_progress``: a frame is still partial after them; ``completed``: at
-        least one frame was completed by them (so a partial one after it began just now)."""
+        least one frame was completed by them (so a partial one after it began just now);
+        ``paused``: they were read while the broker meant not to read (one byte, see
+        ``KafkaConnection.get_buffer``), so they start no clock: :meth:`reading_resumed` does."""
         self._last_activity = now
         if not in_progress:
             self._frame_started = None
         elif completed or self._frame_started is None:
+            self._frame_started = None if paused else now
+
+    def reading_resumed(self, now: float, *, in_progress: bool) -> None:
+        """The broker reads again: a partial frame that has no clock yet gets one from now."""
+        if in_progress and self._frame_started is None:
             self._frame_started = now
 
     def answered(self, now: float) -> None:
         self._last_activity = now
 
-    def paused(self, now: float) -> None:
-        """The broker stopped reading this connection: neither clock runs against the peer."""
+    def backlog_started(self, now: float) -> None:
+        """The connection waits for its own earlier requests to be answered: neither clock runs."""
         if self._paused_at is None:
             self._paused_at = now
 
-    def resumed(self, now: float) -> None:
+    def backlog_cleared(self, now: float) -> None:
         if self._paused_at is None:
             return
         if self._frame_started is not None:

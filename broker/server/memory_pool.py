@@ -15,7 +15,9 @@ anything. The way out is Kafka's non-strict pool, which lets one request overdra
 pool is exhausted and holds no complete request, the connection with the largest partial frame
 holds the *overdraft* and keeps reading until that frame is complete. So a frame larger than the
 whole pool is still received, and memory stays within the capacity plus one frame
-(``socket.request.max.bytes``) plus a socket read per connection.
+(``socket.request.max.bytes``) plus a socket read per connection. Partial frames that stop
+arriving (a peer filling the pool on purpose) are closed by ``kipling.request.receive.timeout.ms``,
+whose clock keeps running while their connection waits for the pool; that frees the pool.
 
 Sans-IO: the pool only counts and tells its members to wait or read; connections do the pausing.
 """

@@ -55,18 +55,34 @@ def test_idle_after_the_last_answer_but_not_while_answering() -> None:
     assert deadlines.expired(6.0) == IDLE
 
 
-def test_time_the_broker_kept_the_connection_paused_does_not_count() -> None:
+def test_time_waiting_for_its_own_requests_to_be_answered_does_not_count() -> None:
     deadlines = Deadlines(idle_timeout_ms=3_000, receive_timeout_ms=2_000, now=0.0)
     deadlines.received(0.0, in_progress=True, completed=False)
-    deadlines.paused(1.0)
+    deadlines.backlog_started(1.0)
     assert deadlines.expired(50.0) is None
     assert deadlines.next_check(50.0) is None
-    deadlines.resumed(51.0)
+    deadlines.backlog_cleared(51.0)
     assert deadlines.expired(51.9) is None  # 1 s before the pause + 0.9 s after it
     assert deadlines.expired(52.0) == RECEIVE_TIMEOUT
 
 
-def test_resuming_without_a_pause_changes_nothing() -> None:
+def test_clearing_a_backlog_that_never_started_changes_nothing() -> None:
     deadlines = Deadlines(idle_timeout_ms=1_000, receive_timeout_ms=0, now=0.0)
-    deadlines.resumed(0.5)
+    deadlines.backlog_cleared(0.5)
     assert deadlines.expired(1.0) == IDLE
+
+
+def test_a_byte_read_while_paused_starts_no_clock_until_reading_resumes() -> None:
+    deadlines = Deadlines(idle_timeout_ms=0, receive_timeout_ms=2_000, now=0.0)
+    deadlines.received(0.0, in_progress=True, completed=False, paused=True)
+    assert deadlines.expired(100.0) is None
+    deadlines.reading_resumed(100.0, in_progress=True)
+    assert deadlines.expired(101.9) is None
+    assert deadlines.expired(102.0) == RECEIVE_TIMEOUT
+
+
+def test_a_clock_already_running_keeps_running_through_a_memory_wait() -> None:
+    deadlines = Deadlines(idle_timeout_ms=0, receive_timeout_ms=2_000, now=0.0)
+    deadlines.received(0.0, in_progress=True, completed=False)
+    deadlines.reading_resumed(1.5, in_progress=True)  # waited for the pool from 0.5 to 1.5
+    assert deadlines.expired(2.0) == RECEIVE_TIMEOUT

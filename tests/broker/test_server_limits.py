@@ -209,3 +209,25 @@ async def test_a_connection_made_while_the_pool_is_exhausted_waits_too() -> None
         assert await asyncio.wait_for(answer(first_reader), 5) == 1
         first.close()
         late.close()
+
+
+@on_both_loops
+async def test_partial_requests_filling_the_pool_are_closed_on_time_and_free_it() -> None:
+    dispatcher = HoldingDispatcher()
+    pool = MemoryPool(100_000)
+    async with serving(dispatcher, pool=pool, receive_timeout_ms=500) as (registry, port):
+        hostile = [await connect(port) for _ in range(3)]
+        for _, writer in hostile:
+            writer.write(frame_header(10 * 1024 * 1024) + bytes(60_000))  # never finished
+        while not pool.blocked:
+            await asyncio.sleep(0.01)
+        reader, writer = await connect(port)
+        writer.write(request(1, 10))
+        assert await asyncio.wait_for(answer(reader), 10) == 1
+        for hostile_reader, _ in hostile:
+            assert await asyncio.wait_for(hostile_reader.read(), 5) == b""
+        assert closes(registry, RECEIVE_TIMEOUT) == 3
+        assert pool.used == 0
+        writer.close()
+        for _, hostile_writer in hostile:
+            hostile_writer.close()
