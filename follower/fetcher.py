@@ -15,9 +15,11 @@ the partitions ready for it and handles each partition of the response on its ow
   KAFKA_STORAGE_ERROR, CORRUPT_MESSAGE, ...): transient, so the partition is delayed by
   replica.fetch.backoff.ms and retried.
 
-A corrupt batch found while appending delays the partition; any other append or truncation failure
-(an unexpected offset, a storage error) fails only that partition: it leaves the fetcher and joins
-the failed set, and the others keep going. Responses that no longer match a partition's state (it
+A corrupt batch found while appending delays the partition, and so does a full disk (the append
+was undone whole: the same fetch is retried after the backoff, and the replica falls out of the ISR
+as its lag grows, as in Kafka); any other append or truncation failure (an unexpected offset, a
+storage error) fails only that partition: it leaves the fetcher and joins the failed set, and the
+others keep going. Responses that no longer match a partition's state (it
 was removed, re-added with another epoch, or moved on) are ignored.
 
 Everything the fetcher touches is passed in: the leader endpoint, the logs, a clock for backoff
@@ -63,7 +65,7 @@ from follower.truncation import (
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.errors import DecodeError
 from storage.clock import Clock
-from storage.errors import InvalidRecordError
+from storage.errors import InvalidRecordError, LogDirFullError
 
 _log = structlog.get_logger(__name__)
 
@@ -384,6 +386,14 @@ class ReplicaFetcher:
         except (DecodeError, InvalidRecordError) as exc:
             self._logger.warning(
                 "corrupt batches from the leader", topic=tp[0], partition=tp[1], error=repr(exc)
+            )
+            return False
+        except LogDirFullError as exc:
+            self._logger.warning(
+                "no space left for the leader's batches; retrying after backoff",
+                topic=tp[0],
+                partition=tp[1],
+                error=str(exc),
             )
             return False
         except Exception as exc:

@@ -13,6 +13,7 @@ the broker and follower processes call in from their own event loop and own thei
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import random
@@ -20,6 +21,7 @@ import re
 import shutil
 import uuid
 from bisect import bisect_right
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import structlog
@@ -46,7 +48,13 @@ from storage.checkpoint import (
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.epoch import LeaderEpochFileCache
-from storage.errors import CorruptLogError, KiplingStorageError, OffsetOutOfRangeError
+from storage.errors import (
+    CorruptLogError,
+    KiplingStorageError,
+    LogDirFullError,
+    OffsetOutOfRangeError,
+    no_space_is_log_dir_full,
+)
 from storage.loader import load_log
 from storage.producer_snapshot import delete_snapshots_after
 from storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment, segment_file_name
@@ -206,9 +214,10 @@ class PartitionLog:
         now = self._clock.time_ms()
         validated = assign_offsets_as_leader(buf, self.log_end_offset, leader_epoch, self.config, now)
         if validated.batches:
-            if leader_epoch != self.leader_epoch_cache.latest_epoch:
-                self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
-            self._append(buf, validated, now)
+            with self._undo_epochs_on_failure():
+                if leader_epoch != self.leader_epoch_cache.latest_epoch:
+                    self.leader_epoch_cache.assign(leader_epoch, validated.first_offset)
+                self._append(buf, validated, now)
         return _append_info(validated, now if self.config.log_append_time else NO_TIMESTAMP)
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendInfo:
@@ -219,19 +228,41 @@ class PartitionLog:
         self._check_open()
         validated = validate_as_follower(batches, self.log_end_offset, self.config)
         if validated.batches:
-            for epoch, start_offset in validated.epoch_starts:
-                if epoch != self.leader_epoch_cache.latest_epoch:
-                    self.leader_epoch_cache.assign(epoch, start_offset)
-            self._append(batches, validated, self._clock.time_ms())
+            with self._undo_epochs_on_failure():
+                for epoch, start_offset in validated.epoch_starts:
+                    if epoch != self.leader_epoch_cache.latest_epoch:
+                        self.leader_epoch_cache.assign(epoch, start_offset)
+                self._append(batches, validated, self._clock.time_ms())
         return _append_info(validated, NO_TIMESTAMP)
 
+    @contextlib.contextmanager
+    def _undo_epochs_on_failure(self) -> Iterator[None]:
+        """An append that found the disk full wrote nothing: forget the epochs it assigned for it.
+
+        Epochs are assigned (and checkpointed) before the batches that carry them, so a failed
+        append would otherwise leave the cache naming an epoch that starts at the log end offset
+        with nothing in it. The same append, retried once space returns, assigns them again.
+        """
+        try:
+            yield
+        except LogDirFullError:
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            raise
+
     def _append(self, data: bytes | bytearray | memoryview, validated: ValidatedAppend, now: int) -> None:
+        """Roll if due, then append; a full disk (LogDirFullError) leaves the log exactly as it was."""
         segment = self._segments[-1]
+        previous = segment
         if segment.should_roll(
             self.config, validated.size, validated.max_timestamp, validated.last_offset, now
         ):
             segment = self._roll(max(validated.first_offset, self.log_end_offset), now)
-        segment.append(data, validated.batches)
+        try:
+            segment.append(data, validated.batches)
+        except LogDirFullError:
+            if segment is not previous:
+                self._undo_roll(segment)
+            raise
         self.log_end_offset = validated.last_offset + 1
         self._maybe_flush(now)
 
@@ -411,9 +442,14 @@ class PartitionLog:
                 f"the active segment starts at {active.base_offset}"
             )
         self._delete_stale_files(base_offset)
-        segment = LogSegment(
-            self.directory, base_offset, self.config, created_ms=now, roll_jitter_ms=_roll_jitter(self.config)
-        )
+        with no_space_is_log_dir_full(self.directory):
+            segment = LogSegment(
+                self.directory,
+                base_offset,
+                self.config,
+                created_ms=now,
+                roll_jitter_ms=_roll_jitter(self.config),
+            )
         active.on_becoming_inactive()
         self._segments.append(segment)
         self._bases.append(base_offset)
@@ -421,6 +457,16 @@ class PartitionLog:
         self._flush_up_to(base_offset)
         self._delete_expired(now)
         return segment
+
+    def _undo_roll(self, segment: LogSegment) -> None:
+        """The first append to a segment just rolled failed: drop it (empty) and reactivate the last one.
+
+        The log is then as before the roll, so the roll and its producer snapshot happen again,
+        together, with the retried append. Removing an empty segment needs no space.
+        """
+        del self._segments[-1], self._bases[-1]
+        segment.delete()
+        self._segments[-1].resize_indexes(self.config.max_index_size)
 
     def _delete_stale_files(self, base_offset: int) -> None:
         """Files at a new segment's name can only be leftovers of an old truncation; Kafka deletes them."""

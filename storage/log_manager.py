@@ -41,7 +41,7 @@ from storage.checkpoint import (
 )
 from storage.clock import Clock
 from storage.config import LogConfig
-from storage.errors import KiplingStorageError
+from storage.errors import KiplingStorageError, LogDirFullError
 from storage.handover import LogHandover, close_for_handover, open_handed_over_log
 from storage.log import PartitionLog
 
@@ -54,6 +54,8 @@ _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 TopicPartition = tuple[str, int]
 _CHECKPOINT_FILES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
+_LOW_SPACE_BYTES = 1024 * 1024
+"""Below this much free space at startup a log dir is reported full: not even a small segment fits."""
 
 _log = structlog.get_logger(__name__)
 
@@ -202,6 +204,7 @@ class LogManager:
         marker.unlink(missing_ok=True)
         fsync_directory(log_dir)
         self._restore_high_watermarks(log_dir)
+        _warn_if_full(log_dir)
         logs = sum(1 for directory in self._dir_of.values() if directory == log_dir)
         if first_start:
             _log.info("first start: new log directory", log_dir=str(log_dir))
@@ -463,7 +466,15 @@ class LogManager:
         for key, external in self._external.items():
             if external.log_dir == log_dir:
                 offsets[key] = offset(external)
-        OffsetCheckpointFile(log_dir / name).write(offsets)
+        try:
+            OffsetCheckpointFile(log_dir / name).write(offsets)
+        except LogDirFullError as exc:
+            # The old file stays whole; an older checkpoint only means more recovery (recovery
+            # points) or a lower restored high watermark, so a full disk must not stop the caller
+            # (a periodic task, a topic deletion freeing space, a shutdown).
+            _log.warning(
+                "checkpoint not written: no space left on device", log_dir=str(log_dir), error=str(exc)
+            )
 
     def _write_checkpoints(self, log_dir: pathlib.Path) -> None:
         self._checkpoint(RECOVERY_POINT_CHECKPOINT, _recovery_point, log_dir)
@@ -556,7 +567,11 @@ class LogManager:
                 count=len(open_external),
             )
             return
-        (log_dir / CLEAN_SHUTDOWN_MARKER).touch()
+        try:
+            (log_dir / CLEAN_SHUTDOWN_MARKER).touch()
+        except OSError as exc:  # no marker: the next start recovers the logs, which is always safe
+            _log.warning("clean shutdown marker not written", log_dir=str(log_dir), error=str(exc))
+            return
         fsync_directory(log_dir)
 
     def _abandon(self) -> None:
@@ -572,6 +587,19 @@ class LogManager:
         for lock in self._locks:
             lock.release()
         self._locks.clear()
+
+
+def _warn_if_full(log_dir: pathlib.Path) -> None:
+    """Say once at startup that a log dir has no space left: it serves reads, appends fail until freed."""
+    stats = os.statvfs(log_dir)
+    free = stats.f_bavail * stats.f_frsize
+    if free < _LOW_SPACE_BYTES:
+        _log.error(
+            "no space left on device in log dir: serving reads, refusing writes (KAFKA_STORAGE_ERROR) "
+            "until space is freed",
+            log_dir=str(log_dir),
+            free_bytes=free,
+        )
 
 
 def _recovery_point(log: PartitionLog | ExternalLog) -> int:

@@ -15,18 +15,21 @@ are never decoded.
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
 import struct
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, NamedTuple, cast
 
+import structlog
+
 from protocol.records import CorruptRecordError, ProtocolError
 from protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader, read_header, verify_batch
 from protocol.sentinels import NO_TIMESTAMP
 from storage.config import LogConfig
 from storage.epoch import LeaderEpochFileCache
-from storage.errors import CorruptIndexError, KiplingStorageError
+from storage.errors import CorruptIndexError, KiplingStorageError, LogDirFullError, raise_log_dir_full
 from storage.index import OffsetIndex, TimeIndex
 from storage.slices import FileSlice
 
@@ -37,6 +40,8 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 MAX_RELATIVE_OFFSET = 2**31 - 1
+
+_log = structlog.get_logger(__name__)
 
 _SCAN_CHUNK = 16 * 1024
 """Bytes read per pread when walking headers: several small batches' headers per system call."""
@@ -135,8 +140,18 @@ class LogSegment:
         self.needs_recovery = not (index_path.exists() and time_index_path.exists())
         self._file = cast(BinaryIO, open(self.log_path, "a+b", buffering=0))  # noqa: SIM115
         self._fd = self._file.fileno()
-        self.offset_index = OffsetIndex(index_path, base_offset, config.max_index_size)
-        self.time_index = TimeIndex(time_index_path, base_offset, config.max_index_size)
+        try:
+            self.offset_index = OffsetIndex(index_path, base_offset, config.max_index_size)
+            try:
+                self.time_index = TimeIndex(time_index_path, base_offset, config.max_index_size)
+            except BaseException:
+                self.offset_index.close()
+                raise
+        except BaseException:
+            self._file.close()
+            raise
+        self._rebuilding_indexes = False
+        self._indexes_incomplete = False
         self._size = os.fstat(self._fd).st_size
         self._closed = False
         self._refresh_indexes_full()
@@ -227,9 +242,56 @@ class LogSegment:
         ``batches`` gives (last offset, max timestamp, size) for each batch of ``data`` in order; it
         drives the sparse index rule. The data goes to the file before the index entries that point
         into it, so a crash in between leaves nothing that recovery cannot rebuild.
+
+        All or nothing: when a write fails (the disk is full, most often) the .log is cut back to its
+        size before the append and the entries it added are dropped, so the segment is exactly as it
+        was and the same append can be retried. A full disk raises LogDirFullError; another I/O error
+        is raised as is; a failed undo raises KiplingStorageError (the segment can no longer be trusted).
         """
-        self._write_all(data)
-        self._index_batches(batches)
+        before = self._tail_snapshot()
+        entries = self.offset_index.entries, self.time_index.entries
+        try:
+            self._write_all(data)
+            self._index_batches(batches)
+        except OSError as exc:
+            self._undo_append(before, entries, exc)
+            raise_log_dir_full(self.log_path, exc)
+
+    def _tail_snapshot(self) -> tuple[int, int, int, int, int, int | None, bool]:
+        return (
+            self._size,
+            self._next_offset,
+            self._max_timestamp,
+            self._offset_of_max_timestamp,
+            self._bytes_since_last_index_entry,
+            self._rolling_timestamp,
+            self._indexes_full,
+        )
+
+    def _undo_append(
+        self,
+        before: tuple[int, int, int, int, int, int | None, bool],
+        entries: tuple[int, int],
+        cause: OSError,
+    ) -> None:
+        """Put the files and the counters back as they were before a failed append."""
+        try:
+            os.ftruncate(self._fd, before[0])
+            self.offset_index.truncate_to_entries(entries[0])
+            self.time_index.truncate_to_entries(entries[1])
+        except OSError as exc:
+            raise KiplingStorageError(
+                f"could not undo a failed append to {self.log_path} ({cause}): {exc}"
+            ) from cause
+        (
+            self._size,
+            self._next_offset,
+            self._max_timestamp,
+            self._offset_of_max_timestamp,
+            self._bytes_since_last_index_entry,
+            self._rolling_timestamp,
+            self._indexes_full,
+        ) = before
 
     def _index_batches(self, batches: Iterable[tuple[int, int, int]]) -> None:
         """Account for batches just written at the end of the .log: index entries, timestamps, size.
@@ -246,9 +308,8 @@ class LogSegment:
                 self._max_timestamp = max_timestamp
                 self._offset_of_max_timestamp = last_offset
             if self._bytes_since_last_index_entry > self._index_interval_bytes and not self._indexes_full:
-                self.offset_index.append(last_offset, position)
-                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-                self._bytes_since_last_index_entry = 0
+                if self._add_index_entries(last_offset, position):
+                    self._bytes_since_last_index_entry = 0
                 self._refresh_indexes_full()
             if position == 0:
                 self._rolling_timestamp = max_timestamp
@@ -257,13 +318,36 @@ class LogSegment:
         self._size = position
         self._next_offset = last_offset + 1
 
+    def _add_index_entries(self, last_offset: int, position: int) -> bool:
+        """One entry in each index; False when a rebuild had to stop indexing for want of space.
+
+        An append lets LogDirFullError through (it is undone whole). A rebuild (recovery, perhaps on
+        a full disk at startup) keeps the log instead: the index is only a hint, so the segment
+        keeps the entries it got, lookups in it scan further, and it counts as full so that the
+        next append rolls to a new segment.
+        """
+        try:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+        except LogDirFullError:
+            if not self._rebuilding_indexes:
+                raise
+            _log.warning(
+                "index rebuild stopped: no space left on device; lookups in this segment scan further",
+                segment=str(self.log_path),
+                entries=self.offset_index.entries,
+            )
+            self._indexes_incomplete = True
+            return False
+        return True
+
     def _write_all(self, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data)
         written = self._file.write(view)
         while written < len(view):  # a short write only happens when the disk fills up
             more = self._file.write(view[written:])
             if not more:
-                raise KiplingStorageError(f"short write to {self.log_path}")
+                raise OSError(errno.ENOSPC, f"short write to {self.log_path}")
             written += more
 
     # -- roll rules --------------------------------------------------------------------------------
@@ -391,19 +475,24 @@ class LogSegment:
         """
         self.offset_index.truncate()
         self.time_index.truncate()
+        self._indexes_incomplete = False
         self.resize_indexes(self._max_index_size)
         self._size = 0
         self._max_timestamp, self._offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
         self._bytes_since_last_index_entry = 0
         self._rolling_timestamp = None
         self._next_offset = self.base_offset
-        for _position, header in self._iter_valid_batches():
-            out_of_order = header.base_offset < self._next_offset
-            if out_of_order or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
-                break
-            self._index_batches(((header.last_offset, header.max_timestamp, header.size),))
-            if epoch_cache is not None:
-                _assign_newer_epoch(epoch_cache, header)
+        self._rebuilding_indexes = True
+        try:
+            for _position, header in self._iter_valid_batches():
+                out_of_order = header.base_offset < self._next_offset
+                if out_of_order or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+                    break
+                self._index_batches(((header.last_offset, header.max_timestamp, header.size),))
+                if epoch_cache is not None:
+                    _assign_newer_epoch(epoch_cache, header)
+        finally:
+            self._rebuilding_indexes = False
         file_size = os.fstat(self._fd).st_size
         if self._size < file_size:
             os.ftruncate(self._fd, self._size)
@@ -451,7 +540,7 @@ class LogSegment:
 
     def _refresh_indexes_full(self) -> None:
         """Cache "an index is full" (a roll condition) so the per-append roll check stays cheap."""
-        self._indexes_full = self.offset_index.is_full or self.time_index.is_full
+        self._indexes_full = self._indexes_incomplete or self.offset_index.is_full or self.time_index.is_full
 
     def on_becoming_inactive(self) -> None:
         """After a roll: write the final time index entry, then trim both indexes to their entries."""
@@ -461,9 +550,21 @@ class LogSegment:
         self._refresh_indexes_full()
 
     def _append_final_time_entry(self) -> None:
-        if self._max_timestamp >= 0:
+        """The segment's max timestamp as a last time index entry, when there is space for it.
+
+        It only spares a scan: a lookup past the last entry walks the .log from there, and a reopen
+        rescans the batches after the last offset index entry anyway. So a full disk skips it
+        rather than failing a roll (which retention needs in order to free space) or a shutdown.
+        """
+        if self._max_timestamp < 0:
+            return
+        try:
             self.time_index.maybe_append(
                 self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+            )
+        except LogDirFullError:
+            _log.warning(
+                "final time index entry skipped: no space left on device", segment=str(self.log_path)
             )
 
     def flush(self) -> None:

@@ -71,6 +71,7 @@ from storage.clock import Clock
 from storage.errors import (
     InvalidRecordError,
     KiplingStorageError,
+    LogDirFullError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
@@ -202,6 +203,7 @@ class Partition:
         self.producer_state = producer_state
         self.is_leader = True
         self.is_offline = False
+        self._log_dir_full = False
         self._clock = clock
         self._alter_partition = alter_partition
         self._listeners: list[PartitionListener] = []
@@ -268,11 +270,16 @@ class Partition:
         """Kafka's makeLeader: the epoch cache gets (epoch, LEO) before any data of the epoch.
 
         An epoch lower than the cache's latest is stale metadata: assigning it would cut the cache.
+        On a full disk the entry waits: the first append of the epoch assigns it (before its data),
+        so leading, and serving reads, does not depend on space for a checkpoint.
         """
         cache = self.log.leader_epoch_cache
         latest = cache.latest_epoch
         if latest is None or self.leader_epoch > latest:
-            cache.assign(self.leader_epoch, self.log.log_end_offset)
+            try:
+                cache.assign(self.leader_epoch, self.log.log_end_offset)
+            except LogDirFullError as exc:
+                self._on_log_dir_full(exc)
 
     def _leader_epoch_start_offset(self) -> int:
         """Where the current leader epoch starts in the log (the LEO if the cache does not know it)."""
@@ -475,9 +482,17 @@ class Partition:
             raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, str(exc)) from None
         except InvalidRecordError as exc:
             raise KafkaError(ErrorCode.INVALID_RECORD, str(exc)) from None
+        except LogDirFullError as exc:
+            self._on_log_dir_full(exc)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
         except (OSError, KiplingStorageError) as exc:
             self._go_offline(exc)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
+        if self._log_dir_full:
+            self._log_dir_full = False
+            self._logger.info(
+                "log dir has space again: appends accepted", log_dir=str(self.log.directory.parent)
+            )
         if self.log.active_segment is not active_before:
             self._on_roll(snapshot_at)
         written = header._replace(base_offset=info.first_offset, max_timestamp=info.max_timestamp)
@@ -502,6 +517,20 @@ class Partition:
             self.producer_state.take_snapshot(new_base_offset)
         except OSError as exc:  # the data is in the log; a missing snapshot only lengthens recovery
             self._logger.warning("producer snapshot failed", offset=new_base_offset, error=str(exc))
+
+    def _on_log_dir_full(self, exc: LogDirFullError) -> None:
+        """The disk is full, not failed: the log is as before the append, so stay online for reads.
+
+        Produce answers KAFKA_STORAGE_ERROR until space returns (a topic deleted, retention, an
+        operator freeing space); the next append then simply succeeds. Logged once per episode.
+        """
+        if not self._log_dir_full:
+            self._log_dir_full = True
+            self._logger.error(
+                "no space left in log dir: appends refused until space returns",
+                log_dir=str(self.log.directory.parent),
+                error=str(exc),
+            )
 
     def _go_offline(self, exc: BaseException) -> None:
         """The replica's log failed (a failed write, an I/O error or a corrupt batch met while
