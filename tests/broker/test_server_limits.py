@@ -231,3 +231,18 @@ async def test_partial_requests_filling_the_pool_are_closed_on_time_and_free_it(
         writer.close()
         for _, hostile_writer in hostile:
             hostile_writer.close()
+
+
+@on_both_loops
+async def test_large_produces_at_loopback_speed_never_meet_the_receive_timeout() -> None:
+    dispatcher = HoldingDispatcher()
+    async with serving(dispatcher, receive_timeout_ms=1000, pool=MemoryPool(100 * 1024 * 1024)) as (
+        registry,
+        port,
+    ):
+        reader, writer = await connect(port)
+        for tag in range(8):  # pipelined, 10 MiB each
+            writer.write(request(tag, 10 * 1024 * 1024))
+        assert [await asyncio.wait_for(answer(reader), 20) for _ in range(8)] == list(range(8))
+        assert closes(registry, RECEIVE_TIMEOUT) == 0
+        writer.close()
