@@ -277,7 +277,7 @@ def build_node(config: BrokerConfig) -> Node:
     legacy = _legacy_metadata(config)  # refused before anything in the log dirs changes
     registry = CollectorRegistry()
     clock = SystemClock()
-    cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config.cluster_id)
+    cluster_id = ensure_meta_properties(config.all_log_dirs, config.node_id, config.cluster_id)
     image = MetadataImage()
 
     def log_config_by_name(name: str) -> LogConfig:
@@ -287,7 +287,11 @@ def build_node(config: BrokerConfig) -> Node:
         return to_log_config(topic.configs if topic else {}, config)
 
     log_manager = LogManager(
-        config.log_dirs, to_log_config({}, config), clock, topic_configs=log_config_by_name
+        config.all_log_dirs,
+        to_log_config({}, config),
+        clock,
+        topic_configs=log_config_by_name,
+        placement_dirs=config.log_dirs,
     )
     try:
         controller = (
@@ -458,7 +462,7 @@ def _build_controller(
 ) -> ControllerNode:
     metadata_config = to_log_config(METADATA_LOG_CONFIG_OVERRIDES, config)
     partition_log = log_manager.get_or_create_log(
-        METADATA_TOPIC, METADATA_PARTITION, METADATA_TOPIC_ID, metadata_config
+        METADATA_TOPIC, METADATA_PARTITION, METADATA_TOPIC_ID, metadata_config, config.metadata_log_dir
     )
     raft_log = SegmentRaftLog(partition_log, clock)
     voter_ids = frozenset(voter.node_id for voter in config.quorum_voters)
@@ -669,7 +673,7 @@ def _local_metadata_copy(
         return LocalMetadataCopy(controller.raft.log.partition_log, writable=False)
     metadata_config = to_log_config(METADATA_LOG_CONFIG_OVERRIDES, config)
     log_ = log_manager.get_or_create_log(
-        METADATA_TOPIC, METADATA_PARTITION, METADATA_TOPIC_ID, metadata_config
+        METADATA_TOPIC, METADATA_PARTITION, METADATA_TOPIC_ID, metadata_config, config.metadata_log_dir
     )
     return LocalMetadataCopy(log_, writable=True)
 

@@ -153,10 +153,14 @@ class LogManager:
         config: LogConfig,
         clock: Clock,
         topic_configs: Callable[[str], LogConfig] | None = None,
+        placement_dirs: Sequence[pathlib.Path] | None = None,
     ) -> None:
+        """``placement_dirs`` (default: all of ``log_dirs``) are where new logs go; a log dir outside
+        them (a separate ``metadata.log.dir``) only takes logs created there by name."""
         if not log_dirs:
             raise ValueError("at least one log directory is required")
         self._log_dirs = [pathlib.Path(directory) for directory in log_dirs]
+        self._placement_dirs = [pathlib.Path(d) for d in placement_dirs] if placement_dirs else self._log_dirs
         self._config = config
         self._clock = clock
         self._topic_configs = topic_configs
@@ -280,9 +284,15 @@ class LogManager:
         return self._dir_of.get((topic, partition))
 
     def get_or_create_log(
-        self, topic: str, partition: int, topic_id: uuid.UUID | None, config: LogConfig | None = None
+        self,
+        topic: str,
+        partition: int,
+        topic_id: uuid.UUID | None,
+        config: LogConfig | None = None,
+        log_dir: pathlib.Path | None = None,
     ) -> PartitionLog:
-        """The partition's log, created (with its partition.metadata) in the least loaded log dir if absent.
+        """The partition's log, created (with its partition.metadata) if absent: in ``log_dir`` when
+        given (one of the manager's), else in the least loaded of the placement dirs.
 
         An existing log whose recorded topic id differs from ``topic_id`` belongs to an older topic of
         the same name: that is an error rather than silently mixing the two.
@@ -294,7 +304,10 @@ class LogManager:
             return existing
         self._check_not_external(key, "open")
         validate_topic_partition(topic, partition)
-        log_dir = self._least_loaded_log_dir()
+        if log_dir is None:
+            log_dir = self._least_loaded_log_dir()
+        elif pathlib.Path(log_dir) not in self._log_dirs:
+            raise ValueError(f"{log_dir} is not one of this log manager's log dirs")
         directory = log_dir / partition_dir_name(topic, partition)
         directory.mkdir(exist_ok=True)
         if topic_id is not None:
@@ -315,7 +328,7 @@ class LogManager:
     def _least_loaded_log_dir(self) -> pathlib.Path:
         counts = Counter(self._dir_of.values())
         counts.update(external.log_dir for external in self._external.values())
-        return min(self._log_dirs, key=lambda directory: counts[directory])
+        return min(self._placement_dirs, key=lambda directory: counts[directory])
 
     # -- deletion --------------------------------------------------------------------------------
 

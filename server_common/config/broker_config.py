@@ -128,6 +128,8 @@ class BrokerConfig:
     auto_create_topics_enable: bool
     delete_topic_enable: bool
     log_dirs: list[Path]
+    metadata_log_dir: Path
+    """Where the metadata log lives: ``metadata.log.dir``, else the first of ``log_dirs``."""
     message_max_bytes: int
     log_segment_bytes: int
     log_roll_ms: int
@@ -260,6 +262,13 @@ class BrokerConfig:
     def client_listeners(self) -> list[Listener]:
         """The bound listeners that serve clients and brokers (every one but the controller's)."""
         return [li for li in self.listeners if li.name not in self.controller_listener_names]
+
+    @property
+    def all_log_dirs(self) -> list[Path]:
+        """Every directory the node keeps logs in: ``log_dirs``, and ``metadata_log_dir`` when apart."""
+        data = {os.path.abspath(d) for d in self.log_dirs}
+        extra = [] if os.path.abspath(self.metadata_log_dir) in data else [self.metadata_log_dir]
+        return [*self.log_dirs, *extra]
 
     @property
     def inter_broker_listener(self) -> Listener | None:
@@ -420,7 +429,10 @@ def _build(values: Mapping[str, object], explicit: frozenset[str]) -> BrokerConf
         max_connections_per_ip_overrides=_parse_per_ip_overrides(
             str(values["max.connections.per.ip.overrides"])
         ),
-        log_dirs=_log_dirs(values),
+        log_dirs=(data_dirs := _log_dirs(values)),
+        metadata_log_dir=Path(str(values["metadata.log.dir"]))
+        if values["metadata.log.dir"]
+        else data_dirs[0],
         log_retention_ms=retention,
         log_roll_ms=roll,
         log_roll_jitter_ms=jitter,
@@ -444,6 +456,7 @@ _COMPUTED_KEYS = frozenset(
         "metrics.listener",
         "max.connections.per.ip.overrides",
         "log.dirs",
+        "metadata.log.dir",
         "log.retention.ms",
         "log.roll.ms",
         "log.roll.jitter.ms",

@@ -436,6 +436,9 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
               "log.dir."),
     ConfigDef("log.dir", T.STRING, "./kipling-data", H, "The single log directory used when log.dirs "
               "is unset."),
+    ConfigDef("metadata.log.dir", T.STRING, None, H, "The directory of the KRaft metadata log "
+              "(__cluster_metadata-0). Unset: the first of log.dirs. A directory of its own keeps the "
+              "metadata log writable when the data log dirs fill up."),
     ConfigDef("message.max.bytes", T.INT, 1048588, H, "Largest record batch a partition accepts, after "
               "compression.", at_least(0), topic_name="max.message.bytes"),
     ConfigDef("log.segment.bytes", T.INT, 1073741824, H, "Roll to a new segment file once the active "

@@ -170,6 +170,15 @@ def test_roll_and_jitter_ms_over_hours() -> None:
     assert (cfg.log_roll_ms, cfg.log_roll_jitter_ms) == (500, 7)
 
 
+def test_metadata_log_dir_defaults_to_the_first_log_dir_and_may_stand_apart() -> None:
+    assert config("log.dirs=/a,/b").metadata_log_dir == Path("/a")
+    assert config("log.dirs=/a,/b").all_log_dirs == [Path("/a"), Path("/b")]
+    apart = config("log.dirs=/a,/b", "metadata.log.dir=/meta")
+    assert apart.metadata_log_dir == Path("/meta")
+    assert apart.all_log_dirs == [Path("/a"), Path("/b"), Path("/meta")]
+    assert config("log.dirs=/a,/b", "metadata.log.dir=/b").all_log_dirs == [Path("/a"), Path("/b")]
+
+
 def test_log_dirs_over_log_dir() -> None:
     assert config("log.dir=/var/one").log_dirs == [Path("/var/one")]
     assert config("log.dir=/var/one", "log.dirs= /a , /b ").log_dirs == [Path("/a"), Path("/b")]

@@ -123,6 +123,26 @@ def test_create_places_logs_in_the_least_loaded_dir_and_writes_metadata(
     manager.shutdown()
 
 
+def test_a_dir_outside_the_placement_dirs_takes_only_logs_created_there_by_name(
+    dirs: list[pathlib.Path], clock: FakeClock
+) -> None:
+    """metadata.log.dir apart from log.dirs: the metadata log goes there, data logs never do, and
+    the next start finds it there again."""
+    metadata_dir, data_dir = dirs[0], dirs[1]
+    manager = LogManager(dirs, LogConfig(), clock, placement_dirs=[data_dir])
+    manager.get_or_create_log("__cluster_metadata", 0, None, log_dir=metadata_dir)
+    for p in range(3):
+        manager.get_or_create_log("orders", p, uuid.uuid4())
+    assert manager.log_dir_of("__cluster_metadata", 0) == metadata_dir
+    assert {manager.log_dir_of("orders", p) for p in range(3)} == {data_dir}
+    with pytest.raises(ValueError, match="not one of this log manager's log dirs"):
+        manager.get_or_create_log("orders", 9, None, log_dir=metadata_dir / "elsewhere")
+    manager.shutdown()
+    again = LogManager(dirs, LogConfig(), clock, placement_dirs=[data_dir])
+    assert again.log_dir_of("__cluster_metadata", 0) == metadata_dir
+    again.shutdown()
+
+
 def test_topic_id_mismatch_is_an_error(dirs: list[pathlib.Path], clock: FakeClock) -> None:
     manager = LogManager(dirs, LogConfig(), clock)
     manager.get_or_create_log("orders", 0, uuid.uuid4())
