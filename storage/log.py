@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import structlog
 
-from protocol.errors import ProtocolError
+from protocol.records import ProtocolError
 from protocol.records.batch import read_header
 from protocol.sentinels import (
     EARLIEST_LOCAL_TIMESTAMP,
