@@ -117,6 +117,8 @@ class CheckResult:
     foreign: int = 0
     """Records in the topic that no workload producer sent (nothing else writes there)."""
     max_ack_gap_s: dict[int, float] = field(default_factory=dict)
+    max_ack_gap_at_s: dict[int, float] = field(default_factory=dict)
+    """When each partition's longest gap began, in seconds since the workload started."""
     crashes: list[str] = field(default_factory=list)
     tracebacks: list[str] = field(default_factory=list)
     read_complete: bool = False
@@ -146,7 +148,10 @@ class CheckResult:
         )
 
     def summary(self) -> str:
-        gaps = " ".join(f"p{p}={gap:.1f}s" for p, gap in sorted(self.max_ack_gap_s.items()))
+        gaps = " ".join(
+            f"p{p}={gap:.1f}s@{self.max_ack_gap_at_s.get(p, 0.0):.0f}s"
+            for p, gap in sorted(self.max_ack_gap_s.items())
+        )
         return (
             f"{self.fault} seed={self.seed}: sent={self.sent} acked={self.acked} failed={self.failed} "
             f"read={self.read} lost={self.lost} duplicated={self.duplicated} misplaced={self.misplaced} "
@@ -181,6 +186,7 @@ def check(
         crashes=list(crashes),
         tracebacks=list(tracebacks),
         max_ack_gap_s=workload.max_ack_gap_s(),
+        max_ack_gap_at_s={p: at for p, (_, at) in workload.max_ack_gaps().items()},
     )
     problems: dict[str, list[str]] = defaultdict(list)
     if not read.complete:

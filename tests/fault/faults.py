@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import select
 import socket
 import time
 from collections.abc import Callable
@@ -73,6 +72,10 @@ class FaultContext:
     """Monotonic time by which inject() stops injecting (the workload then runs fault-free)."""
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+
+    def event(self, text: str) -> None:
+        """A note stamped with the seconds since the workload started (to line up with ack gaps)."""
+        self.notes.append(f"t+{time.monotonic() - self.workload.started_at:.0f}s {text}")
 
     def time_left(self) -> float:
         return self.until - time.monotonic()
@@ -114,6 +117,7 @@ class KillLeader(Fault):
                 ctx.notes.append(f"no live leader for partition {partition}")
                 ctx.sleep(1)
                 continue
+            ctx.event(f"kill {leader} (leads {partition})")
             ctx.nodes.kill(leader)
             kills += 1
             ctx.sleep(ctx.rng.uniform(1.0, 4.0))
@@ -136,6 +140,7 @@ class _Pause(Fault):
             if node is None:
                 ctx.sleep(1)
                 continue
+            ctx.event(f"pause {node}")
             ctx.nodes.pause(node)
             try:
                 ctx.sleep(self.pause_s)
@@ -166,7 +171,7 @@ class PauseController(_Pause):
     def target(self, ctx: FaultContext) -> int | None:
         node = ctx.nodes.active_controller()
         if node is not None:
-            ctx.notes.append(f"active controller {node}")
+            ctx.event(f"active controller {node}")
         return node
 
 
@@ -183,6 +188,7 @@ class KillAll(Fault):
             if ctx.time_left() < 5:
                 break
             ctx.sleep(ctx.rng.uniform(0.0, min(3.0, spacing / 4)))
+            ctx.event("kill all")
             ctx.nodes.kill(*every)
             ctx.sleep(ctx.rng.uniform(1.0, 3.0))
             started = time.monotonic()
@@ -281,13 +287,13 @@ def _api_versions_frame() -> bytes:
 
 
 def _closed(sock: socket.socket) -> bool:
-    """The peer closed (EOF or reset); answers it might have sent are read and dropped."""
+    """The peer closed (EOF or reset); answers it might have sent are read and dropped.
+
+    ``sock`` is non-blocking (select() cannot watch descriptors above 1024, and there are 2,000).
+    """
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        if not readable:
-            return False
         while True:
-            data = sock.recv(65536, socket.MSG_DONTWAIT)
+            data = sock.recv(65536)
             if not data:
                 return True
     except BlockingIOError:
@@ -314,10 +320,10 @@ class IdleAndSlowloris(Fault):
         slow: list[socket.socket] = []
         frame = _api_versions_frame()
         try:
-            for i in range(self.idle):
-                idle.append(socket.create_connection(("127.0.0.1", ports[i % len(ports)]), timeout=10))
-            for i in range(self.slow):
-                slow.append(socket.create_connection(("127.0.0.1", ports[i % len(ports)]), timeout=10))
+            for i in range(self.idle + self.slow):
+                sock = socket.create_connection(("127.0.0.1", ports[i % len(ports)]), timeout=10)
+                sock.setblocking(False)  # a socket with a timeout would wait for data in _closed()
+                (idle if i < self.idle else slow).append(sock)
             started = time.monotonic()
             closed_after: dict[int, float] = {}
             sent = 0

@@ -255,13 +255,19 @@ class WorkloadResult:
 
     def max_ack_gap_s(self) -> dict[int, float]:
         """Per partition, the longest time without an ack between the first and the last ack."""
+        return {partition: gap for partition, (gap, _) in self.max_ack_gaps().items()}
+
+    def max_ack_gaps(self) -> dict[int, tuple[float, float]]:
+        """Per partition, (longest time without an ack, when it began in seconds since the start)."""
         times: dict[int, list[float]] = defaultdict(list)
         for ack in self.acked.values():
             times[ack.partition].append(ack.at)
-        gaps: dict[int, float] = {}
+        gaps: dict[int, tuple[float, float]] = {}
         for partition in range(self.partitions):
             ordered = sorted(times.get(partition, []))
-            gaps[partition] = max((b - a for a, b in itertools.pairwise(ordered)), default=0.0)
+            gaps[partition] = max(
+                ((b - a, a - self.started_at) for a, b in itertools.pairwise(ordered)), default=(0.0, 0.0)
+            )
         return gaps
 
 
