@@ -104,6 +104,9 @@ class Fault:
     def heal(self, ctx: FaultContext) -> None:
         ctx.nodes.heal()
 
+    def cleanup(self, cluster: Cluster) -> None:
+        """After every node stopped, whatever happened: undo what :meth:`prepare` set up."""
+
 
 class KillLeader(Fault):
     name = "kill-leader"

@@ -86,7 +86,10 @@ def run_fault(
                 for node in list(nodes.paused):  # a fault that failed half-way: never stop a stopped one
                     nodes.resume(node)
         finally:
-            nodes.stop_all()
+            try:
+                nodes.stop_all()
+            finally:
+                fault.cleanup(cluster)
     assert outcome is not None
     result = check(fault.name, seed, outcome, read, nodes.crashes, nodes.tracebacks())
     result.healed = healed
