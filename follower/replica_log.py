@@ -16,14 +16,16 @@ clean handover).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import structlog
 
 from follower.fetch_state import LeaderEpoch, Offset
-from protocol.records import RecordBatchHeader, iter_batches
+from protocol.records import ProtocolError, RecordBatchHeader, iter_batches
 from storage.clock import Clock, SystemClock
-from storage.handover import LogHandover, close_for_handover
+from storage.errors import CorruptLogError
+from storage.handover import LogHandover, close_for_handover, describe_open_log, open_handed_over_log
 from storage.log import PartitionLog
 from storage.producer_recovery import rebuild_producer_state
 from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
@@ -127,10 +129,34 @@ class ReplicaLog:
                 high_watermark=self.log.high_watermark,
                 log_end_offset=self.log.log_end_offset,
             )
-        if self.log.truncate_to(offset):
-            self._logger.info("truncated", offset=offset, log_end_offset=self.log.log_end_offset)
-            self._rebuild_producer_state()
+        try:
+            if self.log.truncate_to(offset):
+                self._logger.info("truncated", offset=offset, log_end_offset=self.log.log_end_offset)
+                self._rebuild_producer_state()
+        except (CorruptLogError, ProtocolError) as exc:
+            self._repair(exc)
         return self.log_end_offset
+
+    def _repair(self, cause: Exception) -> None:
+        """This replica's own log is damaged (found while truncating it): reopen it with crash
+        recovery, which re-validates it and cuts it at its last valid batch. A follower loses
+        nothing by that: it fetches the rest again from its leader, which holds every committed
+        batch. Recovery starts at the damaged segment when a read located it, else at the log start.
+        """
+        log = self.log
+        recover_from = log.damaged_from if log.damaged_from is not None else log.log_start_offset
+        self._logger.error(
+            "local log damaged: cutting it back to its last valid batch to fetch the rest again",
+            error=str(cause),
+            recover_from=recover_from,
+            log_end_offset=log.log_end_offset,
+        )
+        handover = dataclasses.replace(describe_open_log(log), recovery_point=recover_from, clean=False)
+        config, clock = log.config, log.clock
+        log.close()
+        self.log = open_handed_over_log(handover, config, clock)
+        self._rebuild_producer_state()
+        self._logger.warning("local log repaired", log_end_offset=self.log.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every local batch and restart empty at ``offset`` (the leader's log start moved past us)."""

@@ -625,6 +625,11 @@ class PartitionLog:
         return self._segments[-1]
 
     @property
+    def clock(self) -> Clock:
+        """The clock the log rolls, flushes and stamps by (a log reopened in place keeps it)."""
+        return self._clock
+
+    @property
     def size_in_bytes(self) -> int:
         return sum(segment.size for segment in self._segments)
 

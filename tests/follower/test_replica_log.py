@@ -3,6 +3,7 @@ and the idempotent-producer state it keeps (and snapshots) from the batches it r
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import pytest
@@ -17,6 +18,7 @@ from storage.log import PartitionLog
 from storage.producer_recovery import iter_log_headers, rebuild_producer_state
 from storage.producer_snapshot import list_snapshot_offsets
 from storage.producer_state import ProducerStateManager
+from storage.segment import walk_batches
 from tests.follower.fake_leader import BASE_TIME, make_batch
 from tests.storage.test_producer_state_snapshot import state_of
 
@@ -274,3 +276,27 @@ def test_after_a_handover_the_new_leader_replays_nothing(partition_dir) -> None:
     assert rebuild_producer_state(leader_log, leader_state, BASE_TIME) == 0
     assert state_of(leader_state) == expected
     leader_log.close()
+
+
+def test_a_damaged_local_log_met_while_truncating_is_cut_back_to_its_last_valid_batch(tmp_path) -> None:
+    """A follower whose own segment was damaged while it was stopped (issue 15) meets the damage
+    when it truncates by leader epoch: it repairs the log (crash recovery from the log start cuts
+    it at the last valid batch) instead of giving the partition up, and fetches on from there."""
+    directory = tmp_path / "topic-0"
+    clock = FakeClock(BASE_TIME)
+    log = ReplicaLog(PartitionLog.open(directory, LogConfig(), clock), clock=clock)
+    for offset in range(10):
+        log.append_as_follower(make_batch(offset, 0))
+    segment = next(directory.glob("*.log"))
+    fd = os.open(segment, os.O_RDWR)
+    try:
+        damaged = list(walk_batches(fd, 0, os.fstat(fd).st_size))[4]
+        at = damaged.position + 23  # LastOffsetDelta onwards: a negative record count
+        os.pwrite(fd, bytes(b ^ 0xFF for b in os.pread(fd, 16, at)), at)
+    finally:
+        os.close(fd)
+
+    assert log.truncate_to(9) == 4, "cut at the damaged batch: offsets 0-3 kept"
+    assert log.producer_state.map_end_offset == 4
+    assert log.append_as_follower(make_batch(4, 1, 6)) == 10, "fetching on from the cut"
+    assert [h.base_offset for h in iter_log_headers(log.log, 0)] == [0, 1, 2, 3, 4]
