@@ -179,7 +179,7 @@ def check(
         fault=fault,
         seed=seed,
         sent=workload.sent,
-        acked=len(workload.acked),
+        acked=len(workload.acked) + len(workload.acked_unplaced),
         failed=len(workload.failed),
         unflushed=workload.unflushed,
         read_complete=read.complete,
@@ -224,6 +224,13 @@ def check(
             problems["misplaced"].append(
                 f"{value!r} acknowledged at {ack.partition}/{ack.offset}, found at {found}"
             )
+
+    for value, partition in workload.acked_unplaced.items():
+        if value not in where and read.complete:
+            result.lost += 1
+            problems["lost"].append(f"{value!r} acknowledged (no offset) on {partition}, not in the log")
+    if workload.acked_unplaced:
+        result.notes.append(f"{len(workload.acked_unplaced)} acked without an offset (checked for presence)")
 
     for r in workload.reads:
         final = at.get((r.partition, r.offset))

@@ -15,11 +15,9 @@ segment. Each runs inside the same workload and checker as the process faults.
 * ``truncated-segment`` — the same, with the segment cut inside its last batch instead: the node
   must notice at its start, even a clean one, and cut the torn batch off before it appends.
 
-Only ``disk-full`` is registered in :data:`~tests.fault.faults.FAULTS` so far. The two damaged-
-segment faults found a broker bug that is still open: when the restarted follower's truncation by
-leader epoch rebuilds its producer state, the replay meets the damaged batch, and the follower
-process gives the partition up for good ("truncation to N failed: CorruptRecordError"), so the
-replica never rejoins the ISR. They join the suite with that fix (issue 15).
+The damaged-segment faults found a broker bug, fixed with them: a restarted follower whose
+truncation by leader epoch met the damage gave the partition up for good; it now reopens its log
+with crash recovery and fetches the rest again (``follower/replica_log.py``).
 """
 
 from __future__ import annotations
@@ -238,5 +236,7 @@ class DamagedSegment(Fault):
 
 
 FAULTS["disk-full"] = lambda tier: DiskFull()
+FAULTS["corrupt-segment"] = lambda tier: DamagedSegment("corrupt")
+FAULTS["truncated-segment"] = lambda tier: DamagedSegment("truncate")
 
 __all__ = ["DamagedSegment", "DiskFull"]

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.fault import disk  # noqa: F401  (registers the disk-full fault in FAULTS)
+from tests.fault import disk  # noqa: F401  (registers the disk faults in FAULTS)
 from tests.fault.checker import CheckResult
 from tests.fault.faults import FAULTS, LONG, Tier
 from tests.fault.scenario import failures, run_fault

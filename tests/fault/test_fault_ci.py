@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fault import disk  # noqa: F401  (registers the disk-full fault in FAULTS)
+from tests.fault import disk  # noqa: F401  (registers the disk faults in FAULTS)
 from tests.fault.faults import CI, FAULTS
 from tests.fault.scenario import assert_clean, run_fault
 

@@ -144,7 +144,10 @@ class _ProducerThread(threading.Thread):
 
     def _delivered(self, err: KafkaError | None, msg: Message) -> None:
         value = msg.value()
-        assert isinstance(value, bytes)
+        if not isinstance(value, bytes):
+            where = f"partition {msg.partition()} offset {msg.offset()}"
+            self._workload.unplaced.append(f"a delivery report without a value ({err}, {where})")
+            return
         self._workload._record_delivery(value, err, msg)
 
     def run(self) -> None:
@@ -252,6 +255,8 @@ class WorkloadResult:
     """Errors librdkafka reported to the reader (a broker down during a fault): informational."""
     started_at: float = 0.0
     ended_at: float = 0.0
+    acked_unplaced: dict[bytes, int | None] = field(default_factory=dict)
+    """Acknowledged without an offset (librdkafka's implicit acks): they must be in the log once."""
 
     def max_ack_gap_s(self) -> dict[int, float]:
         """Per partition, the longest time without an ack between the first and the last ack."""
@@ -281,6 +286,10 @@ class Workload:
         self._reader_stop = threading.Event()
         self.acked: dict[bytes, Ack] = {}
         self.failed: dict[bytes, str] = {}
+        self.acked_unplaced: dict[bytes, int | None] = {}
+        """Values acknowledged without an offset, with their partition: checked for presence only."""
+        self.unplaced: list[str] = []
+        """Delivery reports the workload could not read (no value): a broken run."""
         self._producers = [_ProducerThread(self, i) for i in range(config.producers)]
         self._reader = _ReaderThread(self)
         self.started_at = 0.0
@@ -292,7 +301,12 @@ class Workload:
         with self._lock:
             if err is None:
                 partition, offset = msg.partition(), msg.offset()
-                assert partition is not None and offset is not None
+                if offset is None or offset < 0:
+                    # librdkafka acknowledges implicitly, with no offset, the batches in flight
+                    # on a lost connection once a later batch of the same producer is acked
+                    # (the broker must have taken them, in sequence): present, place unknown.
+                    self.acked_unplaced[value] = partition
+                    return
                 self.acked[value] = Ack(partition, offset, at)
             else:
                 self.failed[value] = str(err)
@@ -353,9 +367,11 @@ class Workload:
         self._reader.join(30)
         threads: list[_ProducerThread | _ReaderThread] = [*self._producers, self._reader]
         errors = [f"{t.name}: {t.error!r}" for t in threads if t.error is not None]
+        errors += self.unplaced[:5]
         errors += [f"{t.name} did not stop" for t in threads if t.is_alive()]
         with self._lock:
             acked, failed = dict(self.acked), dict(self.failed)
+            acked_unplaced = dict(self.acked_unplaced)
         return WorkloadResult(
             topic=self.config.topic,
             partitions=self.config.partitions,
@@ -368,6 +384,7 @@ class Workload:
             skips=list(self._reader.skips),
             client_errors=errors,
             reader_errors=list(self._reader.errors),
+            acked_unplaced=acked_unplaced,
             started_at=self.started_at,
             ended_at=time.monotonic(),
         )
