@@ -225,10 +225,10 @@ def check(
                 f"{value!r} acknowledged at {ack.partition}/{ack.offset}, found at {found}"
             )
 
-    for value, partition in workload.acked_unplaced.items():
+    for value, on in workload.acked_unplaced.items():
         if value not in where and read.complete:
             result.lost += 1
-            problems["lost"].append(f"{value!r} acknowledged (no offset) on {partition}, not in the log")
+            problems["lost"].append(f"{value!r} acknowledged (no offset) on {on}, not in the log")
     if workload.acked_unplaced:
         result.notes.append(f"{len(workload.acked_unplaced)} acked without an offset (checked for presence)")
 

@@ -307,6 +307,7 @@ class Workload:
                     # (the broker must have taken them, in sequence): present, place unknown.
                     self.acked_unplaced[value] = partition
                     return
+                assert partition is not None  # an acked message always has its partition
                 self.acked[value] = Ack(partition, offset, at)
             else:
                 self.failed[value] = str(err)
