@@ -431,8 +431,12 @@ FAULTS: dict[str, Callable[[Tier], Fault]] = {
 }
 """Every fault by name; others register theirs here (see the module docstring)."""
 
+CONNECTION_FAULTS = ("mutated-frames", "idle-slowloris", "big-prefixes")
+"""The faults of ``test_fault_ci_connections.py``; ``test_fault_ci.py`` runs the others."""
+
 __all__ = [
     "CI",
+    "CONNECTION_FAULTS",
     "FAULTS",
     "LONG",
     "BigPrefixes",
