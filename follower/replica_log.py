@@ -135,6 +135,8 @@ class ReplicaLog:
                 self._rebuild_producer_state()
         except (CorruptLogError, ProtocolError) as exc:
             self._repair(exc)
+            if self.log.truncate_to(offset):  # the repaired log may still hold the diverging tail
+                self._rebuild_producer_state()
         return self.log_end_offset
 
     def _repair(self, cause: Exception) -> None:

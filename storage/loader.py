@@ -75,10 +75,20 @@ def load_log(
     def open_segment(base: int) -> LogSegment:
         return LogSegment(directory, base, config, created_ms=now_ms, roll_jitter_ms=roll_jitter())
 
-    segments = [
-        _open_checked(open_segment(base), epoch_cache) if i < recover_from else open_segment(base)
-        for i, base in enumerate(bases)
-    ]
+    segments: list[LogSegment] = []
+    cut_short = False
+    for i, base in enumerate(bases):
+        if i >= recover_from:
+            segments.append(open_segment(base))
+            continue
+        segment, cut_short = _open_checked(open_segment(base), epoch_cache)
+        segments.append(segment)
+        if cut_short and i < len(bases) - 1:  # as recovery does: no offsets missing in the middle
+            _log.warning("deleting the segments after a segment cut short", deleted_segments=bases[i + 1 :])
+            for later in bases[i + 1 :]:
+                open_segment(later).delete()
+            bases = bases[: i + 1]
+            break
     segments = _recover_segments(segments, recover_from, epoch_cache)
     start = log_start_offset if log_start_offset is not None else (bases[0] if bases else 0)
     if not segments or segments[-1].next_offset < start:
@@ -89,7 +99,7 @@ def load_log(
     log_end_offset = segments[-1].next_offset
     start = max(start, segments[0].base_offset)
     _align_epoch_cache(epoch_cache, start, log_end_offset)
-    return LoadedLog(segments, start, log_end_offset, recover_from < len(bases))
+    return LoadedLog(segments, start, log_end_offset, recover_from < len(bases) or cut_short)
 
 
 def _align_epoch_cache(epoch_cache: LeaderEpochFileCache, start: int, end: int) -> None:
@@ -105,12 +115,13 @@ def _align_epoch_cache(epoch_cache: LeaderEpochFileCache, start: int, end: int) 
         epoch_cache.truncate_from_start(start)
 
 
-def _open_checked(segment: LogSegment, epoch_cache: LeaderEpochFileCache) -> LogSegment:
+def _open_checked(segment: LogSegment, epoch_cache: LeaderEpochFileCache) -> tuple[LogSegment, bool]:
     """A trusted segment still gets its indexes checked; a broken or missing one is rebuilt.
 
     Opening a segment also scans its .log from the last index entry to the end; a file that does
     not end on a whole batch there (cut inside its last batch) is recovered like a broken index,
-    which cuts it at its last valid batch, so nothing is ever appended after garbage.
+    which cuts it at its last valid batch, so nothing is ever appended after garbage. Returns the
+    segment and whether it was cut.
     """
     if not segment.needs_recovery:
         try:
@@ -118,6 +129,7 @@ def _open_checked(segment: LogSegment, epoch_cache: LeaderEpochFileCache) -> Log
         except CorruptIndexError as exc:
             _log.warning("rebuilding corrupt index", segment=str(segment.log_path), reason=str(exc))
             segment.needs_recovery = True
+    truncated = 0
     if segment.needs_recovery:
         truncated = segment.recover(epoch_cache)
         segment.needs_recovery = False
@@ -128,7 +140,7 @@ def _open_checked(segment: LogSegment, epoch_cache: LeaderEpochFileCache) -> Log
                 bytes=truncated,
             )
             segment.flush()
-    return segment
+    return segment, truncated > 0
 
 
 def _recover_segments(

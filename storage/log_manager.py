@@ -306,8 +306,8 @@ class LogManager:
         validate_topic_partition(topic, partition)
         if log_dir is None:
             log_dir = self._least_loaded_log_dir()
-        elif pathlib.Path(log_dir) not in self._log_dirs:
-            raise ValueError(f"{log_dir} is not one of this log manager's log dirs")
+        else:
+            log_dir = self._own_log_dir(log_dir)
         directory = log_dir / partition_dir_name(topic, partition)
         directory.mkdir(exist_ok=True)
         if topic_id is not None:
@@ -324,6 +324,14 @@ class LogManager:
             raise KiplingStorageError(
                 f"log {log.directory} belongs to topic id {known}, not {topic_id}: delete it first"
             )
+
+    def _own_log_dir(self, log_dir: pathlib.Path) -> pathlib.Path:
+        """The manager's log dir that ``log_dir`` names, however it is spelled (relative, ``..``)."""
+        wanted = os.path.abspath(log_dir)
+        for directory in self._log_dirs:
+            if os.path.abspath(directory) == wanted:
+                return directory
+        raise ValueError(f"{log_dir} is not one of this log manager's log dirs")
 
     def _least_loaded_log_dir(self) -> pathlib.Path:
         counts = Counter(self._dir_of.values())

@@ -191,3 +191,27 @@ def test_a_clean_load_of_a_whole_active_segment_changes_nothing(
     assert log.log_end_offset == 6
     assert path.read_bytes() == before
     log.close()
+
+
+def test_a_clean_load_of_a_middle_segment_cut_short_deletes_the_later_ones(
+    tmp_path: pathlib.Path, clock: FakeClock
+) -> None:
+    """A segment before the active one that ends inside a batch is cut back, and the segments after
+    it go, as crash recovery does: the log never has offsets missing in its middle (a follower then
+    fetches the rest again)."""
+    log = open_log(tmp_path, clock)
+    fill(log, 40)
+    segments = log.segments()
+    assert len(segments) >= 3
+    second = segments[1]
+    last_position, last = scan_file(second.log_path)[-1]
+    log.close()
+    with open(second.log_path, "r+b") as f:
+        f.truncate(last_position + last.size - 10)
+    log = open_log(tmp_path, clock, clean_shutdown=True)
+    assert [s.base_offset for s in log.segments()] == [s.base_offset for s in segments[:2]]
+    assert log.log_end_offset == last.base_offset
+    headers = headers_of(read_all(log))
+    ends = [h.last_offset + 1 for h in headers]
+    assert [h.base_offset for h in headers] == [0, *ends[:-1]], "no offsets missing in the middle"
+    assert ends[-1] == log.log_end_offset

@@ -130,7 +130,8 @@ def test_a_dir_outside_the_placement_dirs_takes_only_logs_created_there_by_name(
     the next start finds it there again."""
     metadata_dir, data_dir = dirs[0], dirs[1]
     manager = LogManager(dirs, LogConfig(), clock, placement_dirs=[data_dir])
-    manager.get_or_create_log("__cluster_metadata", 0, None, log_dir=metadata_dir)
+    spelled_otherwise = pathlib.Path(os.path.relpath(metadata_dir))  # as metadata.log.dir may say it
+    manager.get_or_create_log("__cluster_metadata", 0, None, log_dir=spelled_otherwise)
     for p in range(3):
         manager.get_or_create_log("orders", p, uuid.uuid4())
     assert manager.log_dir_of("__cluster_metadata", 0) == metadata_dir
