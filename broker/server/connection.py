@@ -209,9 +209,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def pause_writing(self) -> None:
         self._can_write.clear()
+        self._deadlines.write_stalled(time.monotonic())
+        self._schedule_timer()
 
     def resume_writing(self) -> None:
         self._can_write.set()
+        self._deadlines.write_resumed(time.monotonic())
 
     # -- serving -------------------------------------------------------------------------------
 
@@ -326,7 +329,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.abort()
             return
         self.log.info("closing idle connection", idle_ms=self._idle_timeout_ms)
-        self.close()
+        self.abort()  # not close(): answers the peer never read would hold the connection open
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"KafkaConnection({self.connection_id}, {self.peer})"

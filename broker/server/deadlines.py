@@ -8,7 +8,9 @@ request, its slot in ``max.connections`` and its share of ``queued.max.request.b
 A frame's clock starts with its first byte and stops when it is complete. Time the connection
 spends paused behind its own earlier requests (the read-ahead bound) is not counted against the
 peer, nor is it idle time; time paused for the memory pool is, since when partial requests fill
-the pool, closing them on time is what frees it.
+the pool, closing them on time is what frees it. A peer that stops reading its answers (the
+socket's send buffer full) makes no progress either: from then on the idle clock runs whatever
+else holds it, as in Kafka, where a send that never completes leaves the channel idle.
 
 Sans-IO, on a clock passed in: the connection asks :meth:`Deadlines.expired` from one timer that it
 re-arms lazily at :meth:`Deadlines.next_check` (never a timer per byte or per request).
@@ -32,6 +34,7 @@ class Deadlines:
         self._last_activity = now
         self._frame_started: float | None = None
         self._paused_at: float | None = None
+        self._write_stalled_at: float | None = None
         self.busy = False
         """A request is being answered: the connection is not idle, however long that takes."""
 
@@ -69,10 +72,23 @@ class Deadlines:
         self._last_activity = max(self._last_activity, now)
         self._paused_at = None
 
+    def write_stalled(self, now: float) -> None:
+        """The peer stopped taking answers (the transport paused writing)."""
+        if self._write_stalled_at is None:
+            self._write_stalled_at = now
+
+    def write_resumed(self, now: float) -> None:
+        if self._write_stalled_at is not None:
+            self._write_stalled_at = None
+            self._last_activity = max(self._last_activity, now)
+
     # -- the timer's questions -----------------------------------------------------------------
 
     def expired(self, now: float) -> str | None:
         """Why the connection must be closed now, or None."""
+        stalled = self._stalled_deadline()
+        if stalled is not None and now >= stalled:
+            return IDLE
         if self._paused_at is not None:
             return None
         receive = self._receive_deadline()
@@ -85,9 +101,11 @@ class Deadlines:
 
     def next_check(self, now: float) -> float | None:
         """Seconds until :meth:`expired` may answer something else; None: no deadline runs."""
+        stalled = self._stalled_deadline()
         if self._paused_at is not None:
-            return None
-        deadlines = [d for d in (self._receive_deadline(), self._idle_deadline()) if d is not None]
+            return None if stalled is None else max(stalled - now, 0.0)
+        candidates = (self._receive_deadline(), self._idle_deadline(), stalled)
+        deadlines = [d for d in candidates if d is not None]
         if not deadlines:
             return None
         return max(min(deadlines) - now, BUSY_RECHECK_S if self.busy else 0.0)
@@ -96,6 +114,11 @@ class Deadlines:
         if self._receive_s is None or self._frame_started is None:
             return None
         return self._frame_started + self._receive_s
+
+    def _stalled_deadline(self) -> float | None:
+        if self._idle_s is None or self._write_stalled_at is None:
+            return None
+        return self._write_stalled_at + self._idle_s
 
     def _idle_deadline(self) -> float | None:
         return self._last_activity + self._idle_s if self._idle_s is not None else None

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from broker.metrics.requests import RequestMetrics
 from broker.server.connection_quotas import MAX_CONNECTIONS_PER_IP, ConnectionQuotas
-from broker.server.deadlines import RECEIVE_TIMEOUT
+from broker.server.deadlines import IDLE, RECEIVE_TIMEOUT
 from broker.server.dispatcher import Reply, RequestDispatcher
 from broker.server.listener import BrokerServer
 from broker.server.memory_pool import MemoryPool
@@ -246,3 +246,36 @@ async def test_large_produces_at_loopback_speed_never_meet_the_receive_timeout()
         assert [await asyncio.wait_for(answer(reader), 20) for _ in range(8)] == list(range(8))
         assert closes(registry, RECEIVE_TIMEOUT) == 0
         writer.close()
+
+
+class BigAnswers(HoldingDispatcher):
+    """Answers requests tagged below 99 with 8 MiB: a peer that does not read them stalls the writes."""
+
+    async def dispatch(self, frame: memoryview, peer: str, connection_id: int) -> Reply | None:
+        small = await super().dispatch(frame, peer, connection_id)
+        if struct.unpack_from(">i", frame)[0] >= 99:
+            return small
+        body = bytes(8 * 1024 * 1024)
+        return Reply([frame_header(len(body)) + body], 4 + len(body))
+
+
+@on_both_loops
+async def test_a_peer_that_stops_reading_its_answers_is_closed_as_idle_and_frees_the_pool() -> None:
+    """Pipelined requests whose answers are never read: the writes stall, the read-ahead bound
+    pauses reading, and the requests queued behind hold the pool. The idle clock runs from the
+    stall (as in Kafka, a send that never completes leaves the channel idle), so the connection is
+    aborted, its pool share returns, and another client is served."""
+    dispatcher = BigAnswers()
+    pool = MemoryPool(1_000_000)
+    async with serving(dispatcher, pool=pool, idle_timeout_ms=500) as (registry, port):
+        _never_read, stalled = await connect(port)  # its StreamReader stops reading at 128 KiB
+        for tag in range(40):
+            stalled.write(request(tag, 60_000))
+        while not closes(registry, IDLE):
+            await asyncio.sleep(0.05)
+        assert pool.used == 0
+        reader, writer = await connect(port)
+        writer.write(request(99, 10))
+        assert await asyncio.wait_for(answer(reader), 10) == 99
+        writer.close()
+        stalled.close()
