@@ -22,6 +22,9 @@ from tests.integration.cluster import Cluster
 from tests.integration.wire_client import WireClient
 
 TRACEBACK = "Traceback (most recent call last)"
+KILL_MARK = "--- kipling-fault: SIGKILL"
+START_MARK = "--- kipling-tests: starting broker"
+"""The marks Nodes and BrokerProcess write into a node's log where the test killed and started it."""
 
 
 def rss_mb(pid: int) -> float:
@@ -226,12 +229,28 @@ class Nodes:
             return False
 
     def tracebacks(self) -> list[str]:
-        """Every Python traceback in the nodes' logs, each as its last line (the exception)."""
-        found = []
+        """Every Python traceback in the nodes' logs while they were alive, each as its context
+        line and its last line (the exception)."""
+        return self._scan_tracebacks()[0]
+
+    def tracebacks_after_kill(self) -> list[str]:
+        """Tracebacks logged between the test's SIGKILL of a node and its restart: from what
+        outlived the killed broker for a moment (its follower processes, whose IPC channel to the
+        broker closed), not from a broker that was serving. Reported, not counted as crashes."""
+        return self._scan_tracebacks()[1]
+
+    def _scan_tracebacks(self) -> tuple[list[str], list[str]]:
+        alive: list[str] = []
+        after_kill: list[str] = []
         for node, broker in self.cluster.brokers.items():
             lines = broker.output().splitlines()
+            killed = False
             for i, line in enumerate(lines):
-                if TRACEBACK in line:
+                if line.startswith(KILL_MARK):
+                    killed = True
+                elif line.startswith(START_MARK):
+                    killed = False
+                elif TRACEBACK in line:
                     end = next(
                         (
                             j
@@ -241,8 +260,9 @@ class Nodes:
                         min(i + 1, len(lines) - 1),
                     )
                     context = lines[i - 1] if i else ""
-                    found.append(f"node {node}: {context.strip()[:200]} -> {lines[end].strip()[:300]}")
-        return found
+                    found = f"node {node}: {context.strip()[:200]} -> {lines[end].strip()[:300]}"
+                    (after_kill if killed else alive).append(found)
+        return alive, after_kill
 
 
 __all__ = ["Nodes", "rss_mb"]

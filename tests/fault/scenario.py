@@ -96,6 +96,9 @@ def run_fault(
     if not healed:
         problems.append(f"the cluster did not heal (every node up, full ISR) within {HEAL_TIMEOUT_S:.0f}s")
     result.notes += [f"{nodes.kills} kills, {nodes.pauses} pauses", *(ctx.notes if ctx else [])]
+    result.notes += [
+        f"traceback after SIGKILL (not a crash): {line}" for line in nodes.tracebacks_after_kill()
+    ]
     result.problems += problems + (ctx.problems if ctx else [])
     log(result.summary())
     return result
