@@ -24,6 +24,7 @@ from typing import Any
 
 import structlog
 
+from client.replica_ipc import IpcClosedError
 from client.replica_messages import (
     OFFSETS,
     PARTITION_FAILED,
@@ -371,11 +372,14 @@ class FollowerService:
 
 
 async def _every(interval_ms: int, action: Callable[[], Awaitable[None]], name: str) -> None:
-    """Run ``action`` every ``interval_ms``; a failure is logged and the schedule goes on."""
+    """Run ``action`` every ``interval_ms``; a failure is logged and the schedule goes on. A closed
+    IPC channel ends it quietly: the broker is gone, and the shutdown that follows says so."""
     while True:
         await asyncio.sleep(interval_ms / 1000)
         try:
             await action()
+        except IpcClosedError:
+            return
         except Exception:
             _log.exception("periodic task failed", task=name)
 

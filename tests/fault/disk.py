@@ -238,5 +238,6 @@ class DamagedSegment(Fault):
 FAULTS["disk-full"] = lambda tier: DiskFull()
 FAULTS["corrupt-segment"] = lambda tier: DamagedSegment("corrupt")
 FAULTS["truncated-segment"] = lambda tier: DamagedSegment("truncate")
+DISK_FAULTS = ["disk-full", "corrupt-segment", "truncated-segment"]
 
-__all__ = ["DamagedSegment", "DiskFull"]
+__all__ = ["DISK_FAULTS", "DamagedSegment", "DiskFull"]

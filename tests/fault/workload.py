@@ -31,6 +31,7 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
     KafkaError,
+    KafkaException,
     Message,
     Producer,
     TopicPartition,
@@ -112,9 +113,19 @@ def create_topic(
         replication_factor=REPLICATION_FACTOR,
         config={"min.insync.replicas": str(MIN_INSYNC_REPLICAS)},
     )
-    futures = admin.create_topics([new], request_timeout=timeout_s, operation_timeout=timeout_s)
-    futures[topic].result(timeout=timeout_s)
     deadline = time.monotonic() + timeout_s
+    while True:
+        futures = admin.create_topics([new], request_timeout=timeout_s, operation_timeout=timeout_s)
+        try:
+            futures[topic].result(timeout=timeout_s)
+            break
+        except KafkaException as exc:
+            # A node whose session lapsed on a busy machine is re-registering: fewer than three
+            # brokers for a moment. Anything else, or past the deadline, is the test's failure.
+            code = exc.args[0].code() if exc.args else None
+            if code != KafkaError.INVALID_REPLICATION_FACTOR or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     while time.monotonic() < deadline:  # every partition has a leader before the workload starts
         metadata = admin.list_topics(topic, timeout=10)
         described = metadata.topics.get(topic)
