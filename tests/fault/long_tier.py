@@ -2,7 +2,8 @@
 
     .venv/bin/python -m tests.fault.long_tier --seeds 3 --seconds 300
 
-runs each fault of :data:`tests.fault.faults.FAULTS` (``--faults`` picks some) for ``--seconds`` of
+runs each fault of :data:`tests.fault.faults.FAULTS`, and the network partition of
+:mod:`tests.fault.partition` in a network namespace of its own (``--faults`` picks some), for ``--seconds`` of
 workload per seed, seeds 1 to ``--seeds``, each on a fresh 3-voter cluster, with the mutated-frames
 fault sending ``--frames`` frames (1,000,000 by default; the workload is stretched until they are
 all sent) and every node of the cluster killed at once about every 100 s. The checker is the CI
@@ -25,7 +26,11 @@ from pathlib import Path
 from tests.fault import disk  # noqa: F401  (registers the disk faults in FAULTS)
 from tests.fault.checker import CheckResult
 from tests.fault.faults import FAULTS, LONG, Tier
+from tests.fault.partition import PartitionLeader, run_isolated
 from tests.fault.scenario import failures, run_fault
+
+ISOLATED = (PartitionLeader.name,)
+"""Faults that run in a network namespace of their own (:mod:`tests.fault.partition`)."""
 
 COLUMNS = (
     ("fault", 18),
@@ -74,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--frames", type=int, default=LONG.frames, help="mutated frames per run (default 1e6)"
     )
-    parser.add_argument("--faults", default=",".join(FAULTS), help="comma-separated (default: all)")
+    known = [*FAULTS, *ISOLATED]
+    parser.add_argument("--faults", default=",".join(known), help="comma-separated (default: all)")
     parser.add_argument(
         "--root", type=Path, default=None, help="where the clusters live (default: a temp dir)"
     )
@@ -83,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     names = [name.strip() for name in args.faults.split(",") if name.strip()]
-    unknown = [name for name in names if name not in FAULTS]
+    unknown = [name for name in names if name not in known]
     if unknown:
-        parser.error(f"unknown faults {unknown}; known: {', '.join(FAULTS)}")
+        parser.error(f"unknown faults {unknown}; known: {', '.join(known)}")
     tier = Tier("long", args.seconds, args.frames, kill_all_rounds=max(1, round(args.seconds / 100)))
     root = args.root or Path(tempfile.mkdtemp(prefix="kipling-fault-"))
     rows: list[str] = []
@@ -96,9 +102,12 @@ def main(argv: list[str] | None = None) -> int:
             directory = root / f"{name}-{seed}"
             print(f"# {name} seed {seed}: {args.seconds:.0f}s of workload in {directory}", flush=True)
             try:
-                result = run_fault(
-                    FAULTS[name](tier), directory, seed=seed, seconds=args.seconds, log=lambda line: None
-                )
+                if name in ISOLATED:
+                    result = run_isolated(seed, args.seconds, timeout_s=args.seconds * 4 + 240)
+                else:
+                    result = run_fault(
+                        FAULTS[name](tier), directory, seed=seed, seconds=args.seconds, log=lambda line: None
+                    )
             except Exception as exc:  # the run itself broke (a cluster that never started): a failure too
                 failed += 1
                 rows.append(f"{name:>18}  {seed:>4}  run failed: {exc!r} (kept {directory})")
