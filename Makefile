@@ -64,10 +64,14 @@ format: $(TEST_STAMP)
 	$(BIN)/ruff check --fix .
 
 # Two pytest-xdist workers, a test file per worker at a time (a file's module fixtures, such as its
-# broker process, are built once): the integration tests spend much of their time waiting.
+# broker process, are built once): the integration tests spend much of their time waiting. The
+# fault suite's CI tier runs after the rest, on its own: its clusters load both cores, and the
+# other tests that time failovers must not share the machine with them.
 PYTEST_ARGS ?= -n 2 --dist loadfile
+FAULT_TIER ?= tests/fault
 test: $(TEST_STAMP) system-deps lint
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_ARGS) --ignore=$(FAULT_TIER)
+	$(BIN)/pytest $(PYTEST_ARGS) $(FAULT_TIER)
 
 SPARK_STAMP := $(VENV)/.installed-spark
 
