@@ -26,7 +26,6 @@ import contextlib
 import errno
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -36,29 +35,13 @@ from protocol.api_keys import ApiKey
 from storage.segment import walk_batches
 from tests.fault.faults import FAULTS, Fault, FaultContext
 from tests.integration.cluster import Cluster
+from tests.integration.tmpfs import mount_tmpfs, unmount
 from tests.integration.wire_client import WireClient
 
 TMPFS_SIZE = "48m"
 BALLAST = "ballast"
 LAST_OFFSET_DELTA_AT = 23
 """A batch header's LastOffsetDelta: flipped, the batch claims a negative or absurd record count."""
-
-
-def _mount_tmpfs(directory: Path, size: str) -> str | None:
-    """Mount a tmpfs on ``directory``; why not, or None."""
-    directory.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return None if done.returncode == 0 else done.stderr.strip() or f"mount exited {done.returncode}"
-
-
-def _unmount(directory: Path) -> None:
-    if subprocess.run(["umount", str(directory)], capture_output=True, check=False).returncode != 0:
-        subprocess.run(["umount", "-l", str(directory)], capture_output=True, check=False)
 
 
 def _fill(path: Path) -> int:
@@ -90,7 +73,7 @@ class DiskFull(Fault):
     def prepare(self, cluster: Cluster) -> None:
         broker = cluster.brokers[self.node]
         mount = broker.data_dir / "data"
-        problem = _mount_tmpfs(mount, TMPFS_SIZE)
+        problem = mount_tmpfs(mount, TMPFS_SIZE)
         if problem is not None:
             raise RuntimeError(f"disk-full needs a tmpfs (root): {problem}")
         self.mount = mount
@@ -120,7 +103,7 @@ class DiskFull(Fault):
 
     def cleanup(self, cluster: Cluster) -> None:
         if self.mount is not None:
-            _unmount(self.mount)
+            unmount(self.mount)
 
 
 def _replicas(ctx: FaultContext, partition: int) -> list[int]:

@@ -14,7 +14,6 @@ Mounting a tmpfs needs root (as in CI); elsewhere the test is skipped.
 from __future__ import annotations
 
 import contextlib
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
 from protocol.records import Record, build_batch
 from tests.integration.broker_process import BrokerProcess
+from tests.integration.tmpfs import mount_tmpfs, unmount
 from tests.integration.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(240)
@@ -36,20 +36,13 @@ TOPIC_B = "disk-other"
 @contextlib.contextmanager
 def small_tmpfs(directory: Path, size: str = "20m") -> Iterator[Path]:
     """A tmpfs of ``size`` mounted on ``directory``; skips the test when mounting is not permitted."""
-    directory.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs (needs root): {mounted.stderr.strip()}")
+    problem = mount_tmpfs(directory, size)
+    if problem is not None:
+        pytest.skip(f"cannot mount a tmpfs (needs root): {problem}")
     try:
         yield directory
     finally:
-        if subprocess.run(["umount", str(directory)], check=False).returncode != 0:
-            subprocess.run(["umount", "-l", str(directory)], check=False)
+        unmount(directory)
 
 
 def create_topic(client: WireClient, name: str, partitions: int) -> None:
