@@ -9,8 +9,10 @@ leadership loss) calls ``check_and_complete(partition key)``.
 
 Per waiting partition, at each check:
 
-- the broker no longer hosts it: UNKNOWN_TOPIC_OR_PARTITION; it is no longer the leader:
-  NOT_LEADER_OR_FOLLOWER. The records may or may not survive; the producer retries.
+- the broker no longer hosts it: UNKNOWN_TOPIC_OR_PARTITION; its log went offline here:
+  KAFKA_STORAGE_ERROR, at once (as Kafka's getPartitionOrError), rather than at the deadline, so
+  the producer retries on the next leader without timing the request out; it is no longer the
+  leader: NOT_LEADER_OR_FOLLOWER. The records may or may not survive; the producer retries.
 - ``high_watermark >= required_offset``: committed. The partition's
   ``acks_all_completion_error()`` then decides: NONE if the maximal ISR (the committed ISR plus an
   expansion in flight) still has at least ``min.insync.replicas`` members, else
@@ -43,6 +45,11 @@ class ReplicatedPartition(Protocol):
 
     @property
     def is_leader(self) -> bool: ...
+
+    @property
+    def is_offline(self) -> bool:
+        """Its log failed here (a storage error, a damaged segment): nothing more will commit."""
+        ...
 
     @property
     def high_watermark(self) -> int: ...
@@ -131,6 +138,8 @@ class DelayedProduce(DelayedOperation):
         partition = self._get_partition(status.key)
         if partition is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if partition.is_offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         if not partition.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if partition.high_watermark < status.required_offset:

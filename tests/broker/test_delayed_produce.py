@@ -21,6 +21,7 @@ class FakePartition:
     """Size of the maximal ISR."""
     min_insync_replicas: int = 2
     is_leader: bool = True
+    is_offline: bool = False
 
     def acks_all_completion_error(self) -> ErrorCode:
         if self.isr_size >= self.min_insync_replicas:
@@ -105,6 +106,15 @@ def test_not_leader_settles_the_partition(h):
     assert h.purgatory.check_and_complete("p0") == 0  # p1 still waits
     assert h.move_hw("p1", 10) == 1
     assert h.responses == [[("p0", ErrorCode.NOT_LEADER_OR_FOLLOWER, None), ("p1", ErrorCode.NONE, None)]]
+
+
+def test_a_partition_gone_offline_settles_at_once_with_a_storage_error(h):
+    """A leader whose log failed resigns; its parked produces must not wait for their deadline (a
+    client that times a request out bumps its idempotent epoch, and resends what was written)."""
+    h.park(ProducePartitionStatus("p0", 10))
+    h.partitions["p0"].is_offline = True
+    assert h.purgatory.check_and_complete("p0") == 1
+    assert h.responses == [[("p0", ErrorCode.KAFKA_STORAGE_ERROR, None)]]
 
 
 def test_unknown_partition_settles_the_partition(h):
