@@ -20,6 +20,7 @@ import os
 import pathlib
 import struct
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import BinaryIO, NamedTuple, cast
 
 import structlog
@@ -109,6 +110,21 @@ def walk_headers(
         header = read_header(buf, relative)
         yield position, header
         position += header.batch_length + LOG_OVERHEAD
+
+
+@dataclass(frozen=True)
+class _SegmentTail:
+    """A segment's end before an append: what a failed append is undone to."""
+
+    size: int
+    next_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    bytes_since_last_index_entry: int
+    rolling_timestamp: int | None
+    indexes_full: bool
+    offset_index_entries: int
+    time_index_entries: int
 
 
 class LogSegment:
@@ -248,50 +264,44 @@ class LogSegment:
         was and the same append can be retried. A full disk raises LogDirFullError; another I/O error
         is raised as is; a failed undo raises KiplingStorageError (the segment can no longer be trusted).
         """
-        before = self._tail_snapshot()
-        entries = self.offset_index.entries, self.time_index.entries
+        before = self._tail()
         try:
             self._write_all(data)
             self._index_batches(batches)
         except OSError as exc:
-            self._undo_append(before, entries, exc)
+            self._undo_append(before, exc)
             raise_log_dir_full(self.log_path, exc)
 
-    def _tail_snapshot(self) -> tuple[int, int, int, int, int, int | None, bool]:
-        return (
-            self._size,
-            self._next_offset,
-            self._max_timestamp,
-            self._offset_of_max_timestamp,
-            self._bytes_since_last_index_entry,
-            self._rolling_timestamp,
-            self._indexes_full,
+    def _tail(self) -> _SegmentTail:
+        return _SegmentTail(
+            size=self._size,
+            next_offset=self._next_offset,
+            max_timestamp=self._max_timestamp,
+            offset_of_max_timestamp=self._offset_of_max_timestamp,
+            bytes_since_last_index_entry=self._bytes_since_last_index_entry,
+            rolling_timestamp=self._rolling_timestamp,
+            indexes_full=self._indexes_full,
+            offset_index_entries=self.offset_index.entries,
+            time_index_entries=self.time_index.entries,
         )
 
-    def _undo_append(
-        self,
-        before: tuple[int, int, int, int, int, int | None, bool],
-        entries: tuple[int, int],
-        cause: OSError,
-    ) -> None:
+    def _undo_append(self, before: _SegmentTail, cause: OSError) -> None:
         """Put the files and the counters back as they were before a failed append."""
         try:
-            os.ftruncate(self._fd, before[0])
-            self.offset_index.truncate_to_entries(entries[0])
-            self.time_index.truncate_to_entries(entries[1])
+            os.ftruncate(self._fd, before.size)
+            self.offset_index.truncate_to_entries(before.offset_index_entries)
+            self.time_index.truncate_to_entries(before.time_index_entries)
         except OSError as exc:
             raise KiplingStorageError(
                 f"could not undo a failed append to {self.log_path} ({cause}): {exc}"
             ) from cause
-        (
-            self._size,
-            self._next_offset,
-            self._max_timestamp,
-            self._offset_of_max_timestamp,
-            self._bytes_since_last_index_entry,
-            self._rolling_timestamp,
-            self._indexes_full,
-        ) = before
+        self._size = before.size
+        self._next_offset = before.next_offset
+        self._max_timestamp = before.max_timestamp
+        self._offset_of_max_timestamp = before.offset_of_max_timestamp
+        self._bytes_since_last_index_entry = before.bytes_since_last_index_entry
+        self._rolling_timestamp = before.rolling_timestamp
+        self._indexes_full = before.indexes_full
 
     def _index_batches(self, batches: Iterable[tuple[int, int, int]]) -> None:
         """Account for batches just written at the end of the .log: index entries, timestamps, size.
