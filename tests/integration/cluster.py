@@ -12,6 +12,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
 
 from protocol.records import iter_all_records
 from tests.integration.broker_process import BrokerProcess, free_port
@@ -106,4 +109,26 @@ def read_values(directory: Path) -> list[bytes]:
     return [r.value or b"" for r in iter_all_records(log_bytes(directory))]
 
 
-__all__ = ["FAST_FAILOVER", "Cluster", "log_bytes", "read_values", "wait_until"]
+def consume_values(
+    bootstrap: str, topic: str, count: int, *, partition: int = 0, timeout_ms: int = 15_000, **config: Any
+) -> dict[bytes, int]:
+    """Read ``partition`` from offset 0 with kafka-python through whoever leads it now, until
+    ``count`` distinct values or ``timeout_ms`` without a record; returns value -> offset."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=timeout_ms, **config
+    )
+    tp = TopicPartition(topic, partition)
+    consumer.assign([tp])
+    consumer.seek(tp, 0)
+    seen: dict[bytes, int] = {}
+    try:
+        for message in consumer:
+            seen[message.value] = message.offset
+            if len(seen) >= count:
+                break
+    finally:
+        consumer.close()
+    return seen
+
+
+__all__ = ["FAST_FAILOVER", "Cluster", "consume_values", "log_bytes", "read_values", "wait_until"]

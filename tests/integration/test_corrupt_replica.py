@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
 from storage.segment import BatchPosition, segment_file_name, walk_batches
-from tests.integration.cluster import FAST_FAILOVER, Cluster, log_bytes, wait_until
+from tests.integration.cluster import FAST_FAILOVER, Cluster, consume_values, log_bytes, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -107,29 +107,6 @@ def _damage_a_batch(directory: Path) -> BatchPosition:
     return victim
 
 
-def _consume_all(cluster: Cluster, count: int) -> dict[bytes, int]:
-    consumer = KafkaConsumer(
-        bootstrap_servers=cluster.bootstrap,
-        enable_auto_commit=False,
-        consumer_timeout_ms=30_000,
-        max_partition_fetch_bytes=FETCH_BYTES,
-        metadata_max_age_ms=1000,
-        retry_backoff_ms=100,
-    )
-    tp = TopicPartition(TOPIC, 0)
-    consumer.assign([tp])
-    consumer.seek(tp, 0)
-    seen: dict[bytes, int] = {}
-    try:
-        for message in consumer:
-            seen[message.value] = message.offset
-            if len(seen) >= count:
-                break
-    finally:
-        consumer.close()
-    return seen
-
-
 def test_a_replica_damaged_while_stopped_gives_up_leadership_and_repairs_itself(cluster: Cluster) -> None:
     admin = _admin(cluster, 1)
     try:
@@ -150,7 +127,18 @@ def test_a_replica_damaged_while_stopped_gives_up_leadership_and_repairs_itself(
     cluster.brokers[3].stop(signal.SIGTERM)  # controlled shutdown: broker 2 is first in the assignment
     wait_until(lambda: _state(cluster)[0] == 2, 30, "broker 2 to lead again")
 
-    assert _consume_all(cluster, len(acked)) == acked
+    assert (
+        consume_values(
+            cluster.bootstrap,
+            TOPIC,
+            len(acked),
+            timeout_ms=30_000,
+            max_partition_fetch_bytes=FETCH_BYTES,
+            metadata_max_age_ms=1000,
+            retry_backoff_ms=100,
+        )
+        == acked
+    )
     leader, _ = _state(cluster)
     assert leader == 1, "leadership moved to the healthy in-sync replica"
     output = damaged.output()
@@ -194,4 +182,15 @@ def test_a_segment_cut_inside_its_last_batch_while_stopped_is_cut_back_and_refet
     wait_until(lambda: _state(cluster)[1] == [1, 2, 3], 60, "the cut replica back in the ISR")
     wait_until(lambda: len({log_bytes(d) for d in dirs.values()}) == 1, 30, "byte-identical replicas")
     assert "truncated invalid bytes at the end of a trusted segment" in cut.output()
-    assert _consume_all(cluster, len(acked)) == acked
+    assert (
+        consume_values(
+            cluster.bootstrap,
+            TOPIC,
+            len(acked),
+            timeout_ms=30_000,
+            max_partition_fetch_bytes=FETCH_BYTES,
+            metadata_max_age_ms=1000,
+            retry_backoff_ms=100,
+        )
+        == acked
+    )

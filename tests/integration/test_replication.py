@@ -22,7 +22,14 @@ from confluent_kafka import Producer
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 
-from tests.integration.cluster import FAST_FAILOVER, Cluster, log_bytes, read_values, wait_until
+from tests.integration.cluster import (
+    FAST_FAILOVER,
+    Cluster,
+    consume_values,
+    log_bytes,
+    read_values,
+    wait_until,
+)
 
 TOPIC = "replicated"
 
@@ -210,25 +217,6 @@ def _check_acked(cluster: Cluster, node: int, acked: dict[bytes, int]) -> None:
     assert len(values) == len(set(values)), "a value is in the log twice"
 
 
-def _consume_all(cluster: Cluster, count: int) -> dict[bytes, int]:
-    """Read the partition from the beginning with kafka-python through whoever leads it now."""
-    consumer = KafkaConsumer(
-        bootstrap_servers=cluster.bootstrap, enable_auto_commit=False, consumer_timeout_ms=15_000
-    )
-    tp = TopicPartition(TOPIC, 0)
-    consumer.assign([tp])
-    consumer.seek_to_beginning(tp)
-    seen: dict[bytes, int] = {}
-    try:
-        for message in consumer:
-            seen[message.value] = message.offset
-            if len(seen) >= count:
-                break
-    finally:
-        consumer.close()
-    return seen
-
-
 def test_acks_all_writes_reach_every_replica(cluster: Cluster) -> None:
     _create_topic(cluster)
     acked = _produce(cluster, [f"v{i}".encode() for i in range(500)])
@@ -268,7 +256,8 @@ def test_acknowledged_writes_survive_the_loss_of_the_leader(cluster: Cluster) ->
     _wait_replicas_identical(cluster, [1, 2, 3], len(acked))
     for node in (1, 2, 3):
         _check_acked(cluster, node, acked)
-    assert _consume_all(cluster, len(acked)) == acked  # a fresh kafka-python consumer reads the same
+    # a fresh kafka-python consumer reads the same
+    assert consume_values(cluster.bootstrap, TOPIC, len(acked)) == acked
 
 
 def test_a_leader_paused_past_its_session_is_replaced_and_rejoins_as_follower(cluster: Cluster) -> None:
