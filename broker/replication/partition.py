@@ -784,9 +784,10 @@ class Partition:
 
         ``fetch_offset`` is the follower's LEO, ``leader_end_offset`` the leader's LEO read before
         the read, ``broker_epoch`` the request's ReplicaEpoch (-1 before fetch v15). Records the
-        fetch, proposes the follower for the ISR if it caught up within this epoch (6.3), raises
-        the HW if it can; True (and the listeners are told) if the HW moved. A fetch from a
-        replica outside the assignment, or while not leader, changes nothing.
+        fetch, proposes the follower for the ISR if it caught up within this epoch (6.3), or out of
+        it at once if it went back below the HW (it lost committed records), raises the HW if it
+        can; True (and the listeners are told) if the HW moved. A fetch from a replica outside the
+        assignment, or while not leader, changes nothing.
         """
         replica_set = self._replica_set
         if not self.is_leader or replica_id not in replica_set.followers:
@@ -799,6 +800,8 @@ class Partition:
             broker_epoch,
             leader_end_offset=leader_end_offset,
         )
+        if replica_set.followers[replica_id].lost_committed and replica_id in replica_set.isr:
+            self.maybe_shrink_isr(fetch_time_ms)
         self._maybe_expand_isr(replica_id)
         return self._high_watermark_changed()
 

@@ -56,6 +56,9 @@ class ReplicaState:
     last_caught_up_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = 0
     broker_epoch: int = -1
+    lost_committed: bool = False
+    """The follower's log went back below the high watermark (a replica cut short by its own repair,
+    or wiped): it lacks committed records, so it is out of sync until it reaches the leader's LEO."""
 
     def update_fetch_state(
         self,
@@ -73,6 +76,7 @@ class ReplicaState:
         """
         if fetch_offset >= leader_end_offset:
             self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, fetch_time_ms)
+            self.lost_committed = False
         elif fetch_offset >= self.last_fetch_leader_log_end_offset:
             self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
         self.log_end_offset = fetch_offset
@@ -82,15 +86,16 @@ class ReplicaState:
         self.broker_epoch = broker_epoch
 
     def is_caught_up(self, leader_end_offset: int, now_ms: int, replica_lag_time_max_ms: int) -> bool:
-        """At the leader's LEO, or caught up within the last ``replica.lag.time.max.ms``."""
-        return (
-            self.log_end_offset == leader_end_offset
-            or now_ms - self.last_caught_up_time_ms <= replica_lag_time_max_ms
-        )
+        """At the leader's LEO, or caught up within the last ``replica.lag.time.max.ms`` and holding every
+        committed record it once had."""
+        if self.log_end_offset == leader_end_offset:
+            return True
+        return not self.lost_committed and now_ms - self.last_caught_up_time_ms <= replica_lag_time_max_ms
 
     def reset(self, now_ms: int, leader_end_offset: int, *, new_leader: bool, in_isr: bool) -> None:
         """makeLeader (6.4): a new leader forgets the follower; a re-elected one keeps its LEO."""
         if new_leader:
+            self.lost_committed = False
             self.log_end_offset = UNKNOWN_OFFSET
             self.log_start_offset = UNKNOWN_OFFSET
             self.last_fetch_leader_log_end_offset = 0
@@ -261,6 +266,11 @@ class LeaderReplicaSet:
     ) -> bool:
         """6.1 for a fetch that read (not diverged, no error). True if the HW rose.
 
+        A follower whose fetch offset went back below the HW has lost committed records (it
+        repaired a damaged log by cutting it, or its disk was replaced): it is out of sync at once,
+        not after ``replica.lag.time.max.ms``, so that no election can pick it while it lacks them.
+        Kafka learns the same from the replica's offline log dir; here the fetch offset says it.
+
         ``leader_end_offset`` is the leader LEO read before the read (default: the LEO now). The
         caller then checks :meth:`expansion_candidate` and proposes an expansion if it is one.
         """
@@ -270,6 +280,8 @@ class LeaderReplicaSet:
         state.update_fetch_state(
             fetch_offset, follower_log_start_offset, fetch_time_ms, leader_leo, broker_epoch
         )
+        if old_leo != UNKNOWN_OFFSET and fetch_offset < min(old_leo, self.high_watermark):
+            state.lost_committed = True
         if state.log_end_offset != old_leo:
             return self.maybe_increment_high_watermark(fetch_time_ms)
         return False

@@ -214,3 +214,18 @@ def test_an_accepted_resignation_waits_for_the_metadata(tmp_path: pathlib.Path) 
     assert partition.is_offline
     assert partition.make_follower(leader_epoch=1, partition_epoch=6)
     assert not partition.is_leader
+
+
+def test_a_follower_that_cut_committed_records_is_shrunk_out_of_the_isr_at_once(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A follower that repaired a damaged log by cutting it comes back below the high watermark:
+    the leader proposes the ISR without it on that fetch, not replica.lag.time.max.ms later, so no
+    election can pick a replica that lacks acknowledged records."""
+    sender = Sender()
+    partition = open_leader(tmp_path / "t-0", sender, damage=False)
+    for follower in (2, 3):
+        partition.update_follower_fetch(follower, 6, 0, NOW, leader_end_offset=6)
+    assert partition.high_watermark == 6 and sender.submitted == []
+    partition.update_follower_fetch(3, 2, 0, NOW + 1, leader_end_offset=6)
+    assert [p.new_isr for p in sender.submitted] == [(1, 2)]

@@ -572,3 +572,46 @@ def test_expansion_candidates_are_caught_up_and_eligible():
     assert rs.expansion_candidates(T0) == [2]
     rs.update_leader_log_end_offset(12, T0 + 1)
     assert rs.expansion_candidates(T0 + LAG + 1) == []  # no longer caught up: left to its next fetch
+
+
+# -- a follower that lost committed records -------------------------------------------------------
+
+
+def test_follower_back_below_hw_is_out_of_sync_at_once():
+    rs = make_set(isr=(1, 2, 3), leo=10, hw=0, now=T0)
+    rs.update_follower_fetch(2, 10, 0, T0)
+    rs.update_follower_fetch(3, 10, 0, T0)
+    assert rs.high_watermark == 10
+    rs.update_follower_fetch(3, 4, 0, T0 + 1)  # replica 3 cut its damaged log at offset 4
+    assert rs.followers[3].lost_committed
+    assert rs.shrink_candidates(T0 + 2) == [3]  # well within the lag max
+    assert rs.high_watermark == 10  # the HW never goes back
+    rs.update_follower_fetch(3, 10, 0, T0 + 3)  # caught up to the leader's LEO again
+    assert not rs.followers[3].lost_committed and rs.shrink_candidates(T0 + 4) == []
+
+
+def test_follower_truncating_above_hw_stays_in_sync():
+    rs = make_set(isr=(1, 2, 3), leo=10, hw=0, now=T0)
+    rs.update_follower_fetch(2, 6, 0, T0)
+    rs.update_follower_fetch(3, 8, 0, T0)
+    assert rs.high_watermark == 6
+    rs.update_follower_fetch(3, 7, 0, T0 + 1)  # back, but still holding every committed record
+    assert not rs.followers[3].lost_committed
+    assert rs.shrink_candidates(T0 + 2) == []
+
+
+def test_a_new_leader_forgets_lost_committed():
+    rs = make_set(isr=(1, 2, 3), leo=10, hw=0, now=T0)
+    rs.update_follower_fetch(2, 10, 0, T0)
+    rs.update_follower_fetch(3, 10, 0, T0)
+    rs.update_follower_fetch(3, 4, 0, T0 + 1)
+    rs.become_leader(
+        leader_epoch=6,
+        leader_epoch_start_offset=10,
+        partition_epoch=11,
+        replicas=(1, 2, 3),
+        isr=(1, 2),
+        now_ms=T0 + 2,
+        new_leader=True,
+    )
+    assert not rs.followers[3].lost_committed and rs.followers[3].log_end_offset == UNKNOWN_OFFSET
