@@ -12,6 +12,10 @@ Request-level rules, as Kafka's KafkaApis applies them before any append:
   INVALID_TOPIC_EXCEPTION, a zstd batch below v7 → UNSUPPORTED_COMPRESSION_TYPE. The partition then
   applies its own checks (see :mod:`broker.replication.partition`).
 
+A partition the metadata names this broker leader of, while the broker is still taking the lead
+(its follower process is handing the log back), waits for that first, for at most half the
+request's timeout, rather than answering NOT_LEADER_OR_FOLLOWER (see ``_wait_for_leadership``).
+
 acks=-1 is refused with NOT_ENOUGH_REPLICAS, nothing appended, while the committed ISR is below
 ``min(min.insync.replicas, replication factor)`` (the partition checks it). Otherwise it waits in
 the produce purgatory (:class:`~broker.produce.delayed.DelayedProduce`) until the high watermark
@@ -54,6 +58,8 @@ __all__ = [
 ADMIN_CLIENT_ID = "__admin_client"
 """Kafka lets only this client id append to internal topics (AdminUtils.ADMIN_CLIENT_ID)."""
 ZSTD_MIN_VERSION = 7
+MAX_TAKING_LEAD_WAIT_MS = 5000
+"""The longest a produce waits for this broker to finish taking the lead of a partition."""
 
 _log = structlog.get_logger("kipling.produce")
 
@@ -119,10 +125,31 @@ class ProduceService:
 
         The outcomes come in request order.
         """
+        await self._wait_for_leadership(request)
         outcomes = self.append(request)
         if request.acks == -1:
             await self.wait_for_commit(request.timeout_ms, outcomes)
         return outcomes
+
+    async def _wait_for_leadership(self, request: ProduceRequest) -> None:
+        """Partitions this broker is taking the lead of wait for it, up to half the request's timeout
+        (at most :data:`MAX_TAKING_LEAD_WAIT_MS`), instead of answering NOT_LEADER_OR_FOLLOWER.
+
+        A producer that learned of the new leader sends it several requests at once. Answering the
+        first NOT_LEADER_OR_FOLLOWER and the next, once led, OUT_OF_ORDER_SEQUENCE_NUMBER (the first
+        was refused) makes librdkafka bump its producer epoch and resend the first batch under new
+        sequence numbers, a duplicate if that batch had reached this replica from the old leader
+        (librdkafka issue 4953, seen after leader changes with Kafka too). The window is short in
+        Kafka and an IPC round trip here, so it is waited out rather than answered.
+        """
+        wait_ms = min(request.timeout_ms // 2, MAX_TAKING_LEAD_WAIT_MS)
+        if wait_ms <= 0:
+            return
+        deadline = self._clock.time_ms() + wait_ms
+        for data in request.partitions:
+            if self._replicas.taking_lead(data.topic, data.index):
+                remaining_ms = deadline - self._clock.time_ms()
+                await self._replicas.wait_until_led(data.topic, data.index, max(0, remaining_ms) / 1000)
 
     def current_leader(self, topic: str, index: int) -> tuple[int, int] | None:
         """(leader id, leader epoch) of a partition led by a known broker, else None."""

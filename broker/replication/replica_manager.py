@@ -22,6 +22,7 @@ from collections.abc import Callable, Hashable, Iterable
 
 import structlog
 
+from broker.replication.keyed_waiters import KeyedWaiters
 from broker.replication.partition import AlterPartitionSender, Partition
 from broker.replication.replica_state import BrokerEligibility
 from metadata.topics import PartitionState, TopicLookup, TopicState
@@ -69,6 +70,7 @@ class ReplicaManager:
         self._failed: set[TopicPartition] = set()
         self._listeners: list[PartitionListener] = []
         self._leadership_listeners: list[LeadershipListener] = []
+        self._taking_lead_waiters = KeyedWaiters()
         _log.info("replica manager started", node_id=node_id)
 
     # -- lookups ---------------------------------------------------------------------------------
@@ -104,6 +106,32 @@ class ReplicaManager:
         if (topic, index) in self._failed:
             return ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    def taking_lead(self, topic: str, index: int) -> bool:
+        """The metadata names this broker the partition's leader, but it does not lead it yet.
+
+        The window between the metadata record and the partition led here: the follower process
+        hands the log back (an IPC round trip, a flush, a snapshot) before the broker opens it. Kafka
+        makes a replica leader in the same step that publishes the metadata; here clients that
+        learned of the new leader from any broker's Metadata can reach it inside the window.
+        """
+        key = (topic, index)
+        if key in self._partitions or key in self._failed:
+            return False
+        state = self.partition_state(topic, index)
+        return state is not None and state.leader_id == self._node_id
+
+    async def wait_until_led(self, topic: str, index: int, timeout_s: float) -> None:
+        """While :meth:`taking_lead`, wait (at most ``timeout_s``) for the replica transitions to be
+        done with the partition: led here, or failed (the caller then answers what
+        :meth:`partition_error` says)."""
+        if self.taking_lead(topic, index):
+            await self._taking_lead_waiters.wait((topic, index), timeout_s)
+
+    def transition_done(self, topic: str, index: int) -> None:
+        """The replica transitions finished with this partition (led, followed or failed): wake the
+        requests that waited in :meth:`wait_until_led`."""
+        self._taking_lead_waiters.wake((topic, index))
 
     def partition_state(self, topic: str, index: int) -> PartitionState | None:
         """The metadata of a partition (its leader and epoch), whoever leads it."""

@@ -116,6 +116,8 @@ class ReplicaTransitions:
                 self._logger.exception(
                     "partition transition failed", topic=topic.name, partition=state.partition
                 )
+            finally:
+                self._replicas.transition_done(topic.name, state.partition)
 
     async def _become_leader(self, topic: TopicState, state: PartitionState) -> None:
         partition = self._replicas.get_partition(topic.name, state.partition)

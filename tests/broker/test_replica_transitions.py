@@ -11,6 +11,7 @@ offsets, as ``python -m follower`` does).
 
 from __future__ import annotations
 
+import asyncio
 import pathlib
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -973,3 +974,52 @@ async def test_a_follower_that_caught_up_while_fenced_is_proposed_when_its_broke
         assert sender.proposed == [(1, 3, 2)]
     finally:
         built.shutdown()
+
+
+# =================================================================================================
+# the window while leadership is being taken back from the follower process
+# =================================================================================================
+
+
+async def test_a_request_waits_while_the_log_is_taken_back_and_finds_the_partition_led(node: Node) -> None:
+    """Between the metadata naming this broker leader and the partition led here (the follower
+    process hands the log back), :meth:`ReplicaManager.taking_lead` is true and a waiter is woken
+    as soon as the partition is led, not at its timeout."""
+    node.metadata.batch(topic("orders", ORDERS, partition(ORDERS, 0, 2, leader_epoch=1, partition_epoch=1)))
+    await node.initial()
+    assert not node.replicas.taking_lead("orders", 0)  # led elsewhere
+    node.supervisor.open_as_follower(("orders", 0))
+    delta = node.metadata.batch(change(ORDERS, 0, NODE, leader_epoch=2, partition_epoch=2))
+    assert node.replicas.taking_lead("orders", 0)
+    assert not node.replicas.taking_lead("orders", 9)  # no such partition
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    waiter = asyncio.create_task(node.replicas.wait_until_led("orders", 0, 30.0))
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    await node.transitions.apply(delta, node.image)
+    await asyncio.wait_for(waiter, 5.0)
+    assert loop.time() - started < 5.0
+    assert node.led("orders", 0).leader_epoch == 2
+    assert not node.replicas.taking_lead("orders", 0)
+
+
+async def test_a_failed_transition_wakes_the_waiters_and_the_wait_is_bounded(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node.metadata.batch(topic("orders", ORDERS, partition(ORDERS, 0, 2, leader_epoch=1, partition_epoch=1)))
+    await node.initial()
+    delta = node.metadata.batch(change(ORDERS, 0, NODE, leader_epoch=2, partition_epoch=2))
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await node.replicas.wait_until_led("orders", 0, 0.05)  # nobody applies the delta: the timeout ends it
+    assert loop.time() - started >= 0.05
+
+    fail_adopting(node, monkeypatch, ("orders", 0))
+    waiter = asyncio.create_task(node.replicas.wait_until_led("orders", 0, 30.0))
+    await asyncio.sleep(0)
+    await node.transitions.apply(delta, node.image)
+    await asyncio.wait_for(waiter, 5.0)  # woken by the failed transition, not its 30 s
+    assert node.replicas.get_partition("orders", 0) is None
