@@ -241,12 +241,20 @@ class PartitionLog:
 
         Epochs are assigned (and checkpointed) before the batches that carry them, so a failed
         append would otherwise leave the cache naming an epoch that starts at the log end offset
-        with nothing in it. The same append, retried once space returns, assigns them again.
+        with nothing in it. The same append, retried once space returns, assigns them again. An
+        entry that was there before the append (a new leader's epoch, recorded at the log end when
+        it took the lead) stays.
         """
+        cache = self.leader_epoch_cache
+        before = cache.entries()
         try:
             yield
         except LogDirFullError:
-            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            if cache.entries() != before:
+                cache.truncate_from_end(self.log_end_offset)
+                for entry in before:
+                    if entry.start_offset >= self.log_end_offset:
+                        cache.assign(entry.epoch, entry.start_offset)
             raise
 
     def _append(self, data: bytes | bytearray | memoryview, validated: ValidatedAppend, now: int) -> None:

@@ -350,3 +350,24 @@ def test_log_manager_shuts_down_and_starts_again_while_checkpoints_find_no_space
     reopened = restarted.get_log("topic", 0)
     assert reopened is not None and reopened.log_end_offset == end
     restarted.shutdown()
+
+
+def test_a_failed_first_append_keeps_the_epoch_a_new_leader_recorded(
+    tmp_path: pathlib.Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new leader records its epoch at the log end before any append (Kafka's makeLeader); its
+    first append failing on a full disk must not take that entry away."""
+    log = open_log(tmp_path, clock)
+    fill(log, 2, epoch=1)
+    log.leader_epoch_cache.assign(2, log.log_end_offset)
+    entries = log.leader_epoch_cache.entries()
+    disk = DiskFull(monkeypatch, segment.LogSegment, "_write_all")
+    disk.full = True
+    with pytest.raises(LogDirFullError):
+        fill(log, 1, epoch=2)
+    assert log.leader_epoch_cache.entries() == entries
+    with pytest.raises(LogDirFullError):
+        fill(log, 1, epoch=3)  # an epoch the append itself assigned is still forgotten
+    assert log.leader_epoch_cache.entries() == entries
+    disk.full = False
+    log.close()
