@@ -110,6 +110,8 @@ class ReplicaFetcher:
         self._on_failed = on_failed
         self._partitions = PartitionStates()
         self._failed: set[TopicPartition] = set()
+        self._out_of_space: set[TopicPartition] = set()
+        """Partitions whose last append found the disk full: logged once per episode, not per retry."""
         self._partitions_changed = asyncio.Event()
         self._stop_event: asyncio.Event | None = None
         self._logger = _log.bind(fetcher=name)
@@ -144,6 +146,7 @@ class ReplicaFetcher:
         removed = {}
         for tp in tps:
             self._failed.discard(tp)
+            self._out_of_space.discard(tp)
             self._stats.remove_partition(tp)
             state = self._partitions.remove(tp)
             if state is not None:
@@ -389,17 +392,24 @@ class ReplicaFetcher:
             )
             return False
         except LogDirFullError as exc:
-            self._logger.warning(
-                "no space left for the leader's batches; retrying after backoff",
-                topic=tp[0],
-                partition=tp[1],
-                error=str(exc),
-            )
+            if tp not in self._out_of_space:
+                self._out_of_space.add(tp)
+                self._logger.warning(
+                    "no space left for the leader's batches; retrying after backoff until space returns",
+                    topic=tp[0],
+                    partition=tp[1],
+                    error=str(exc),
+                )
             return False
         except Exception as exc:
             self._mark_failed(tp, f"append failed: {exc!r}")
             return True
         appended = end != params.fetch_offset
+        if appended and tp in self._out_of_space:
+            self._out_of_space.discard(tp)
+            self._logger.info(
+                "space returned: appending the leader's batches again", topic=tp[0], partition=tp[1]
+            )
         lag = max(0, data.high_watermark - end)
         new_state = replace(
             state,

@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from structlog.testing import capture_logs
 
 from follower.fetch_state import MonotonicClock, ReplicaState
 from follower.replica_log import ReplicaLog
 from protocol.error_codes import ErrorCode
-from storage.errors import KiplingStorageError
+from storage.errors import KiplingStorageError, LogDirFullError
 from tests.follower.fake_leader import FakeLeader
 from tests.follower.helpers import BACKOFF_MS, Harness, assert_replica_matches
 
@@ -215,14 +216,17 @@ async def test_corrupt_message(tmp_path) -> None:
 
 
 class _FailingLog(ReplicaLog):
-    """A follower log whose disk fails on append or on truncation."""
+    """A follower log whose disk fails on append or on truncation, or is full."""
 
     fail_append = False
     fail_truncate = False
+    full = False
 
     def append_as_follower(self, records):
         if self.fail_append:
             raise KiplingStorageError("disk gone")
+        if self.full:
+            raise LogDirFullError(self.log.directory)
         return super().append_as_follower(records)
 
     def truncate_to(self, offset):
@@ -331,3 +335,31 @@ async def test_a_response_for_an_older_fetch_offset_is_ignored(tmp_path) -> None
 
     assert replica.log_end_offset == 2
     assert h.fetcher.fetch_state(TP0).fetch_offset == 1
+
+
+async def test_a_full_disk_delays_the_partition_and_is_logged_once_per_episode(tmp_path) -> None:
+    """ENOSPC is not a failed disk: the partition backs off and retries (never marked failed), one
+    warning when the disk fills and one line when space returns, not one per retry."""
+    h = Harness(tmp_path)
+    full = _FailingLog(h.replica(TP0).log)
+    h.logs[TP0] = full
+    full.full = True
+    h.leader_log(TP0, [(0, 1), (0, 2)], leader_epoch=0)
+    h.add(TP0, leader_epoch=0)
+
+    with capture_logs() as logs:
+        for _ in range(3):
+            await h.fetcher.do_work()
+            assert h.fetcher.fetch_state(TP0).is_delayed(h.clock.time_ms())
+            h.advance_past_backoff()
+        full.full = False
+        await h.work_until_idle()
+
+    assert not h.fetcher.failed_partitions
+    assert_replica_matches(full, h.leader.logs[TP0])
+    events = [entry["event"] for entry in logs if entry.get("partition") == 0]
+    assert (
+        events.count("no space left for the leader's batches; retrying after backoff until space returns")
+        == 1
+    )
+    assert events.count("space returned: appending the leader's batches again") == 1
