@@ -47,7 +47,8 @@ class ReplicaLog:
         clock: Clock | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
-        """Wrap ``log`` and rebuild its producer state from the newest snapshot (replaying the tail).
+        """Wrap ``log`` and rebuild its producer state from the newest snapshot (replaying the tail);
+        a damaged batch met by the replay is repaired at once (:meth:`_repair`).
 
         ``clock`` gives the time producers expire against (the wall clock by default).
         """
@@ -55,7 +56,10 @@ class ReplicaLog:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._logger = _log.bind(topic=log.topic, partition=log.partition)
         self.producer_state = ProducerStateManager(log.directory, producer_id_expiration_ms)
-        self._rebuild_producer_state()
+        try:
+            self._rebuild_producer_state()
+        except CorruptLogError as exc:  # damaged while closed, met by the replay: repair it now
+            self._repair(exc)
 
     # -- offsets and epochs ------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import structlog
 
+from protocol.errors import ProtocolError
 from protocol.records.batch import RecordBatchHeader
 from storage.log import PartitionLog
 from storage.producer_state import ProducerStateManager
@@ -27,7 +28,8 @@ def rebuild_producer_state(log: PartitionLog, state: ProducerStateManager, now_m
     """Load the newest snapshot at or below the log end, replay the batch headers after it.
 
     Returns how many batches were replayed. After a clean shutdown the snapshot is at the log end
-    and nothing is replayed; after a crash, at most the batches since the last segment roll.
+    and nothing is replayed; after a crash, at most the batches since the last segment roll. A
+    damaged batch on the way raises CorruptLogError (see :func:`iter_log_headers`).
     """
     start = state.truncate_and_reload(log.log_start_offset, log.log_end_offset, now_ms=now_ms)
     replayed = 0
@@ -50,17 +52,25 @@ def rebuild_producer_state(log: PartitionLog, state: ProducerStateManager, now_m
 
 
 def iter_log_headers(log: PartitionLog, start_offset: int) -> Iterator[RecordBatchHeader]:
-    """Headers of every batch holding an offset >= ``start_offset``, in log order."""
+    """Headers of every batch holding an offset >= ``start_offset``, in log order.
+
+    An impossible header (the log was damaged while closed: a clean load does not re-validate)
+    raises CorruptLogError with the damaged segment recorded on the log
+    (:meth:`PartitionLog.mark_damaged`), so whoever reopens it next recovers from there.
+    """
     for segment in log.segments():
         if segment.next_offset <= start_offset:
             continue
-        position = 0
-        if segment.base_offset < start_offset:
-            first = segment.translate_offset(start_offset)
-            if first is None:
-                continue
-            position = first.position
-        yield from _iter_segment_headers(segment, position)
+        try:
+            position = 0
+            if segment.base_offset < start_offset:
+                first = segment.translate_offset(start_offset)
+                if first is None:
+                    continue
+                position = first.position
+            yield from _iter_segment_headers(segment, position)
+        except ProtocolError as exc:
+            raise log.mark_damaged(segment.base_offset, exc) from exc
 
 
 def _iter_segment_headers(segment: LogSegment, position: int) -> Iterator[RecordBatchHeader]:

@@ -69,6 +69,7 @@ from protocol.sentinels import (
 )
 from storage.clock import Clock
 from storage.errors import (
+    CorruptLogError,
     InvalidRecordError,
     KiplingStorageError,
     LogDirFullError,
@@ -247,10 +248,19 @@ class Partition:
         alter_partition: AlterPartitionSender | None = None,
         broker_eligibility: BrokerEligibility | None = None,
     ) -> Partition:
-        """Take the lead of ``log``: rebuild the producer state, record the epoch, set the HW."""
+        """Take the lead of ``log``: rebuild the producer state, record the epoch, set the HW.
+
+        A damaged batch met while replaying the producer state (the log was damaged while closed)
+        takes the partition offline at once, as one met while serving would: it resigns, and its log
+        goes to a follower process to be repaired (:meth:`_go_offline`).
+        """
         producer_state = ProducerStateManager(log.directory, producer_id_expiration_ms)
-        rebuild_producer_state(log, producer_state, clock.time_ms())
-        return cls(
+        damage: CorruptLogError | None = None
+        try:
+            rebuild_producer_state(log, producer_state, clock.time_ms())
+        except CorruptLogError as exc:
+            damage = exc
+        partition = cls(
             log,
             node_id=node_id,
             topic_id=topic_id,
@@ -265,6 +275,9 @@ class Partition:
             alter_partition=alter_partition,
             broker_eligibility=broker_eligibility,
         )
+        if damage is not None:
+            partition._go_offline(damage)
+        return partition
 
     def _assign_leader_epoch(self) -> None:
         """Kafka's makeLeader: the epoch cache gets (epoch, LEO) before any data of the epoch.

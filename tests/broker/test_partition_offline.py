@@ -229,3 +229,38 @@ def test_a_follower_that_cut_committed_records_is_shrunk_out_of_the_isr_at_once(
     assert partition.high_watermark == 6 and sender.submitted == []
     partition.update_follower_fetch(3, 2, 0, NOW + 1, leader_end_offset=6)
     assert [p.new_isr for p in sender.submitted] == [(1, 2)]
+
+
+def test_damage_met_while_taking_the_lead_takes_the_partition_offline_and_resigns(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Taking the lead replays the producer state from the last snapshot; a batch damaged while
+    the log was closed, met by that replay, takes the partition offline at once (it resigns, and
+    the log is marked for recovery) instead of failing to open, which left it led by nobody."""
+    directory = tmp_path / "t-0"
+    clock = FakeClock(NOW)
+    log = PartitionLog.open(directory, CONFIG, clock, topic_id=TOPIC_ID)
+    first = lead(log, clock, None, (1, 2, 3))
+    for i in range(3):
+        first.append_records(batch(2, NOW + 10 * i), required_acks=1, now_ms=NOW)
+    first.close()
+    path = log.active_segment.log_path
+    log.close()
+    for snapshot in directory.glob("*.snapshot"):
+        snapshot.unlink()  # as after a crash: the replay starts at the log start
+    fd = path.open("r+b")
+    with fd:
+        second = list(walk_batches(fd.fileno(), 0, path.stat().st_size))[1]
+        fd.seek(second.position + 8)  # BatchLength onwards: no batch starts where the next should
+        data = fd.read(16)
+        fd.seek(second.position + 8)
+        fd.write(bytes(b ^ 0xFF for b in data))
+    log = PartitionLog.open(directory, CONFIG, clock, topic_id=TOPIC_ID, clean_shutdown=True)
+    sender = Sender()
+
+    partition = lead(log, clock, sender, (1, 2, 3))
+
+    assert partition.is_offline
+    assert partition.log.damaged_from == 0
+    assert [p.new_isr for p in sender.submitted] == [(2, 3)]
+    assert consumer_read(partition, 0).error_code is ErrorCode.KAFKA_STORAGE_ERROR

@@ -300,3 +300,28 @@ def test_a_damaged_local_log_met_while_truncating_is_cut_back_to_its_last_valid_
     assert log.producer_state.map_end_offset == 4
     assert log.append_as_follower(make_batch(4, 1, 6)) == 10, "fetching on from the cut"
     assert [h.base_offset for h in iter_log_headers(log.log, 0)] == [0, 1, 2, 3, 4]
+
+
+def test_a_damaged_local_log_met_by_the_producer_state_replay_is_repaired_at_open(tmp_path) -> None:
+    """Damage done while the replica was stopped, in the batches its producer state is replayed
+    from (no snapshot at the log end): opening it repairs it instead of failing the partition."""
+    directory = tmp_path / "topic-0"
+    clock = FakeClock(BASE_TIME)
+    config = LogConfig(index_interval_bytes=1)  # a clean load then reads only the last batch
+    log = PartitionLog.open(directory, config, clock)
+    for offset in range(10):
+        log.append_as_follower(make_batch(offset, 0))
+    log.close()
+    segment = next(directory.glob("*.log"))
+    fd = os.open(segment, os.O_RDWR)
+    try:
+        damaged = list(walk_batches(fd, 0, os.fstat(fd).st_size))[4]
+        at = damaged.position + 8  # BatchLength, PartitionLeaderEpoch, Magic...: no batch starts there
+        os.pwrite(fd, bytes(b ^ 0xFF for b in os.pread(fd, 16, at)), at)
+    finally:
+        os.close(fd)
+
+    reopened = ReplicaLog(PartitionLog.open(directory, config, clock, clean_shutdown=True), clock=clock)
+    assert reopened.log_end_offset == 4, "cut at the damaged batch: offsets 0-3 kept"
+    assert reopened.producer_state.map_end_offset == 4
+    assert reopened.append_as_follower(make_batch(4, 1, 6)) == 10
