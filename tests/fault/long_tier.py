@@ -11,7 +11,8 @@ tier's (``test_fault_ci.py``); a row is printed as each run ends and the whole t
 fault, seed, acked, lost, duplicated, misplaced, inconsistent, backwards, skipped, max ack gap,
 crashes and the verdict. The exit status is 1 if any run failed; a failed run's directory (broker
 logs and data) is kept and named. Not part of ``make test``: 3 seeds of 300 s take well over an
-hour.
+hour. ``KIPLING_FAULT_RDKAFKA_DEBUG=eos`` also logs each producer's own view (retries, sequence
+errors, epoch bumps) to ``$TMPDIR/kipling-rdkafka-*.log``, for a run that finds duplicates.
 """
 
 from __future__ import annotations

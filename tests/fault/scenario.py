@@ -24,9 +24,6 @@ from tests.fault.workload import PARTITIONS, TOPIC, Workload, WorkloadConfig, Wo
 from tests.integration.cluster import FAST_FAILOVER, Cluster
 
 HEAL_TIMEOUT_S = 120.0
-CI_MAX_IN_FLIGHT = 1
-"""The CI tier's producers keep one request in flight per connection (see
-:attr:`~tests.fault.workload.WorkloadConfig.max_in_flight` for the open bug that 5 shows)."""
 
 
 def run_fault(
@@ -146,4 +143,4 @@ def timed(fn: Callable[[], CheckResult]) -> tuple[CheckResult, float]:
     return result, time.monotonic() - started
 
 
-__all__ = ["CI_MAX_IN_FLIGHT", "assert_clean", "failures", "run_fault", "timed"]
+__all__ = ["assert_clean", "failures", "run_fault", "timed"]

@@ -17,7 +17,7 @@ import pytest
 
 from tests.fault.disk import DISK_FAULTS
 from tests.fault.faults import CI, CONNECTION_FAULTS, FAULTS
-from tests.fault.scenario import CI_MAX_IN_FLIGHT, assert_clean, run_fault
+from tests.fault.scenario import assert_clean, run_fault
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -26,8 +26,6 @@ SEED = 15
 
 @pytest.mark.parametrize("fault", [f for f in FAULTS if f not in CONNECTION_FAULTS and f not in DISK_FAULTS])
 def test_fault(fault: str, tmp_path: Path) -> None:
-    result = run_fault(
-        FAULTS[fault](CI), tmp_path, seed=SEED, seconds=CI.seconds, max_in_flight=CI_MAX_IN_FLIGHT
-    )
+    result = run_fault(FAULTS[fault](CI), tmp_path, seed=SEED, seconds=CI.seconds)
     print(result.summary())
     assert_clean(result)

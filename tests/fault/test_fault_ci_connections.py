@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.fault.faults import CI, CONNECTION_FAULTS, FAULTS
-from tests.fault.scenario import CI_MAX_IN_FLIGHT, assert_clean, run_fault
+from tests.fault.scenario import assert_clean, run_fault
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -19,8 +19,6 @@ SEED = 15
 
 @pytest.mark.parametrize("fault", CONNECTION_FAULTS)
 def test_fault(fault: str, tmp_path: Path) -> None:
-    result = run_fault(
-        FAULTS[fault](CI), tmp_path, seed=SEED, seconds=CI.seconds, max_in_flight=CI_MAX_IN_FLIGHT
-    )
+    result = run_fault(FAULTS[fault](CI), tmp_path, seed=SEED, seconds=CI.seconds)
     print(result.summary())
     assert_clean(result)

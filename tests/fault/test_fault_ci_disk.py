@@ -11,7 +11,7 @@ import pytest
 
 from tests.fault.disk import DISK_FAULTS
 from tests.fault.faults import CI, FAULTS
-from tests.fault.scenario import CI_MAX_IN_FLIGHT, assert_clean, run_fault
+from tests.fault.scenario import assert_clean, run_fault
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -22,8 +22,6 @@ SEED = 15
 def test_fault(fault: str, tmp_path: Path) -> None:
     if fault == "disk-full" and os.geteuid() != 0:
         pytest.skip("disk-full mounts a tmpfs: it needs root (as in CI)")
-    result = run_fault(
-        FAULTS[fault](CI), tmp_path, seed=SEED, seconds=CI.seconds, max_in_flight=CI_MAX_IN_FLIGHT
-    )
+    result = run_fault(FAULTS[fault](CI), tmp_path, seed=SEED, seconds=CI.seconds)
     print(result.summary())
     assert_clean(result)

@@ -8,7 +8,7 @@ import pytest
 
 from tests.fault.faults import CI
 from tests.fault.partition import run_isolated, unavailable
-from tests.fault.scenario import CI_MAX_IN_FLIGHT, assert_clean
+from tests.fault.scenario import assert_clean
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -17,6 +17,6 @@ def test_partition_isolating_a_leader_loses_nothing() -> None:
     reason = unavailable()
     if reason is not None:
         pytest.skip(f"network partition fault: {reason}")
-    result = run_isolated(seed=15, seconds=CI.seconds, timeout_s=400, max_in_flight=CI_MAX_IN_FLIGHT)
+    result = run_isolated(seed=15, seconds=CI.seconds, timeout_s=400)
     print(result.report())
     assert_clean(result)

@@ -21,11 +21,15 @@ in the log at that offset for good).
 from __future__ import annotations
 
 import itertools
+import logging
+import os
+import tempfile
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -74,12 +78,10 @@ class WorkloadConfig:
     flush_timeout_s: float = 120.0
     """How long stop() waits for the outcome of values still in flight (a fault may be healing)."""
     max_in_flight: int = 5
-    """librdkafka's max.in.flight per connection (5, its most with idempotence). The CI tier uses 1
-    until an open bug is fixed: with 5, a leader change now and then ends with an idempotent
-    producer bumping its epoch and resending batches the old leader had written, which then appear
-    twice (long tier; CI once). The likely cause: a follower hands its log to the new leader with a
-    producer snapshot holding only each producer's last batch (Kafka's format), so a retry of an
-    earlier batch still in flight is not recognised as a duplicate."""
+    """librdkafka's max.in.flight per connection: 5, its most with idempotence and its default. With
+    5, a producer that reaches a new leader while it is still taking the lead once got
+    NOT_LEADER_OR_FOLLOWER and then OUT_OF_ORDER_SEQUENCE_NUMBER, bumped its epoch and wrote a
+    batch twice (librdkafka#4953); the broker now waits out that window (ProduceService)."""
 
     def max_values(self, seconds: float) -> int:
         """Per producer, for a run of ``seconds``: the count bound (time usually ends the run first)."""
@@ -150,6 +152,28 @@ def create_topic(
     raise AssertionError(f"{topic} has no leader for every partition after {timeout_s}s")
 
 
+RDKAFKA_DEBUG_ENV = "KIPLING_FAULT_RDKAFKA_DEBUG"
+"""Set to librdkafka debug contexts (``eos``, ``eos,msg``...) to log each producer's client-side
+view (retries, sequence errors, epoch bumps) to ``$TMPDIR/kipling-rdkafka-<pid>-<producer>.log``:
+what the broker's own log cannot show when a run finds duplicates."""
+
+
+def _producer(config: WorkloadConfig, index: int) -> Producer:
+    settings = producer_config(config.bootstrap, config.max_in_flight)
+    debug = os.environ.get(RDKAFKA_DEBUG_ENV)
+    if not debug:
+        return Producer(settings)
+    logger = logging.getLogger(f"kipling.fault.rdkafka.{os.getpid()}.{index}.{id(config)}")
+    path = Path(tempfile.gettempdir()) / f"kipling-rdkafka-{os.getpid()}-{index}.log"
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    settings.update({"debug": debug, "log_level": 7})
+    return Producer(settings, logger=logger)
+
+
 class _ProducerThread(threading.Thread):
     """One idempotent producer writing ``p<index>-<seq>`` values round-robin over the partitions."""
 
@@ -172,7 +196,7 @@ class _ProducerThread(threading.Thread):
     def run(self) -> None:
         config = self._workload.config
         try:
-            producer = Producer(producer_config(config.bootstrap, config.max_in_flight))
+            producer = _producer(config, self._index)
             interval = 1.0 / config.rate
             next_at = time.monotonic()
             while not self._workload._stopping.is_set() and self.sent < self._workload.max_values:
