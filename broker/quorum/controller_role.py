@@ -116,14 +116,28 @@ class ControllerRole:
         if current is None and self._raft.own_epoch_committed:
             self._building = True
             try:
-                self._active.activate(self._build(snapshot.epoch))
+                controller = self._build(snapshot.epoch)
+                controller.on_failure(lambda reason: self._on_controller_failed(controller))
+                self._active.activate(controller)
             except Exception:
                 _log.exception("could not build the controller from the metadata log", epoch=snapshot.epoch)
-                if len(self._raft.voters) > 1:
-                    self._raft.resign()  # another voter may do better than a leader without a controller
-                else:  # nobody to hand over to: try again later
-                    asyncio.get_running_loop().call_later(
-                        BUILD_RETRY_S, lambda: self._on_change(self._raft.snapshot())
-                    )
+                self._hand_over()
             finally:
                 self._building = False
+
+    def _on_controller_failed(self, controller: QuorumController) -> None:
+        """The active controller's write failed (its metadata log dir is full or failed): it can
+        never write again. Stop serving with it and give the quorum to a voter that can write; a
+        single voter rebuilds from the log later (the failed append left the log as it was)."""
+        if self._active.current is not controller:
+            return
+        self._active.deactivate()
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        if len(self._raft.voters) > 1:
+            self._raft.resign()  # another voter may do better than a leader without a controller
+        else:  # nobody to hand over to: try again later
+            asyncio.get_running_loop().call_later(
+                BUILD_RETRY_S, lambda: self._on_change(self._raft.snapshot())
+            )

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -171,6 +171,10 @@ class QuorumController:
     def on_append(self, callback: AppendListener) -> None:
         """Call ``callback(last_offset)`` after every appended batch."""
         self._writer.on_append(callback)
+
+    def on_failure(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(reason)`` when a write fails: this controller can never write again."""
+        self._writer.on_failure(callback)
 
     def replay(self, records: Iterable[LogEntry]) -> None:
         """Apply already-logged (offset, epoch, record) entries, batch by batch, then restart sessions.

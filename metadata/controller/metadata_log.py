@@ -115,6 +115,7 @@ class MetadataWriter:
         self._image = image
         self._epoch = epoch
         self._listeners: list[AppendListener] = []
+        self._failure_listeners: list[Callable[[str], None]] = []
         self._failure: str | None = None
 
     @property
@@ -129,6 +130,10 @@ class MetadataWriter:
 
     def on_append(self, listener: AppendListener) -> None:
         self._listeners.append(listener)
+
+    def on_failure(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(reason)`` once, when the writer fails (a full or failed metadata disk)."""
+        self._failure_listeners.append(listener)
 
     def check_writable(self) -> None:
         """Raise ControllerFailedError unless the log and the image are in step and nothing failed."""
@@ -166,6 +171,11 @@ class MetadataWriter:
     def _fail(self, reason: str) -> None:
         self._failure = reason
         _log.error("metadata writer failed; the controller must be rebuilt from the log", reason=reason)
+        for listener in list(self._failure_listeners):
+            try:
+                listener(reason)
+            except Exception:
+                _log.exception("metadata writer failure listener failed")
 
     def _notify(self, last_offset: int) -> None:
         for listener in list(self._listeners):

@@ -197,3 +197,37 @@ async def test_a_snapshot_lets_the_log_be_cleaned_and_an_observer_is_pointed_to_
     finally:
         await voter.raft.stop()
         voter.partition_log.close()
+
+
+async def test_a_controller_whose_metadata_append_fails_steps_down_and_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full metadata disk fails the active controller's append: it stops serving at once
+    (NOT_CONTROLLER, not a failed controller answering UNKNOWN_SERVER_ERROR), and a single voter,
+    with nobody to hand over to, builds a new one from the log, which the failed append left
+    as it was."""
+    voter = OneVoter(tmp_path)
+    voter.raft.start()
+    try:
+        controller = await voter.until_active()
+        end = voter.raft.log.end_offset
+        append = voter.partition_log.append_as_leader
+
+        def full(*args: object, **kwargs: object) -> object:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(voter.partition_log, "append_as_leader", full)
+        with pytest.raises(OSError):
+            controller.import_records([ProducerIdsRecord(1, 0, 1000)])
+        assert voter.active.current is None
+        with pytest.raises(KafkaError) as refused:
+            voter.active.get()
+        assert refused.value.code == ErrorCode.NOT_CONTROLLER
+        monkeypatch.setattr(voter.partition_log, "append_as_leader", append)
+        rebuilt = await voter.until_active()
+        assert rebuilt is not controller and voter.raft.log.end_offset == end
+        rebuilt.import_records([ProducerIdsRecord(1, 0, 1000)])
+        assert voter.raft.log.end_offset == end + 1
+    finally:
+        await voter.raft.stop()
+        voter.partition_log.close()
