@@ -457,6 +457,15 @@ class Partition:
             duplicate = self.producer_state.check_and_prepare(header, origin="leader", now_ms=now_ms)
         except OutOfOrderSequenceError as exc:
             verify_crc(data)
+            if self._log_dir_full:
+                # The gap is the batch this full disk refused a moment ago, and this one would be
+                # refused too. Saying so keeps the producer retrying in order; OUT_OF_ORDER_SEQUENCE
+                # makes librdkafka bump its epoch and renumber whatever it has in flight on every
+                # partition, duplicating batches other leaders had written but not yet answered.
+                raise KafkaError(
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                    f"no space left in the log dir of {self.topic}-{self.index} ({exc})",
+                ) from None
             raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc)) from None
         except InvalidProducerEpochError as exc:
             verify_crc(data)

@@ -20,6 +20,7 @@ from protocol.records.batch import CURRENT_MAGIC
 from protocol.sentinels import NO_LEADER_EPOCH, IsolationLevel
 from storage.clock import FakeClock
 from storage.config import LogConfig
+from storage.errors import LogDirFullError
 from storage.log import PartitionLog
 from storage.producer_recovery import iter_log_headers
 from storage.producer_snapshot import list_snapshot_offsets
@@ -175,6 +176,31 @@ def test_sequence_gap_is_out_of_order(partition: Partition) -> None:
     )
     assert append(partition, batch(1, producer_id=42, epoch=0, sequence=2)).base_offset == 2
     assert partition.log_end_offset == 3
+
+
+def test_a_sequence_gap_left_by_a_full_disk_is_a_storage_error(
+    partition: Partition, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next pipelined batch after one the full disk refused hears KAFKA_STORAGE_ERROR, the
+    reason for the gap, not OUT_OF_ORDER_SEQUENCE_NUMBER (which makes librdkafka bump its epoch
+    and renumber, duplicating what other partitions had written). Once space returns the retries
+    in order are appended."""
+    append(partition, batch(2, producer_id=42, epoch=0, sequence=0))
+    append_as_leader = partition.log.append_as_leader
+
+    def full(*_: object) -> None:
+        raise LogDirFullError(partition.log.directory)
+
+    monkeypatch.setattr(partition.log, "append_as_leader", full)
+    assert error_of(partition, batch(1, producer_id=42, epoch=0, sequence=2)) is ErrorCode.KAFKA_STORAGE_ERROR
+    assert error_of(partition, batch(1, producer_id=42, epoch=0, sequence=3)) is ErrorCode.KAFKA_STORAGE_ERROR
+    monkeypatch.setattr(partition.log, "append_as_leader", append_as_leader)
+    assert append(partition, batch(1, producer_id=42, epoch=0, sequence=2)).base_offset == 2
+    assert append(partition, batch(1, producer_id=42, epoch=0, sequence=3)).base_offset == 3
+    assert (
+        error_of(partition, batch(1, producer_id=42, epoch=0, sequence=9))
+        is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    )
 
 
 def test_older_producer_epoch_is_fenced(partition: Partition) -> None:
