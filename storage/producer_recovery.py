@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import structlog
 
-from protocol.errors import ProtocolError
+from protocol.records import ProtocolError
 from protocol.records.batch import RecordBatchHeader
 from storage.log import PartitionLog
 from storage.producer_state import ProducerStateManager

@@ -27,7 +27,8 @@ class KeyedWaiters:
         waiters = self._waiters.setdefault(key, set())
         waiters.add(waiter)
         try:
-            await asyncio.wait_for(waiter, timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await waiter
             return True
         except TimeoutError:
             return False
