@@ -42,6 +42,7 @@ from metadata.raft.quorum import NotLeaderError, RaftNode
 from metadata.raft.segment_log import SegmentRaftLog
 from metadata.raft.state import Kind
 from storage.clock import Clock
+from storage.errors import is_log_dir_full
 
 __all__ = ["LeadershipLostError", "QuorumSnapshot", "RaftManager"]
 
@@ -90,6 +91,8 @@ class RaftManager:
         self._metrics = metrics
         self._snapshots = snapshots
         self._stopped = False
+        self._log_dir_full = False
+        """The metadata log's disk was full at the last failed step: said once, until a step succeeds."""
         self._election_started_ms: int | None = None
         self._appended_at: collections.deque[tuple[int, int]] = collections.deque()
         """(log end after an append, when): the commit latency is measured from here."""
@@ -189,8 +192,8 @@ class RaftManager:
                 result = self._node.poll()
                 self._send(result.messages)
                 self._after_step()
-            except Exception:  # never a silent death: say so, step aside, and keep the timers going
-                _log.exception("the quorum's poll failed", node_id=self.node_id)
+            except Exception as exc:  # never a silent death: say so, step aside, and keep the timers going
+                self._step_failed("the quorum's poll", exc)
                 self._step_aside()
                 await asyncio.sleep(POLL_FAILURE_BACKOFF_S)
                 continue
@@ -210,6 +213,26 @@ class RaftManager:
         self._after_step()
         return answer
 
+    def _step_failed(self, what: str, exc: Exception) -> None:
+        """A full metadata disk is said once per episode, in one line (Raft's timers retry until
+        space returns); any other failure with its traceback, each time."""
+        if not is_log_dir_full(exc):
+            _log.error(f"{what} failed", node_id=self.node_id, exc_info=exc)
+            return
+        if not self._log_dir_full:
+            self._log_dir_full = True
+            _log.error(
+                "metadata log dir full: this voter cannot write the quorum's log or state until it has space",
+                node_id=self.node_id,
+                during=what,
+                error=str(exc),
+            )
+
+    def _step_succeeded(self) -> None:
+        if self._log_dir_full:
+            self._log_dir_full = False
+            _log.info("metadata log dir has space again", node_id=self.node_id)
+
     def _step_aside(self) -> None:
         with contextlib.suppress(Exception):
             self.resign()
@@ -220,10 +243,11 @@ class RaftManager:
         try:
             self._send(self._node.handle(response))
             self._after_step()
-        except Exception:  # e.g. a follower's append failed: say so, and let Raft's timers retry
-            _log.exception("handling a quorum response failed", response=type(response).__name__)
+        except Exception as exc:  # e.g. a follower's append failed: say so, and let Raft's timers retry
+            self._step_failed(f"handling a quorum {type(response).__name__}", exc)
             self._step_aside()
             return
+        self._step_succeeded()
 
     def _gone(self, node_id: int) -> None:
         if self._stopped:

@@ -29,6 +29,7 @@ from protocol.errors import DecodeError, ProtocolError
 from protocol.framing import frame_header
 from protocol.headers import RESPONSE_HEADER, peek_api, response_header_version
 from protocol.messages import REQUESTS, RESPONSES
+from storage.errors import is_log_dir_full
 
 log = structlog.get_logger("kipling.dispatcher")
 
@@ -167,7 +168,12 @@ class RequestDispatcher:
             return self._error_or_close(handler, ctx, exc.code, body)
         except CloseConnection:
             raise
-        except Exception:
+        except Exception as exc:
+            if is_log_dir_full(exc):  # a write found its disk full: the caller's error, one line
+                log.warning(
+                    "request failed: no space left on device", api=api_name(ctx.api_key), error=str(exc)
+                )
+                return self._error_or_close(handler, ctx, ErrorCode.KAFKA_STORAGE_ERROR, body)
             log.exception("handler failed", api=api_name(ctx.api_key), version=ctx.api_version, peer=ctx.peer)
             return self._error_or_close(handler, ctx, ErrorCode.UNKNOWN_SERVER_ERROR, body)
 
