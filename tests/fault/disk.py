@@ -5,6 +5,8 @@ segment. Each runs inside the same workload and checker as the process faults.
   its metadata log elsewhere (``metadata.log.dir``, as Kafka recommends). The fault fills the
   tmpfs with a ballast file, restarts the node on the full disk (a broker must start on one), and
   then deletes the ballast: the node must take writes again and return to every ISR by itself.
+  ``disk-full-shared`` does the same with the node's metadata log on that disk too
+  (Kafka's default layout), so its metadata quorum replica fills with its data.
 * ``corrupt-segment`` — the preferred leader of one partition is stopped cleanly, 16 bytes of a
   batch header in its segment are flipped (a batch a clean start does not scan), and it is
   restarted: as after a clean shutdown in Kafka, nothing is re-validated. It rejoins the ISR and is
@@ -66,9 +68,14 @@ def _fill(path: Path) -> int:
 class DiskFull(Fault):
     name = "disk-full"
 
-    def __init__(self, node: int = 3) -> None:
+    def __init__(self, node: int = 3, *, shared: bool = False) -> None:
+        """``shared``: the metadata log is on the full disk too (``metadata.log.dir`` unset: the
+        first ``log.dirs`` entry, Kafka's default), so the node's quorum replica fills with it."""
         self.node = node
+        self.shared = shared
         self.mount: Path | None = None
+        if shared:
+            self.name = "disk-full-shared"
 
     def prepare(self, cluster: Cluster) -> None:
         broker = cluster.brokers[self.node]
@@ -77,7 +84,9 @@ class DiskFull(Fault):
         if problem is not None:
             raise RuntimeError(f"disk-full needs a tmpfs (root): {problem}")
         self.mount = mount
-        broker.overrides += [f"log.dirs={mount}", f"metadata.log.dir={broker.data_dir / 'logs'}"]
+        broker.overrides.append(f"log.dirs={mount}")
+        if not self.shared:
+            broker.overrides.append(f"metadata.log.dir={broker.data_dir / 'logs'}")
 
     def inject(self, ctx: FaultContext) -> None:
         assert self.mount is not None
@@ -219,8 +228,9 @@ class DamagedSegment(Fault):
 
 
 FAULTS["disk-full"] = lambda tier: DiskFull()
+FAULTS["disk-full-shared"] = lambda tier: DiskFull(shared=True)
 FAULTS["corrupt-segment"] = lambda tier: DamagedSegment("corrupt")
 FAULTS["truncated-segment"] = lambda tier: DamagedSegment("truncate")
-DISK_FAULTS = ["disk-full", "corrupt-segment", "truncated-segment"]
+DISK_FAULTS = ["disk-full", "disk-full-shared", "corrupt-segment", "truncated-segment"]
 
 __all__ = ["DISK_FAULTS", "DamagedSegment", "DiskFull"]
