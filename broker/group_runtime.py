@@ -179,8 +179,14 @@ class GroupCoordinatorRuntime:
         except asyncio.CancelledError:
             raise
         except Exception:
-            _log.exception("loading __consumer_offsets failed", partition=index)
-            records = []
+            # Never load it as empty: every group would lose its committed offsets, and consumers
+            # would reset and commit that. Unloaded, its groups answer NOT_COORDINATOR; a damaged
+            # log has resigned its leadership, and the next leader loads it.
+            _log.exception(
+                "loading __consumer_offsets failed: its groups stay unserved here", partition=index
+            )
+            self.coordinator.unload_partition(index)
+            return
         self.coordinator.load_partition(index, records)
         if records:
             _log.info("group coordinator loaded partition", partition=index, records=len(records))

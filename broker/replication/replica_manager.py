@@ -128,6 +128,12 @@ class ReplicaManager:
         if self.taking_lead(topic, index):
             await self._taking_lead_waiters.wait((topic, index), timeout_s)
 
+    def mark_failed(self, topic: str, index: int) -> None:
+        """Taking the lead of this partition failed (its log could not be taken back or opened): it
+        answers KAFKA_STORAGE_ERROR until newer metadata gives it to this broker again or elsewhere."""
+        if (topic, index) not in self._partitions:
+            self._failed.add((topic, index))
+
     def transition_done(self, topic: str, index: int) -> None:
         """The replica transitions finished with this partition (led, followed or failed): wake the
         requests that waited in :meth:`wait_until_led`."""
@@ -216,7 +222,8 @@ class ReplicaManager:
             partition.add_listener(listener)
         self._partitions[key] = partition
         self._by_id[(topic.topic_id, state.partition)] = partition
-        self._tell_leadership(partition, True)
+        if not partition.is_offline:  # damaged while taking the lead: it serves nobody, it resigns
+            self._tell_leadership(partition, True)
 
     def _open_partition(
         self, topic: TopicState, state: PartitionState, log_config: LogConfig, min_isr: int
