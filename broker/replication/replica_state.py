@@ -58,7 +58,7 @@ class ReplicaState:
     broker_epoch: int = -1
     lost_committed: bool = False
     """The follower's log went back below the high watermark (a replica cut short by its own repair,
-    or wiped): it lacks committed records, so it is out of sync until it reaches the leader's LEO."""
+    or wiped): it lacks committed records, so it is out of sync until it reaches the HW again."""
 
     def update_fetch_state(
         self,
@@ -76,7 +76,6 @@ class ReplicaState:
         """
         if fetch_offset >= leader_end_offset:
             self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, fetch_time_ms)
-            self.lost_committed = False
         elif fetch_offset >= self.last_fetch_leader_log_end_offset:
             self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
         self.log_end_offset = fetch_offset
@@ -282,6 +281,8 @@ class LeaderReplicaSet:
         )
         if old_leo != UNKNOWN_OFFSET and fetch_offset < min(old_leo, self.high_watermark):
             state.lost_committed = True
+        elif fetch_offset >= self.high_watermark:
+            state.lost_committed = False  # every committed record again: it may rejoin (6.3)
         if state.log_end_offset != old_leo:
             return self.maybe_increment_high_watermark(fetch_time_ms)
         return False

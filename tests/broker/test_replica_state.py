@@ -586,8 +586,30 @@ def test_follower_back_below_hw_is_out_of_sync_at_once():
     assert rs.followers[3].lost_committed
     assert rs.shrink_candidates(T0 + 2) == [3]  # well within the lag max
     assert rs.high_watermark == 10  # the HW never goes back
-    rs.update_follower_fetch(3, 10, 0, T0 + 3)  # caught up to the leader's LEO again
-    assert not rs.followers[3].lost_committed and rs.shrink_candidates(T0 + 4) == []
+    rs.update_leader_log_end_offset(14, T0 + 3)
+    rs.update_follower_fetch(3, 10, 0, T0 + 3)  # back at the HW, behind the leader's LEO
+    assert not rs.followers[3].lost_committed
+    assert rs.expansion_candidate(3) is False  # still in the ISR: nothing to expand
+    assert rs.shrink_candidates(T0 + 4) == []  # and not shrunk again: no flapping
+
+
+def test_a_shrunk_follower_that_lost_committed_records_rejoins_at_the_hw_without_flapping():
+    rs = make_set(isr=(1, 2, 3), leo=10, hw=0, now=T0)
+    for follower in (2, 3):
+        rs.update_follower_fetch(follower, 10, 0, T0)
+    rs.update_follower_fetch(3, 4, 0, T0 + 1)
+    rs.isr = rs.maximal_isr = (1, 2)  # the shrink committed
+    rs.update_leader_log_end_offset(20, T0 + 2)
+    rs.update_follower_fetch(2, 20, 0, T0 + 2)
+    assert rs.high_watermark == 20
+    rs.update_follower_fetch(3, 12, 0, T0 + 3)  # still below the HW: still lacking committed records
+    assert rs.followers[3].lost_committed and not rs.expansion_candidate(3)
+    rs.update_leader_log_end_offset(24, T0 + 4)
+    rs.update_follower_fetch(3, 20, 0, T0 + 4)  # at the HW, behind the LEO (24)
+    assert not rs.followers[3].lost_committed and rs.expansion_candidate(3)
+    rs.isr = rs.maximal_isr = (1, 2, 3)  # re-admitted
+    rs.update_follower_fetch(3, 22, 0, T0 + 5)
+    assert rs.shrink_candidates(T0 + 6) == []  # not shrunk again on its next fetch
 
 
 def test_follower_truncating_above_hw_stays_in_sync():
