@@ -116,6 +116,8 @@ class ReplicaTransitions:
                 self._logger.exception(
                     "partition transition failed", topic=topic.name, partition=state.partition
                 )
+                if state.leader_id == self._node_id:
+                    self._replicas.mark_failed(topic.name, state.partition)
             finally:
                 self._replicas.transition_done(topic.name, state.partition)
 

@@ -41,6 +41,7 @@ from metadata.records import (
     UnfenceBrokerRecord,
 )
 from metadata.topics import NO_LEADER, TopicState
+from protocol.error_codes import ErrorCode
 from protocol.records.builder import Record, build_batch
 from server_common.config import BrokerConfig, load_config, to_log_config
 from storage.clock import FakeClock
@@ -1023,3 +1024,6 @@ async def test_a_failed_transition_wakes_the_waiters_and_the_wait_is_bounded(
     await node.transitions.apply(delta, node.image)
     await asyncio.wait_for(waiter, 5.0)  # woken by the failed transition, not its 30 s
     assert node.replicas.get_partition("orders", 0) is None
+    # and later requests do not wait for it again: the partition failed here
+    assert not node.replicas.taking_lead("orders", 0)
+    assert node.replicas.partition_error("orders", 0) is ErrorCode.KAFKA_STORAGE_ERROR
