@@ -125,10 +125,12 @@ class ProduceService:
 
         The outcomes come in request order.
         """
+        started_ms = self._clock.time_ms()
         await self._wait_for_leadership(request)
         outcomes = self.append(request)
         if request.acks == -1:
-            await self.wait_for_commit(request.timeout_ms, outcomes)
+            waited_ms = self._clock.time_ms() - started_ms
+            await self.wait_for_commit(max(0, request.timeout_ms - waited_ms), outcomes)
         return outcomes
 
     async def _wait_for_leadership(self, request: ProduceRequest) -> None:
