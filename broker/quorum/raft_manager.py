@@ -240,6 +240,7 @@ class RaftManager:
     def _deliver(self, response: RaftMessage) -> None:
         if self._stopped:
             return
+        end_before = self._log.end_offset
         try:
             self._send(self._node.handle(response))
             self._after_step()
@@ -247,7 +248,8 @@ class RaftManager:
             self._step_failed(f"handling a quorum {type(response).__name__}", exc)
             self._step_aside()
             return
-        self._step_succeeded()
+        if self._log.end_offset != end_before:  # it wrote: the disk has space again
+            self._step_succeeded()
 
     def _gone(self, node_id: int) -> None:
         if self._stopped:

@@ -23,6 +23,7 @@ import structlog
 
 from metadata.image import MetadataDelta, MetadataImage
 from metadata.records import MetadataRecord
+from protocol.error_codes import ErrorCode, KafkaError
 
 LogEntry = tuple[int, int, MetadataRecord]
 """(offset, epoch, record): one record of the metadata log with the epoch of its batch."""
@@ -155,7 +156,11 @@ class MetadataWriter:
             first = self._log.append(records, self._epoch)
         except Exception as exc:
             self._fail(f"metadata append failed: {exc!r}")
-            raise
+            if isinstance(exc, KafkaError):
+                raise  # NOT_CONTROLLER: the quorum moved on
+            # This controller is done (its failure listeners hand the quorum over): the caller
+            # retries with the next one, as after any change of controller.
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, f"metadata append failed: {exc}") from exc
         if first != expected:
             self._fail(f"the metadata log put the batch at offset {first}, expected {expected}")
             raise ControllerFailedError(self._failure)

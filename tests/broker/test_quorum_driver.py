@@ -217,8 +217,9 @@ async def test_a_controller_whose_metadata_append_fails_steps_down_and_is_rebuil
             raise OSError(28, "No space left on device")
 
         monkeypatch.setattr(voter.partition_log, "append_as_leader", full)
-        with pytest.raises(OSError):
+        with pytest.raises(KafkaError) as failed:
             controller.import_records([ProducerIdsRecord(1, 0, 1000)])
+        assert failed.value.code == ErrorCode.NOT_CONTROLLER  # the caller retries with the next one
         assert voter.active.current is None
         with pytest.raises(KafkaError) as refused:
             voter.active.get()

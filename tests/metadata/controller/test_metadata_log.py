@@ -11,7 +11,7 @@ from metadata.controller.controller import QuorumController
 from metadata.controller.metadata_log import ControllerFailedError, InMemoryMetadataLog, MetadataWriter
 from metadata.image import MetadataImage
 from metadata.records import MetadataRecord, RegisterBrokerRecord, TopicRecord
-from protocol.error_codes import ErrorCode
+from protocol.error_codes import ErrorCode, KafkaError
 from tests.metadata.controller.helpers import CLUSTER_ID, Cluster, endpoints, incarnation
 
 T1 = uuid.UUID(int=1)
@@ -53,8 +53,12 @@ class BrokenLog(InMemoryMetadataLog):
 def test_a_failed_append_changes_nothing_and_stops_the_writer() -> None:
     image = MetadataImage()
     writer = MetadataWriter(BrokenLog(), image, 1)
-    with pytest.raises(OSError, match="disk full"):
+    failures: list[str] = []
+    writer.on_failure(failures.append)
+    with pytest.raises(KafkaError, match="disk full") as failed:
         writer.commit([TopicRecord("a", T1)])
+    assert failed.value.code == ErrorCode.NOT_CONTROLLER  # the caller goes to the next controller
+    assert failures == ["metadata append failed: OSError('disk full')"]
     assert image.get("a") is None and image.offset == -1
     with pytest.raises(ControllerFailedError, match="disk full"):
         writer.commit([TopicRecord("a", T1)])
