@@ -37,6 +37,7 @@ a follower fetch that moves the high watermark completes acks=-1 produces: never
 
 from __future__ import annotations
 
+import os
 import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
@@ -101,6 +102,10 @@ _POSITION_CACHE_LIMIT = 1024
 _log = structlog.get_logger("kipling.partition")
 
 PartitionListener = Callable[["Partition"], None]
+
+_FULL_DISK_HEADROOM_BYTES = 1 << 20
+"""Free space beyond a batch's size below which a log dir that was full is taken to be full still
+(index entries, a roll, a checkpoint also need room)."""
 
 
 class AlterPartitionSender(Protocol):
@@ -457,7 +462,7 @@ class Partition:
             duplicate = self.producer_state.check_and_prepare(header, origin="leader", now_ms=now_ms)
         except OutOfOrderSequenceError as exc:
             verify_crc(data)
-            if self._log_dir_full:
+            if self._log_dir_full and not self._has_space_for(len(data)):
                 # The gap is the batch this full disk refused a moment ago, and this one would be
                 # refused too. Saying so keeps the producer retrying in order; OUT_OF_ORDER_SEQUENCE
                 # makes librdkafka bump its epoch and renumber whatever it has in flight on every
@@ -479,6 +484,14 @@ class Partition:
                 first_offset=duplicate.first_offset,
             )
         return duplicate
+
+    def _has_space_for(self, size: int) -> bool:
+        """Whether the log dir has room for ``size`` bytes again (a full disk's gap is then a real gap)."""
+        try:
+            stats = os.statvfs(self.log.directory)
+        except OSError:
+            return False
+        return stats.f_bavail * stats.f_frsize > size + _FULL_DISK_HEADROOM_BYTES
 
     def _duplicate_result(self, duplicate: DuplicateBatch) -> AppendResult:
         log_append_time = duplicate.timestamp if self.log.config.log_append_time else NO_TIMESTAMP

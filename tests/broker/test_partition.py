@@ -192,8 +192,15 @@ def test_a_sequence_gap_left_by_a_full_disk_is_a_storage_error(
         raise LogDirFullError(partition.log.directory)
 
     monkeypatch.setattr(partition.log, "append_as_leader", full)
+    space = [False]
+    monkeypatch.setattr(partition, "_has_space_for", lambda size: space[0])
     assert error_of(partition, batch(1, producer_id=42, epoch=0, sequence=2)) is ErrorCode.KAFKA_STORAGE_ERROR
     assert error_of(partition, batch(1, producer_id=42, epoch=0, sequence=3)) is ErrorCode.KAFKA_STORAGE_ERROR
+    space[0] = True  # space returned, and the refused batch never came back: a real gap
+    assert (
+        error_of(partition, batch(1, producer_id=42, epoch=0, sequence=3))
+        is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    )
     monkeypatch.setattr(partition.log, "append_as_leader", append_as_leader)
     assert append(partition, batch(1, producer_id=42, epoch=0, sequence=2)).base_offset == 2
     assert append(partition, batch(1, producer_id=42, epoch=0, sequence=3)).base_offset == 3
