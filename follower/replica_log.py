@@ -161,7 +161,11 @@ class ReplicaLog:
         config, clock = log.config, log.clock
         log.close()
         self.log = open_handed_over_log(handover, config, clock)
-        self._rebuild_producer_state()
+        try:
+            self._rebuild_producer_state()
+        except BaseException:
+            self.log.close()  # whoever gives the partition up closes only the log it handed in
+            raise
         self._logger.warning("local log repaired", log_end_offset=self.log.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
