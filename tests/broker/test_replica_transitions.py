@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 import pytest
 from structlog.testing import capture_logs
 
+from broker.produce.service import ProducePartitionData, ProduceRequest, ProduceService
 from broker.replication.followers import FollowedPartition
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager
@@ -44,6 +45,7 @@ from metadata.topics import NO_LEADER, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.records.builder import Record, build_batch
 from server_common.config import BrokerConfig, load_config, to_log_config
+from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.errors import KiplingStorageError
@@ -1027,3 +1029,32 @@ async def test_a_failed_transition_wakes_the_waiters_and_the_wait_is_bounded(
     # and later requests do not wait for it again: the partition failed here
     assert not node.replicas.taking_lead("orders", 0)
     assert node.replicas.partition_error("orders", 0) is ErrorCode.KAFKA_STORAGE_ERROR
+
+
+async def test_a_produce_in_the_window_is_appended_once_the_lead_is_taken(node: Node) -> None:
+    """The produce path end to end, with the real ReplicaManager: a produce that arrives after the
+    metadata names this broker leader but before the follower process handed the log back waits,
+    then is appended, instead of answering NOT_LEADER_OR_FOLLOWER."""
+    node.metadata.batch(topic("orders", ORDERS, partition(ORDERS, 0, 2, leader_epoch=1, partition_epoch=1)))
+    await node.initial()
+    node.supervisor.open_as_follower(("orders", 0)).append_as_follower(batch(0, 1, 3))
+    delta = node.metadata.batch(change(ORDERS, 0, NODE, leader_epoch=2, partition_epoch=2, isr=(1,)))
+    loop = asyncio.get_running_loop()
+    service = ProduceService(node.replicas, DelayedOperationPurgatory("Produce", loop), node.clock)
+    request = ProduceRequest(
+        version=9,
+        client_id="t",
+        acks=1,
+        timeout_ms=30_000,
+        transactional_id=None,
+        partitions=[ProducePartitionData("orders", 0, produced())],
+    )
+
+    produce = asyncio.create_task(service.produce(request))
+    await asyncio.sleep(0)
+    assert not produce.done()  # waiting for the lead, not answered NOT_LEADER_OR_FOLLOWER
+    await node.transitions.apply(delta, node.image)
+    [outcome] = await asyncio.wait_for(produce, 5.0)
+
+    assert outcome.error_code is ErrorCode.NONE
+    assert outcome.result is not None and outcome.result.base_offset == 3
