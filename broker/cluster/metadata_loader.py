@@ -231,7 +231,9 @@ class MetadataLoader:
                 # than act on a history this broker cannot reconcile; the error names the record.
                 self._logger.error("metadata batch refused by the image", error=str(exc), offset=exc.offset)
                 return False
-        if not self.caught_up and self._next_offset >= fetched.high_watermark:
+        # A HW of -1 is a leader that has not committed an entry of its epoch yet: the end of the
+        # committed log is unknown, so nothing is caught up to (it would delete logs as strays).
+        if not self.caught_up and 0 <= fetched.high_watermark <= self._next_offset:
             self._logger.info("metadata caught up", offset=self._next_offset)
             if not self._published:
                 await self._publish_initial(self.image)

@@ -73,6 +73,12 @@ class LeaderTracker:
     def majority(self) -> int:
         return len(self.voters) // 2 + 1
 
+    @property
+    def epoch_committed(self) -> bool:
+        """Whether an entry of this epoch is committed. Only then is the high watermark known to
+        cover everything any earlier leader committed; before, it is a stale lower bound."""
+        return self.high_watermark > self.epoch_start_offset
+
     def update_local(self, end_offset: int, now_ms: int) -> bool:
         """The leader's own log grew; True if the high watermark moved."""
         state = self.voter_states[self.local_id]

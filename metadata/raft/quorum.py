@@ -81,6 +81,10 @@ class _Ballot:
     rejected: set[int] = field(default_factory=set)
 
 
+UNKNOWN_HIGH_WATERMARK = -1
+"""A Fetch answer's HW while the leader has not committed an entry of its epoch (Kafka's -1)."""
+
+
 class RaftNode:
     """One node of a fixed voter set (or an observer when ``node_id`` is not a voter)."""
 
@@ -446,7 +450,7 @@ class RaftNode:
                 self.epoch,
                 self.leader_id,
                 request.fetch_offset,
-                self.high_watermark,
+                self._reported_high_watermark(),
                 entries,
                 diverging,
                 error,
@@ -475,6 +479,15 @@ class RaftNode:
         if request.source not in self.voters:  # observers (brokers) see committed entries only
             entries = [entry for entry in entries if entry.last_offset < self.high_watermark]
         return answer(RaftError.NONE, entries=tuple(entries))
+
+    def _reported_high_watermark(self) -> int:
+        """The HW a Fetch answer carries: UNKNOWN_HIGH_WATERMARK (-1) while this node leads an epoch
+        none of whose entries is committed yet, as Kafka's KafkaRaftClient does. Its own HW is then a
+        stale lower bound (after a restart, 0): an observer that took it for the end of the committed
+        log would think itself caught up and act on an image missing committed records."""
+        if self._leader is not None and not self._leader.epoch_committed:
+            return UNKNOWN_HIGH_WATERMARK
+        return self.high_watermark
 
     def cleanable_below(self, snapshot_end: int) -> int:
         """How far this node may clean its log, given a snapshot ending at ``snapshot_end``: never

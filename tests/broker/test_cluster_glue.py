@@ -690,6 +690,22 @@ async def test_catch_up_applies_silently_then_publishes_the_whole_image_once(
     ]
 
 
+async def test_an_unknown_high_watermark_is_never_caught_up_to(
+    loader: MetadataLoader, metadata_channel: FakeMetadataChannel, publications: Publications
+) -> None:
+    """A leader that has not yet committed an entry of its epoch answers HW -1 (after a restart of
+    every voter its own HW is 0): a broker at offset 0 must not take that for the end of the log,
+    publish an empty image and delete every partition's log as a stray."""
+    metadata_channel.script.extend([MetadataFetch(ErrorCode.NONE, b"", -1, None)] * 3)
+    metadata_channel.gate_at = 0  # the real log is served only once the gate opens
+    loader.start()
+    await wait_until(lambda: len(metadata_channel.calls) >= 4)  # 3 unknown HWs, 1 at the gate
+    assert not loader.caught_up and publications.initial == []
+    metadata_channel.gate.set()
+    await asyncio.wait_for(loader.wait_caught_up(), TIMEOUT_S)
+    assert publications.initial == [(2, ["a"])]
+
+
 async def test_batches_after_catch_up_are_published_as_deltas_in_order(
     loader: MetadataLoader, metadata_channel: FakeMetadataChannel, publications: Publications
 ) -> None:

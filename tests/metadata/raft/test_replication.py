@@ -18,7 +18,7 @@ from metadata.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from metadata.raft.quorum import NotLeaderError, RaftNode
+from metadata.raft.quorum import UNKNOWN_HIGH_WATERMARK, NotLeaderError, RaftNode
 from metadata.raft.state import ElectionState, Kind
 from metadata.raft.store import InMemoryQuorumStateStore
 from storage.clock import FakeClock
@@ -55,7 +55,8 @@ def test_earlier_epochs_commit_only_with_the_leader_change_entry() -> None:
     leader = leader_of_epoch_2(log, clock)
     assert log.entries()[2].epoch == 2 and b"LeaderChange" in log.entries()[2].payload
     # Node 2 holds the epoch-1 entries: a majority has them, but they are not the leader's epoch.
-    assert fetch(leader, 2, 2, 1).high_watermark == 0
+    # Nothing of epoch 2 is committed: the answer's HW is unknown (-1), not the stale 0.
+    assert fetch(leader, 2, 2, 1).high_watermark == UNKNOWN_HIGH_WATERMARK
     assert leader.high_watermark == 0
     response = fetch(leader, 2, 3, 2)  # now the leader-change entry is on a majority
     assert response.high_watermark == leader.high_watermark == 3
