@@ -7,6 +7,7 @@ to Kafka error codes) can import them without pulling in the heavier log machine
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NoReturn
@@ -84,6 +85,17 @@ class LogDirFullError(KiplingStorageError, OSError):
 def is_log_dir_full(exc: BaseException) -> bool:
     """Whether ``exc`` means "no space left" (ENOSPC/EDQUOT) rather than a failed disk."""
     return isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS
+
+
+LOW_SPACE_BYTES = 1024 * 1024
+"""Below this much free space a log dir counts as full: not even a small segment is sure to fit."""
+
+
+def free_bytes(path: os.PathLike[str] | str) -> int:
+    """Bytes an unprivileged writer may still use on the file system holding ``path`` (OSError if
+    it cannot be asked)."""
+    stats = os.statvfs(path)
+    return stats.f_bavail * stats.f_frsize
 
 
 def raise_log_dir_full(what: object, exc: OSError) -> NoReturn:

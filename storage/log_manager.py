@@ -41,7 +41,7 @@ from storage.checkpoint import (
 )
 from storage.clock import Clock
 from storage.config import LogConfig
-from storage.errors import KiplingStorageError, LogDirFullError
+from storage.errors import LOW_SPACE_BYTES, KiplingStorageError, LogDirFullError, free_bytes
 from storage.handover import LogHandover, close_for_handover, open_handed_over_log
 from storage.log import PartitionLog
 
@@ -54,9 +54,6 @@ _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 TopicPartition = tuple[str, int]
 _CHECKPOINT_FILES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
-_LOW_SPACE_BYTES = 1024 * 1024
-"""Below this much free space at startup a log dir is reported full: not even a small segment fits."""
-
 _log = structlog.get_logger(__name__)
 
 
@@ -612,9 +609,8 @@ class LogManager:
 
 def _warn_if_full(log_dir: pathlib.Path) -> None:
     """Say once at startup that a log dir has no space left: it serves reads, appends fail until freed."""
-    stats = os.statvfs(log_dir)
-    free = stats.f_bavail * stats.f_frsize
-    if free < _LOW_SPACE_BYTES:
+    free = free_bytes(log_dir)
+    if free < LOW_SPACE_BYTES:
         _log.error(
             "no space left on device in log dir: serving reads, refusing writes (KAFKA_STORAGE_ERROR) "
             "until space is freed",

@@ -112,7 +112,7 @@ def walk_headers(
         position += header.batch_length + LOG_OVERHEAD
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _SegmentTail:
     """A segment's end before an append: what a failed append is undone to."""
 

@@ -37,7 +37,6 @@ a follower fetch that moves the high watermark completes acks=-1 produces: never
 
 from __future__ import annotations
 
-import os
 import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
@@ -70,6 +69,7 @@ from protocol.sentinels import (
 )
 from storage.clock import Clock
 from storage.errors import (
+    LOW_SPACE_BYTES,
     CorruptLogError,
     InvalidRecordError,
     KiplingStorageError,
@@ -77,6 +77,7 @@ from storage.errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    free_bytes,
 )
 from storage.log import FileSlice, PartitionLog
 from storage.producer_recovery import rebuild_producer_state
@@ -102,10 +103,6 @@ _POSITION_CACHE_LIMIT = 1024
 _log = structlog.get_logger("kipling.partition")
 
 PartitionListener = Callable[["Partition"], None]
-
-_FULL_DISK_HEADROOM_BYTES = 1 << 20
-"""Free space beyond a batch's size below which a log dir that was full is taken to be full still
-(index entries, a roll, a checkpoint also need room)."""
 
 
 class AlterPartitionSender(Protocol):
@@ -488,10 +485,9 @@ class Partition:
     def _has_space_for(self, size: int) -> bool:
         """Whether the log dir has room for ``size`` bytes again (a full disk's gap is then a real gap)."""
         try:
-            stats = os.statvfs(self.log.directory)
+            return free_bytes(self.log.directory) > size + LOW_SPACE_BYTES
         except OSError:
             return False
-        return stats.f_bavail * stats.f_frsize > size + _FULL_DISK_HEADROOM_BYTES
 
     def _duplicate_result(self, duplicate: DuplicateBatch) -> AppendResult:
         log_append_time = duplicate.timestamp if self.log.config.log_append_time else NO_TIMESTAMP
