@@ -126,20 +126,20 @@ def unavailable() -> str | None:
     return None
 
 
-def _in_namespace(seed: int, seconds: float, max_in_flight: int) -> dict[str, object]:
+def _in_namespace(seed: int, seconds: float) -> dict[str, object]:
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     root = Path(tempfile.mkdtemp(prefix="kipling-partition-"))
     try:
-        result = run_fault(PartitionLeader(), root, seed=seed, seconds=seconds, max_in_flight=max_in_flight)
+        result = run_fault(PartitionLeader(), root, seed=seed, seconds=seconds)
         return dataclasses.asdict(result)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def run_isolated(seed: int, seconds: float, timeout_s: float, max_in_flight: int = 5) -> CheckResult:
+def run_isolated(seed: int, seconds: float, timeout_s: float) -> CheckResult:
     """Run the fault in a network namespace of its own; the checker's result."""
     command = ["unshare", "--net", sys.executable, "-m", "tests.fault.partition"]
-    command += [f"--seed={seed}", f"--seconds={seconds:g}", f"--max-in-flight={max_in_flight}"]
+    command += [f"--seed={seed}", f"--seconds={seconds:g}"]
     done = subprocess.run(
         command,
         cwd=ROOT,
@@ -161,14 +161,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=45.0)
-    parser.add_argument("--max-in-flight", type=int, default=5)
     args = parser.parse_args()
     if os.environ.get(NAMESPACE_FLAG) != "1":
-        result = run_isolated(args.seed, args.seconds, args.seconds * 4 + 240, args.max_in_flight)
+        result = run_isolated(args.seed, args.seconds, timeout_s=args.seconds * 4 + 240)
         print(result.report())
         return
-        return
-    print(json.dumps(_in_namespace(args.seed, args.seconds, args.max_in_flight)))
+    print(json.dumps(_in_namespace(args.seed, args.seconds)))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ def run_fault(
     rate: float = 60.0,
     producers: int = 2,
     partitions: int = PARTITIONS,
-    max_in_flight: int = 5,
     log: Callable[[str], None] = lambda line: None,
 ) -> CheckResult:
     """Run ``fault`` inside ``seconds`` of workload on a fresh cluster under ``root``; judge it."""
@@ -57,7 +56,6 @@ def run_fault(
             producers=producers,
             rate=rate,
             seconds=seconds,
-            max_in_flight=max_in_flight,
         )
         workload = Workload(config)
         ctx = FaultContext(cluster, nodes, workload, random.Random(seed), TOPIC, partitions)
