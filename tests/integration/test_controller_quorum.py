@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import KafkaConnectionError
 
 from client.connection import KafkaConnection
 from metadata.raft import wire
@@ -276,7 +277,20 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
         producer.close()
 
 
-def _consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
+def _consume(bootstrap: str, topic: str, count: int, attempts: int = 3) -> list[bytes]:
+    """Read ``count`` values of partition 0 from the start. kafka-python may pick a killed broker
+    (still listed while no controller can fence it) for a metadata request and raise its refused
+    connection out of the iterator: the read is started again, a bounded number of times."""
+    for attempt in range(attempts):
+        try:
+            return _consume_once(bootstrap, topic, count)
+        except KafkaConnectionError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _consume_once(bootstrap: str, topic: str, count: int) -> list[bytes]:
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,
         auto_offset_reset="earliest",
