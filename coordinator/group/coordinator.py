@@ -35,7 +35,7 @@ from coordinator.group.config import GroupCoordinatorConfig
 from coordinator.group.group import GroupMetadata
 from coordinator.group.join import JoinService, MemberIdSuffix, random_member_id_suffix
 from coordinator.group.loader import rebuild_groups
-from coordinator.group.log import GroupLog, LoggedRecord
+from coordinator.group.log import GroupLog, LoggedEntry, TxnProducer
 from coordinator.group.member import JoinCallback, SyncCallback
 from coordinator.group.membership import MembershipService
 from coordinator.group.offset_service import OffsetService
@@ -104,6 +104,21 @@ class GroupCoordinator:
 
     def commit_offsets(self, request: OffsetCommitRequest, callback: CommitCallback) -> None:
         self._offsets.commit_offsets(request, callback)
+
+    def commit_txn_offsets(
+        self, request: OffsetCommitRequest, producer: TxnProducer, callback: CommitCallback
+    ) -> None:
+        """TxnOffsetCommit: offsets written in ``producer``'s transaction, pending until its marker."""
+        self._offsets.commit_txn_offsets(request, producer, callback)
+
+    def on_transaction_completed(self, producer_id: int, partitions: Iterable[int], commit: bool) -> None:
+        """A transaction marker of ``producer_id`` reached these partitions of __consumer_offsets:
+        the offsets its groups hold for the transaction become committed, or are dropped (Kafka's
+        ``scheduleHandleTxnCompletion``)."""
+        wanted = set(partitions)
+        for group in self._catalog.groups():
+            if self._catalog.partition_for(group.group_id) in wanted:
+                group.offsets.complete_txn(producer_id, commit)
 
     def fetch_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition] | None = None, require_stable: bool = False
@@ -222,7 +237,7 @@ class GroupCoordinator:
         """This broker leads ``partition`` now and is reading it back."""
         self._catalog.begin_loading(partition)
 
-    def load_partition(self, partition: int, records: Iterable[LoggedRecord]) -> None:
+    def load_partition(self, partition: int, records: Iterable[LoggedEntry]) -> None:
         """Take over the groups of ``partition`` from its records (in log order). A corrupt record
         leaves the partition owned with nothing loaded, as Kafka does after a failed load."""
         if self._catalog.owns(partition):

@@ -7,7 +7,12 @@ assignment), which come back Empty with no protocol type. Keys of unknown versio
 
 Kafka remembers, for each offset, the offset of its record *batch*; the records here carry their own
 offset, which orders commits of one partition just as well (two commits of one partition never share
-a batch). Transactional offset commits are not supported: pass only committed, non-control records.
+a batch).
+
+Transactional offset commits (TxnOffsetCommit) wait per producer id until that producer's marker:
+a COMMIT makes them committed offsets (unless a later commit of the partition is already loaded),
+an ABORT drops them, and those of a transaction still open at the end of the log are loaded as
+pending transactional offsets, for the marker that will come.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from collections.abc import Iterable
 import structlog
 
 from coordinator.group.group import GroupMetadata
-from coordinator.group.log import LoggedRecord
+from coordinator.group.log import LoggedEntry, LoggedRecord, LoggedTxnMarker
 from coordinator.group.offsets import CommitRecord, TopicPartition
 from coordinator.group.records import read_group, read_offset
 from coordinator.group.state import GroupState
@@ -33,8 +38,14 @@ class _PartitionReplay:
     def __init__(self) -> None:
         self.offsets: dict[str, dict[TopicPartition, CommitRecord]] = {}
         self.group_values: dict[str, bytes] = {}
+        self.txn_offsets: dict[int, dict[str, dict[TopicPartition, CommitRecord]]] = {}
+        """producer id -> group -> offsets written in its open transaction."""
 
-    def apply(self, record: LoggedRecord) -> None:
+    def apply(self, entry: LoggedEntry) -> None:
+        if isinstance(entry, LoggedTxnMarker):
+            self._end_txn(entry)
+            return
+        record = entry
         key = decode_key(record.key)
         if isinstance(key, OffsetCommitKey):
             self._apply_offset(key, record)
@@ -48,8 +59,25 @@ class _PartitionReplay:
                 "skipping a record with an unknown key version", version=key.version, offset=record.offset
             )
 
+    def _end_txn(self, marker: LoggedTxnMarker) -> None:
+        groups = self.txn_offsets.pop(marker.producer_id, {})
+        if not marker.commit:
+            return
+        for group_id, offsets in groups.items():
+            loaded = self.offsets.setdefault(group_id, {})
+            for partition, commit in offsets.items():
+                current = loaded.get(partition)
+                if current is None or current.older_than(commit):
+                    loaded[partition] = commit
+
     def _apply_offset(self, key: OffsetCommitKey, record: LoggedRecord) -> None:
         partition = (key.topic, key.partition)
+        if record.producer_id is not None:
+            if record.value is not None:
+                commit = CommitRecord(record.offset, read_offset(bytes(record.value)))
+                groups = self.txn_offsets.setdefault(record.producer_id, {})
+                groups.setdefault(key.group, {})[partition] = commit
+            return
         if record.value is None:
             group_offsets = self.offsets.get(key.group)
             if group_offsets is not None:
@@ -61,17 +89,21 @@ class _PartitionReplay:
         self.offsets.setdefault(key.group, {})[partition] = commit
 
 
-def rebuild_groups(records: Iterable[LoggedRecord], clock: Clock) -> list[GroupMetadata]:
+def rebuild_groups(records: Iterable[LoggedEntry], clock: Clock) -> list[GroupMetadata]:
     """Every group the records describe, with its offsets; raises DecodeError on a corrupt record."""
     replay = _PartitionReplay()
     for record in records:
         replay.apply(record)
     groups = [read_group(group_id, value, clock) for group_id, value in replay.group_values.items()]
+    with_txn = {group_id for groups_of in replay.txn_offsets.values() for group_id in groups_of}
     groups += [
         GroupMetadata(group_id, GroupState.EMPTY, clock)
-        for group_id in replay.offsets
+        for group_id in sorted(set(replay.offsets) | with_txn)
         if group_id not in replay.group_values
     ]
     for group in groups:
         group.offsets.initialize(replay.offsets.get(group.group_id, {}))
+        for producer_id, groups_of in replay.txn_offsets.items():
+            if group.group_id in groups_of:
+                group.offsets.initialize_txn(producer_id, groups_of[group.group_id])
     return groups

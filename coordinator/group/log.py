@@ -37,20 +37,53 @@ class OffsetsRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnProducer:
+    """The transactional producer a batch of offsets is written for (TxnOffsetCommit): the batch
+    is transactional, with this producer id and epoch, and stays pending until its marker."""
+
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class LoggedRecord:
-    """One record read back from a partition of ``__consumer_offsets`` (for loading)."""
+    """One record read back from a partition of ``__consumer_offsets`` (for loading).
+
+    ``producer_id`` is set for records of a transactional batch: they count only once a COMMIT
+    marker of that producer follows (:class:`LoggedTxnMarker`), and never after an ABORT.
+    """
 
     offset: int
     key: bytes
     value: bytes | None
+    producer_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedTxnMarker:
+    """A transaction marker read back from ``__consumer_offsets``: it ends ``producer_id``'s
+    transaction there, committing or aborting the offsets the producer wrote in it."""
+
+    offset: int
+    producer_id: int
+    commit: bool
+
+
+LoggedEntry = LoggedRecord | LoggedTxnMarker
 
 
 class GroupLog(Protocol):
     def append(
-        self, partition: int, records: Sequence[OffsetsRecord], timestamp_ms: int, callback: AppendCallback
+        self,
+        partition: int,
+        records: Sequence[OffsetsRecord],
+        timestamp_ms: int,
+        callback: AppendCallback,
+        producer: TxnProducer | None = None,
     ) -> None:
         """Append ``records`` as one batch to ``__consumer_offsets-<partition>``; call ``callback``
-        once when the batch is committed or the append failed."""
+        once when the batch is committed or the append failed. With ``producer`` the batch is
+        transactional, written for that producer id and epoch."""
         ...
 
 
@@ -100,6 +133,7 @@ class _DeferredAppend:
     partition: int
     records: tuple[OffsetsRecord, ...]
     callback: AppendCallback
+    producer: TxnProducer | None = None
 
 
 class InMemoryGroupLog:
@@ -111,19 +145,24 @@ class InMemoryGroupLog:
     """
 
     def __init__(self, *, defer: bool = False) -> None:
-        self.partitions: dict[int, list[LoggedRecord]] = {}
+        self.partitions: dict[int, list[LoggedEntry]] = {}
         self.timestamps: list[int] = []
         self.fail_with: ErrorCode | None = None
         self.defer = defer
         self.deferred: list[_DeferredAppend] = []
 
     def append(
-        self, partition: int, records: Sequence[OffsetsRecord], timestamp_ms: int, callback: AppendCallback
+        self,
+        partition: int,
+        records: Sequence[OffsetsRecord],
+        timestamp_ms: int,
+        callback: AppendCallback,
+        producer: TxnProducer | None = None,
     ) -> None:
         if not records:
             raise ValueError("an append to __consumer_offsets holds at least one record")
         self.timestamps.append(timestamp_ms)
-        pending = _DeferredAppend(partition, tuple(records), callback)
+        pending = _DeferredAppend(partition, tuple(records), callback, producer)
         if self.defer:
             self.deferred.append(pending)
         else:
@@ -137,8 +176,13 @@ class InMemoryGroupLog:
         while self.deferred:
             self.complete_next(error)
 
-    def records(self, partition: int) -> list[LoggedRecord]:
+    def records(self, partition: int) -> list[LoggedEntry]:
         return list(self.partitions.get(partition, ()))
+
+    def append_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """What WriteTxnMarkers leaves in the partition: the end of ``producer_id``'s transaction."""
+        log = self.partitions.setdefault(partition, [])
+        log.append(LoggedTxnMarker(len(log), producer_id, commit))
 
     def _resolve(self, pending: _DeferredAppend, error: ErrorCode | None) -> None:
         if error is not None and error is not ErrorCode.NONE:
@@ -146,5 +190,6 @@ class InMemoryGroupLog:
             return
         log = self.partitions.setdefault(pending.partition, [])
         base = len(log)
-        log.extend(LoggedRecord(base + i, r.key, r.value) for i, r in enumerate(pending.records))
+        producer_id = None if pending.producer is None else pending.producer.producer_id
+        log.extend(LoggedRecord(base + i, r.key, r.value, producer_id) for i, r in enumerate(pending.records))
         pending.callback(ErrorCode.NONE, base)

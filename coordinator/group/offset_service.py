@@ -11,6 +11,11 @@ Who may commit (``validateOffsetCommit``):
   during PreparingRebalance the previous generation may still commit (the heartbeat tells it to
   rejoin), and a commit counts as a sign of life.
 
+TxnOffsetCommit (KIP-98, KIP-447) makes the same checks with two differences, as Kafka's
+``validateOffsetCommit(isTransactional=true)``: a commit without member id and generation is accepted
+whatever the group's state (TxnOffsetCommit v0-2 carry neither), and CompletingRebalance does not
+refuse it. Its offsets wait in the group until the transaction's marker (:mod:`coordinator.group.offsets`).
+
 Fetches return the durable offsets whatever the group's state (a group may use Kafka only to store
 offsets), UNKNOWN_OFFSET (-1, Kafka's ``OffsetFetchResponse.INVALID_OFFSET``) for partitions without
 one; with ``require_stable`` a partition whose commit is still being written answers
@@ -23,6 +28,7 @@ from collections.abc import Sequence
 
 from coordinator.group.catalog import GroupApi, GroupCatalog
 from coordinator.group.group import GroupMetadata
+from coordinator.group.log import TxnProducer
 from coordinator.group.offsets import OffsetAndMetadata, TopicPartition
 from coordinator.group.rebalance import Rebalancer
 from coordinator.group.requests import NO_RETENTION_TIME, UNKNOWN_MEMBER_ID, OffsetCommitRequest
@@ -47,21 +53,44 @@ class OffsetService:
 
     def commit_offsets(self, request: OffsetCommitRequest, callback: CommitCallback) -> None:
         offsets = self._offsets_of(request)
+        group = self._group_to_commit(request, offsets, callback, transactional=False)
+        if group is not None:
+            self._commit_in_state(group, request, offsets, callback)
+
+    def commit_txn_offsets(
+        self, request: OffsetCommitRequest, producer: TxnProducer, callback: CommitCallback
+    ) -> None:
+        """TxnOffsetCommit: the offsets are written in ``producer``'s transaction."""
+        offsets = self._offsets_of(request)
+        group = self._group_to_commit(request, offsets, callback, transactional=True)
+        if group is not None:
+            self._store.store_txn_offsets(group, producer, offsets, callback)
+
+    def _group_to_commit(
+        self,
+        request: OffsetCommitRequest,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        callback: CommitCallback,
+        *,
+        transactional: bool,
+    ) -> GroupMetadata | None:
+        """The group the commit goes to (a simple group is created for a commit without
+        generation), or None once ``callback`` has been given the error."""
         error = self._catalog.validate(request.group_id, GroupApi.OFFSET_COMMIT)
         if error is not None:
             callback(dict.fromkeys(offsets, error))
-            return
+            return None
         group = self._catalog.get(request.group_id)
         if group is None:
             if request.generation_id >= 0:
                 callback(dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION))
-                return
+                return None
             group = self._catalog.add(GroupMetadata(request.group_id, GroupState.EMPTY, self._clock))
-        error = self._validate_commit(group, request)
+        error = self._validate_commit(group, request, transactional)
         if error is not None:
             callback(dict.fromkeys(offsets, error))
-            return
-        self._commit_in_state(group, request, offsets, callback)
+            return None
+        return group
 
     def _offsets_of(self, request: OffsetCommitRequest) -> dict[TopicPartition, OffsetAndMetadata]:
         """Commit timestamp now; an expire timestamp only if the commit carried a retention time."""
@@ -73,7 +102,9 @@ class OffsetService:
         }
 
     @staticmethod
-    def _validate_commit(group: GroupMetadata, request: OffsetCommitRequest) -> ErrorCode | None:
+    def _validate_commit(
+        group: GroupMetadata, request: OffsetCommitRequest, transactional: bool
+    ) -> ErrorCode | None:
         if group.is_in(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if request.generation_id < 0 and group.is_in(GroupState.EMPTY):
@@ -88,8 +119,11 @@ class OffsetService:
             if error is None and request.generation_id != group.generation_id:
                 error = ErrorCode.ILLEGAL_GENERATION
             return error
-        # No member id and no generation, but the group has members: only members may commit.
-        return ErrorCode.UNKNOWN_MEMBER_ID if not group.is_in(GroupState.EMPTY) else None
+        # No member id and no generation, but the group has members: only members may commit
+        # (TxnOffsetCommit v0-2 carry neither, so Kafka lets a transactional commit through).
+        if transactional or group.is_in(GroupState.EMPTY):
+            return None
+        return ErrorCode.UNKNOWN_MEMBER_ID
 
     def _commit_in_state(
         self,

@@ -7,6 +7,11 @@ Kafka keeps two maps per group and so does :class:`GroupOffsets`:
   (``CommitRecordMetadataAndOffset``);
 * ``pending``: commits handed to the log and not yet acknowledged. A fetch never sees them (it must
   never return an offset that may not survive), and they are never expired.
+
+and a third for transactions (KIP-98, KIP-447), ``pending_txn``: per producer id, the offsets a
+TxnOffsetCommit wrote inside a transaction that has not ended. They become committed when the
+transaction's COMMIT marker reaches ``__consumer_offsets`` (:meth:`GroupOffsets.complete_txn`) and
+vanish on ABORT. A fetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for them meanwhile.
 """
 
 from __future__ import annotations
@@ -43,10 +48,19 @@ class CommitRecord:
 BaseTimestamp = Callable[[OffsetAndMetadata], int]
 
 
+@dataclass(slots=True)
+class TxnCommit:
+    """An offset written in an open transaction; ``record`` is None until the log took it."""
+
+    offset: OffsetAndMetadata
+    record: CommitRecord | None = None
+
+
 class GroupOffsets:
     def __init__(self) -> None:
         self.committed: dict[TopicPartition, CommitRecord] = {}
         self.pending: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.pending_txn: dict[int, dict[TopicPartition, TxnCommit]] = {}
 
     def __len__(self) -> int:
         return len(self.committed)
@@ -61,10 +75,58 @@ class GroupOffsets:
     @property
     def has_offsets(self) -> bool:
         """Committed or in flight: a group with either is not removed (GroupMetadata.hasOffsets)."""
-        return bool(self.committed) or bool(self.pending)
+        return bool(self.committed) or bool(self.pending) or bool(self.pending_txn)
 
     def has_pending(self, partition: TopicPartition) -> bool:
-        return partition in self.pending
+        """A commit of ``partition`` is in flight, or waits in an open transaction."""
+        return partition in self.pending or any(partition in txn for txn in self.pending_txn.values())
+
+    # -- transactional offsets (TxnOffsetCommit) ---------------------------------------------------
+
+    def prepare_txn(self, producer_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        txn = self.pending_txn.setdefault(producer_id, {})
+        for partition, offset in offsets.items():
+            txn[partition] = TxnCommit(offset)
+
+    def on_txn_appended(self, producer_id: int, partition: TopicPartition, record: CommitRecord) -> None:
+        """The log took a transactional commit: it waits for the transaction's marker."""
+        pending = self.pending_txn.get(producer_id, {}).get(partition)
+        if pending is not None and pending.offset == record.offset:
+            pending.record = record
+
+    def on_txn_failed(self, producer_id: int, partition: TopicPartition, offset: OffsetAndMetadata) -> None:
+        """The log refused a transactional commit: forget it unless a newer one of the partition waits."""
+        txn = self.pending_txn.get(producer_id)
+        if txn is None:
+            return
+        pending = txn.get(partition)
+        if pending is not None and pending.record is None and pending.offset == offset:
+            del txn[partition]
+        if not txn:
+            del self.pending_txn[producer_id]
+
+    def initialize_txn(self, producer_id: int, records: Mapping[TopicPartition, CommitRecord]) -> None:
+        """Offsets of a transaction still open when ``__consumer_offsets`` was loaded."""
+        txn = self.pending_txn.setdefault(producer_id, {})
+        for partition, record in records.items():
+            txn[partition] = TxnCommit(record.offset, record)
+
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        """The transaction's marker is in the log: its written offsets become committed (a later
+        durable commit of a partition still wins) or are dropped."""
+        txn = self.pending_txn.pop(producer_id, None)
+        if txn is None or not commit:
+            return
+        for partition, pending in txn.items():
+            record = pending.record
+            if record is None:
+                continue  # never written: its TxnOffsetCommit failed, the client aborts
+            current = self.committed.get(partition)
+            if current is None or current.older_than(record):
+                self.committed[partition] = record
+
+    def has_pending_txn(self, producer_id: int) -> bool:
+        return producer_id in self.pending_txn
 
     def initialize(self, records: Mapping[TopicPartition, CommitRecord]) -> None:
         """Offsets read from the log when a partition of ``__consumer_offsets`` is loaded."""
@@ -104,6 +166,7 @@ class GroupOffsets:
         return removed
 
     def remove_all(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        self.pending_txn.clear()
         return self.remove(list({**self.committed, **self.pending}))
 
     def expired(
@@ -116,7 +179,7 @@ class GroupOffsets:
             partition
             for partition, record in self.committed.items()
             if partition[0] not in subscribed
-            and partition not in self.pending
+            and not self.has_pending(partition)
             and _is_expired(record.offset, now_ms, retention_ms, base_timestamp)
         ]
 

@@ -17,7 +17,7 @@ import structlog
 from coordinator.group.catalog import GroupCatalog
 from coordinator.group.config import GroupCoordinatorConfig
 from coordinator.group.group import GroupMetadata
-from coordinator.group.log import GroupLog, OffsetsRecord, group_write_error, offset_commit_error
+from coordinator.group.log import GroupLog, OffsetsRecord, TxnProducer, group_write_error, offset_commit_error
 from coordinator.group.offsets import CommitRecord, OffsetAndMetadata, TopicPartition
 from coordinator.group.records import group_metadata_record, offset_commit_record
 from coordinator.group.state import GroupState
@@ -91,6 +91,48 @@ class GroupStore:
             callback({tp: outcome if tp in valid else ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
 
         self._log.append(partition, records, self._clock.time_ms(), written)
+
+    def store_txn_offsets(
+        self,
+        group: GroupMetadata,
+        producer: TxnProducer,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        callback: CommitCallback,
+    ) -> None:
+        """TxnOffsetCommit: write the offsets as a transactional batch of ``producer``; they stay
+        pending in the group until the transaction's marker commits or aborts them."""
+        valid = {tp: offset for tp, offset in offsets.items() if self.metadata_fits(offset.metadata)}
+        if not valid:
+            callback({tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
+            return
+        partition = self._catalog.partition_for(group.group_id)
+        if not self._catalog.owns(partition):
+            callback({tp: ErrorCode.NOT_COORDINATOR for tp in offsets})
+            return
+        records = [offset_commit_record(group.group_id, tp, offset) for tp, offset in valid.items()]
+        producer_id = producer.producer_id
+        group.offsets.prepare_txn(producer_id, valid)
+
+        def written(error: ErrorCode, base_offset: int) -> None:
+            alive = not group.is_in(GroupState.DEAD)
+            for tp, offset in valid.items():
+                if not alive:
+                    break
+                if error is ErrorCode.NONE:
+                    group.offsets.on_txn_appended(producer_id, tp, CommitRecord(base_offset, offset))
+                else:
+                    group.offsets.on_txn_failed(producer_id, tp, offset)
+            if error is not ErrorCode.NONE:
+                _log.info(
+                    "transactional offset commit could not be written",
+                    group=group.group_id,
+                    producer_id=producer_id,
+                    error=error.name,
+                )
+            outcome = offset_commit_error(error)
+            callback({tp: outcome if tp in valid else ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
+
+        self._log.append(partition, records, self._clock.time_ms(), written, producer)
 
     def metadata_fits(self, metadata: str | None) -> bool:
         return metadata is None or java_string_length(metadata) <= self._config.offset_metadata_max_bytes
