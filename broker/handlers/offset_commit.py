@@ -70,10 +70,12 @@ class OffsetCommitHandler(Handler):
                 else NO_RETENTION_TIME,
             )
             errors.update(await await_callback(self._coordinator.commit_offsets, commit))
-        return _body(request.topics, lambda topic, partition: errors[(topic, partition)])
+        return commit_response_body(request.topics, lambda topic, partition: errors[(topic, partition)])
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
-        return _body(request.topics if request is not None else [], lambda _topic, _partition: code)
+        return commit_response_body(
+            request.topics if request is not None else [], lambda _topic, _partition: code
+        )
 
 
 def _commit(topic: str, p: MessageData) -> PartitionCommit:
@@ -83,7 +85,10 @@ def _commit(topic: str, p: MessageData) -> PartitionCommit:
     )
 
 
-def _body(topics: Iterable[MessageData], error_of: Callable[[str, int], ErrorCode]) -> dict[str, Any]:
+def commit_response_body(
+    topics: Iterable[MessageData], error_of: Callable[[str, int], ErrorCode]
+) -> dict[str, Any]:
+    """Every requested partition under its topic with its error (OffsetCommit and TxnOffsetCommit)."""
     by_topic: dict[str, list[dict[str, int]]] = {}
     for topic in topics:
         partitions = by_topic.setdefault(topic.name, [])

@@ -29,6 +29,7 @@ from coordinator.group.requests import (
     OffsetCommitRequest,
     PartitionCommit,
     SyncGroupRequest,
+    TxnOffsetCommitRequest,
 )
 from coordinator.group.results import (
     DescribedGroup,
@@ -70,5 +71,6 @@ __all__ = [
     "PartitionOffset",
     "SyncGroupRequest",
     "SyncGroupResult",
+    "TxnOffsetCommitRequest",
     "partition_for",
 ]

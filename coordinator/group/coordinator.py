@@ -40,7 +40,13 @@ from coordinator.group.member import JoinCallback, SyncCallback
 from coordinator.group.membership import MembershipService
 from coordinator.group.offset_service import OffsetService
 from coordinator.group.rebalance import Rebalancer
-from coordinator.group.requests import JoinGroupRequest, MemberIdentity, OffsetCommitRequest, SyncGroupRequest
+from coordinator.group.requests import (
+    JoinGroupRequest,
+    MemberIdentity,
+    OffsetCommitRequest,
+    SyncGroupRequest,
+    TxnOffsetCommitRequest,
+)
 from coordinator.group.results import (
     CLASSIC_GROUP_TYPE,
     DescribedGroup,
@@ -105,11 +111,10 @@ class GroupCoordinator:
     def commit_offsets(self, request: OffsetCommitRequest, callback: CommitCallback) -> None:
         self._offsets.commit_offsets(request, callback)
 
-    def commit_txn_offsets(
-        self, request: OffsetCommitRequest, producer: TxnProducer, callback: CommitCallback
-    ) -> None:
-        """TxnOffsetCommit: offsets written in ``producer``'s transaction, pending until its marker."""
-        self._offsets.commit_txn_offsets(request, producer, callback)
+    def commit_txn_offsets(self, request: TxnOffsetCommitRequest, callback: CommitCallback) -> None:
+        """TxnOffsetCommit: offsets written in the producer's transaction, pending until its marker."""
+        producer = TxnProducer(request.producer_id, request.producer_epoch)
+        self._offsets.commit_txn_offsets(request.commit, producer, callback)
 
     def on_transaction_completed(self, producer_id: int, partitions: Iterable[int], commit: bool) -> None:
         """A transaction marker of ``producer_id`` reached these partitions of __consumer_offsets:

@@ -89,3 +89,12 @@ class OffsetCommitRequest:
     generation_id: int = NO_GENERATION
     group_instance_id: str | None = None
     retention_time_ms: int = NO_RETENTION_TIME
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitRequest:
+    """TxnOffsetCommit: an offset commit written in the transaction of ``producer_id``/``producer_epoch``."""
+
+    commit: OffsetCommitRequest
+    producer_id: int
+    producer_epoch: int

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coordinator.group import OffsetCommitRequest, PartitionCommit, PartitionOffset
+from coordinator.group import OffsetCommitRequest, PartitionCommit, PartitionOffset, TxnOffsetCommitRequest
 from coordinator.group.log import LoggedRecord, TxnProducer
 from protocol.error_codes import ErrorCode
 from tests.coordinator.group.helpers import Harness, Reply
@@ -24,8 +24,9 @@ def txn_commit(
 ) -> Reply[dict[tuple[str, int], ErrorCode]]:
     reply: Reply[dict[tuple[str, int], ErrorCode]] = Reply()
     partitions = tuple(PartitionCommit(t, p, offset) for (t, p), offset in offsets.items())
+    commit = OffsetCommitRequest(group_id, partitions, member_id, generation)
     h.coordinator.commit_txn_offsets(
-        OffsetCommitRequest(group_id, partitions, member_id, generation), producer, reply
+        TxnOffsetCommitRequest(commit, producer.producer_id, producer.producer_epoch), reply
     )
     return reply
 

@@ -1,0 +1,63 @@
+"""TxnOffsetCommit (key 28, v0-4): a transactional producer commits a consumer group's offsets inside
+its transaction (consume-transform-produce, KIP-98); they become visible when the transaction commits.
+
+As for OffsetCommit, partitions of topics the cluster does not have answer UNKNOWN_TOPIC_OR_PARTITION
+and the rest go to the group coordinator, written as a transactional batch of the producer. v3+
+(KIP-447) carry the member's generation, member id and instance id, so a consumer that lost its
+partitions in a rebalance is fenced (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.handlers.base import Handler, RequestContext
+from broker.handlers.join_group import await_callback
+from broker.handlers.offset_commit import PartitionExists, commit_response_body
+from coordinator.group import GroupCoordinator, OffsetCommitRequest, PartitionCommit, TxnOffsetCommitRequest
+from protocol.api_keys import ApiKey
+from protocol.data import MessageData
+from protocol.error_codes import ErrorCode
+
+
+class TxnOffsetCommitHandler(Handler):
+    api_key = ApiKey.TXN_OFFSET_COMMIT
+    min_version = 0
+    max_version = 4
+
+    def __init__(self, coordinator: GroupCoordinator, partition_exists: PartitionExists) -> None:
+        self._coordinator = coordinator
+        self._partition_exists = partition_exists
+
+    async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        commits: list[PartitionCommit] = []
+        for topic in request.topics:
+            for p in topic.partitions:
+                if self._partition_exists(topic.name, p.partition_index):
+                    commits.append(
+                        PartitionCommit(
+                            topic.name,
+                            p.partition_index,
+                            p.committed_offset,
+                            p.committed_leader_epoch,
+                            p.committed_metadata,
+                        )
+                    )
+                else:
+                    errors[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if commits:
+            commit = OffsetCommitRequest(
+                group_id=request.group_id,
+                partitions=tuple(commits),
+                member_id=request.member_id,
+                generation_id=request.generation_id,
+                group_instance_id=request.group_instance_id,
+            )
+            txn_commit = TxnOffsetCommitRequest(commit, request.producer_id, request.producer_epoch)
+            errors.update(await await_callback(self._coordinator.commit_txn_offsets, txn_commit))
+        return commit_response_body(request.topics, lambda topic, partition: errors[(topic, partition)])
+
+    def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
+        topics = request.topics if request is not None else []
+        return commit_response_body(topics, lambda _topic, _partition: code)
