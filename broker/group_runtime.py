@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import structlog
 
 from broker.handlers.metadata import BrokerEndpoint
+from broker.internal_log import TxnMarkerEntry, read_partition
 from broker.produce.service import (
     ADMIN_CLIENT_ID,
     PartitionOutcome,
@@ -43,12 +44,18 @@ from broker.produce.service import (
 )
 from broker.replication.partition import Partition
 from coordinator.group import GroupCoordinator
-from coordinator.group.log import AppendCallback, LoggedRecord, OffsetsRecord
+from coordinator.group.log import (
+    AppendCallback,
+    LoggedEntry,
+    LoggedRecord,
+    LoggedTxnMarker,
+    OffsetsRecord,
+    TxnProducer,
+)
 from metadata import topic_names
 from metadata.topics import NO_LEADER, TopicLookup
 from protocol.error_codes import ErrorCode
-from protocol.records import Record, build_batch, iter_batches
-from protocol.records.reader import iter_records
+from protocol.records import Record, build_batch
 from protocol.sentinels import UNKNOWN_OFFSET
 
 OFFSETS_TOPIC = topic_names.GROUP_METADATA_TOPIC
@@ -61,7 +68,6 @@ OFFSETS_TOPIC_CONFIGS = {
 ``compression.type`` from recompressing the coordinator's own batches."""
 CREATION_RETRY_S = 1.0
 """A failed creation (too few brokers, the controller away) is retried at most this often."""
-LOAD_CHUNK_BYTES = 1 << 20
 PRODUCE_VERSION = 9
 
 _log = structlog.get_logger("kipling.groups.runtime")
@@ -89,11 +95,17 @@ class OffsetsTopicGroupLog:
         self._appends: set[asyncio.Task[None]] = set()
 
     def append(
-        self, partition: int, records: Sequence[OffsetsRecord], timestamp_ms: int, callback: AppendCallback
+        self,
+        partition: int,
+        records: Sequence[OffsetsRecord],
+        timestamp_ms: int,
+        callback: AppendCallback,
+        producer: TxnProducer | None = None,
     ) -> None:
         """Append now (appends of one partition land in call order); call back later, from a task,
-        once the batch is committed or failed."""
-        batch = build_batch([Record(r.value, r.key, timestamp=timestamp_ms) for r in records])
+        once the batch is committed or failed. A transactional batch (TxnOffsetCommit) carries the
+        producer's id and epoch and no sequence, as Kafka's coordinator writes it."""
+        batch = _offsets_batch(records, timestamp_ms, producer)
         request = ProduceRequest(
             version=PRODUCE_VERSION,
             client_id=ADMIN_CLIENT_ID,
@@ -129,6 +141,20 @@ class OffsetsTopicGroupLog:
             callback(outcome.error_code or ErrorCode.UNKNOWN_SERVER_ERROR, UNKNOWN_OFFSET)
         else:
             callback(ErrorCode.NONE, outcome.result.base_offset)
+
+
+def _offsets_batch(
+    records: Sequence[OffsetsRecord], timestamp_ms: int, producer: TxnProducer | None
+) -> bytes:
+    built = [Record(r.value, r.key, timestamp=timestamp_ms) for r in records]
+    if producer is None:
+        return build_batch(built)
+    return build_batch(
+        built,
+        producer_id=producer.producer_id,
+        producer_epoch=producer.producer_epoch,
+        is_transactional=True,
+    )
 
 
 class GroupCoordinatorRuntime:
@@ -269,36 +295,15 @@ class GroupCoordinatorRuntime:
         self.coordinator.shutdown()
 
 
-async def _read_offsets_partition(partition: Partition) -> list[LoggedRecord]:
-    """Every data record of the partition's log up to its end, in log order (control batches and
-    records without a key skipped), reading a chunk at a time and yielding between chunks."""
-    log = partition.log
-    offset, end = log.log_start_offset, log.log_end_offset
-    records: list[LoggedRecord] = []
-    while offset < end:
-        result = log.read(offset, LOAD_CHUNK_BYTES)
-        if result.slice is None:
-            break
-        data = memoryview(result.slice.read_bytes())
-        advanced = False
-        for position, header in iter_batches(data):
-            if header.last_offset < offset:
-                continue
-            advanced = True
-            offset = header.last_offset + 1
-            if header.is_control or header.is_transactional:
-                continue
-            for record in iter_records(data[position : position + header.size]):
-                if record.key is not None and record.offset < end:
-                    records.append(LoggedRecord(record.offset, bytes(record.key), _bytes(record.value)))
-        if not advanced:
-            break
-        await asyncio.sleep(0)
-    return records
-
-
-def _bytes(value: bytes | memoryview | None) -> bytes | None:
-    return None if value is None else bytes(value)
+async def _read_offsets_partition(partition: Partition) -> list[LoggedEntry]:
+    """The partition's records and transaction markers, as the group coordinator loads them."""
+    entries: list[LoggedEntry] = []
+    for entry in await read_partition(partition):
+        if isinstance(entry, TxnMarkerEntry):
+            entries.append(LoggedTxnMarker(entry.offset, entry.producer_id, entry.commit))
+        else:
+            entries.append(LoggedRecord(entry.offset, entry.key, entry.value, entry.producer_id))
+    return entries
 
 
 def offsets_topic_replication_factor(configured: int, cluster_of_one: bool) -> int:

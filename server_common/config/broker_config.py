@@ -188,6 +188,15 @@ class BrokerConfig:
     offset_metadata_max_bytes: int
     offsets_commit_timeout_ms: int
     offsets_retention_check_interval_ms: int
+    transaction_state_log_num_partitions: int
+    transaction_state_log_replication_factor: int
+    transaction_state_log_min_isr: int
+    transaction_state_log_segment_bytes: int
+    transaction_max_timeout_ms: int
+    transactional_id_expiration_ms: int
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int
+    transaction_remove_expired_transaction_cleanup_interval_ms: int
+    transaction_partition_verification_enable: bool
     values: Mapping[str, object] = field(repr=False, compare=False)
     """Every defined key's own typed value (as given, else its default), for DescribeConfigs."""
     explicit_keys: frozenset[str] = field(repr=False, compare=False)

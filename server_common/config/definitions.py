@@ -594,6 +594,26 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
               "in-sync replica of __consumer_offsets before it fails.", at_least(1)),
     ConfigDef("offsets.retention.check.interval.ms", T.LONG, 600000, H, "How often expired committed "
               "offsets are looked for.", at_least(1)),
+    # -- transactions
+    ConfigDef("transaction.state.log.num.partitions", T.INT, 50, H, "Partitions of "
+              "__transaction_state; fixed once the topic exists.", at_least(1)),
+    ConfigDef("transaction.state.log.replication.factor", T.SHORT, 3, H, "Replication factor of "
+              "__transaction_state; it is not created until that many brokers are up.", at_least(1)),
+    ConfigDef("transaction.state.log.min.isr", T.INT, 2, H, "min.insync.replicas of "
+              "__transaction_state.", at_least(1)),
+    ConfigDef("transaction.state.log.segment.bytes", T.INT, 104857600, H, "Segment size of "
+              "__transaction_state.", at_least(1)),
+    ConfigDef("transaction.max.timeout.ms", T.INT, 900000, H, "Largest transaction.timeout.ms a "
+              "producer may ask for.", at_least(1)),
+    ConfigDef("transactional.id.expiration.ms", T.INT, 604800000, H, "A transactional id with no "
+              "transaction for this long is forgotten.", at_least(1)),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", T.INT, 10000, L, "How "
+              "often transactions past their timeout are looked for and aborted.", at_least(1)),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", T.INT, 3600000, L, "How "
+              "often expired transactional ids are looked for.", at_least(1)),
+    ConfigDef("transaction.partition.verification.enable", T.BOOLEAN, True, L, "A partition leader asks "
+              "the transaction coordinator whether a transactional batch belongs to an ongoing "
+              "transaction before appending it (KIP-890).", None),
 )
 # fmt: on
 
