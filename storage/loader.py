@@ -10,7 +10,11 @@ Order, as in Kafka's LogLoader:
    the first invalid or torn batch the segment is truncated and every later segment deleted;
 4. make offsets consistent: an empty directory gets a segment at the log start offset, a log that
    ends below its checkpointed log start offset is emptied and restarted there, and the leader
-   epoch cache is cut to [log start offset, log end offset].
+   epoch cache is cut to [log start offset, log end offset];
+5. check every transaction index: a damaged one is dropped, with the producer snapshots above its
+   segment's base offset, so that the producer state replay (:mod:`storage.producer_recovery`)
+   starts at or before the segment and writes its entries again. (Recovered segments already lost
+   the entries whose markers were cut off.)
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from protocol.records import ProtocolError
 from storage.config import LogConfig
 from storage.epoch import LeaderEpochFileCache
 from storage.errors import CorruptIndexError
+from storage.producer_snapshot import delete_snapshots_after
 from storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -39,6 +44,7 @@ from storage.segment import (
     segment_file_name,
     walk_batches,
 )
+from storage.txn_index import TXN_INDEX_SUFFIX
 
 _log = structlog.get_logger(__name__)
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
@@ -99,6 +105,7 @@ def load_log(
     log_end_offset = segments[-1].next_offset
     start = max(start, segments[0].base_offset)
     _align_epoch_cache(epoch_cache, start, log_end_offset)
+    _check_txn_indexes(directory, segments)
     return LoadedLog(segments, start, log_end_offset, recover_from < len(bases) or cut_short)
 
 
@@ -113,6 +120,21 @@ def _align_epoch_cache(epoch_cache: LeaderEpochFileCache, start: int, end: int) 
     first = next(iter(epoch_cache.entries()), None)
     if first is not None and first.start_offset < start:
         epoch_cache.truncate_from_start(start)
+
+
+def _check_txn_indexes(directory: pathlib.Path, segments: list[LogSegment]) -> None:
+    """Drop a damaged transaction index and the producer snapshots that would skip its rebuild."""
+    for segment in segments:
+        try:
+            segment.txn_index.sanity_check(segment.next_offset)
+        except CorruptIndexError as exc:
+            _log.warning(
+                "dropping corrupt transaction index; the producer state replay rebuilds it",
+                segment=str(segment.log_path),
+                reason=str(exc),
+            )
+            segment.txn_index.reset()
+            delete_snapshots_after(directory, segment.base_offset)
 
 
 def _open_checked(segment: LogSegment, epoch_cache: LeaderEpochFileCache) -> tuple[LogSegment, bool]:
@@ -230,7 +252,7 @@ def _last_offset_in(path: pathlib.Path, base: int) -> int:
 
 def _delete_orphan_indexes(directory: pathlib.Path) -> None:
     """An index without its .log is useless and would confuse a later segment at that offset."""
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         for index in directory.glob("*" + suffix):
             base = parse_base_offset(index.name)
             if base is not None and not (directory / segment_file_name(base, LOG_SUFFIX)).exists():

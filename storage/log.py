@@ -60,6 +60,7 @@ from storage.producer_snapshot import delete_snapshots_after
 from storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment, segment_file_name
 from storage.slices import FileSlice
 from storage.timestamps import first_record_at_or_after
+from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from storage.validation import ValidatedAppend, assign_offsets_as_leader, validate_as_follower
 
 __all__ = ["AppendInfo", "FileSlice", "PartitionLog", "ReadResult", "parse_topic_partition"]
@@ -479,7 +480,7 @@ class PartitionLog:
     def _delete_stale_files(self, base_offset: int) -> None:
         """Files at a new segment's name can only be leftovers of an old truncation; Kafka deletes them."""
         for path in self.directory.glob(segment_file_name(base_offset, ".*")):
-            if path.suffix in (LOG_SUFFIX, ".index", ".timeindex"):
+            if path.suffix in (LOG_SUFFIX, ".index", ".timeindex", TXN_INDEX_SUFFIX):
                 _log.warning("deleting stale file before roll", path=str(path))
                 path.unlink()
 
@@ -504,6 +505,58 @@ class PartitionLog:
             self._directory_dirty = False
         self.recovery_point = offset
         self._last_flush_ms = self._clock.time_ms()
+
+    # -- aborted transactions ----------------------------------------------------------------------
+
+    def append_aborted_txn(self, aborted: AbortedTxn) -> None:
+        """Record an aborted transaction in the index of the segment holding its marker.
+
+        On the append path that is the active segment (the marker was just appended); a replay
+        writes into the segment where the marker lies. Last offsets must increase within a segment
+        (ValueError otherwise). A failed write raises KiplingStorageError, never LogDirFullError:
+        the marker is already in the log, so the log is not as it was before, and read_committed
+        readers would take the aborted records for committed ones. The partition must go offline;
+        the replay when it is opened again writes the entry.
+        """
+        self._check_open()
+        if not self._segments[0].base_offset <= aborted.last_offset < self.log_end_offset:
+            raise ValueError(
+                f"aborted transaction {aborted} ends outside the log of {self.topic}-{self.partition} "
+                f"[{self._segments[0].base_offset}, {self.log_end_offset})"
+            )
+        index = self.segment_for(aborted.last_offset).txn_index
+        created = not index.exists
+        try:
+            index.append(aborted)
+        except OSError as exc:
+            raise KiplingStorageError(
+                f"could not record aborted transaction {aborted} in {index.path}: {exc}"
+            ) from exc
+        if created:
+            self._directory_dirty = True
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [``start_offset``, ``upper_bound_offset``).
+
+        Walks the transaction indexes from the segment holding ``start_offset`` until one says the
+        search is complete (Kafka's UnifiedLog.collectAbortedTransactions). The fetch path asks with
+        the first offset it returns and the offset after the last batch it returns.
+        """
+        self._check_open()
+        found: list[AbortedTxn] = []
+        for segment in self._segments[self._floor_index(start_offset) :]:
+            result = segment.txn_index.collect_aborted(start_offset, upper_bound_offset)
+            found.extend(result.aborted)
+            if result.is_complete:
+                break
+        return found
+
+    def drop_aborted_txns_from(self, offset: int) -> None:
+        """Remove the entries whose last offset (marker) is >= ``offset``: a replay of the producer
+        state from ``offset`` writes them again."""
+        self._check_open()
+        for segment in self._segments[self._floor_index(offset) :]:
+            segment.txn_index.truncate_to(offset)
 
     # -- truncation --------------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""One log segment: a .log file of record batches plus its sparse .index and .timeindex.
+"""One log segment: a .log file of record batches plus its sparse .index and .timeindex, and the
+aborted transaction index (.txnindex, :mod:`storage.txn_index`) of the markers it holds.
 
 A segment is named by its base offset (20 digits). Its .log is a plain concatenation of v2 batches
 exactly as on the wire. The indexes are sparse (kafka-behaviour.md 7.3/7.4): whenever more than
@@ -33,6 +34,7 @@ from storage.epoch import LeaderEpochFileCache
 from storage.errors import CorruptIndexError, KiplingStorageError, LogDirFullError, raise_log_dir_full
 from storage.index import OffsetIndex, TimeIndex
 from storage.slices import FileSlice
+from storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -128,7 +130,11 @@ class _SegmentTail:
 
 
 class LogSegment:
-    """A .log file and its two indexes; all offsets are absolute, positions are bytes in the .log."""
+    """A .log file and its indexes; all offsets are absolute, positions are bytes in the .log.
+
+    The transaction index goes along with every file operation (flush, close, delete, rename,
+    truncation); its file exists only once an aborted transaction was recorded in the segment.
+    """
 
     def __init__(
         self,
@@ -164,6 +170,13 @@ class LogSegment:
                 self.offset_index.close()
                 raise
         except BaseException:
+            self._file.close()
+            raise
+        try:
+            self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset)
+        except BaseException:
+            self.offset_index.close()
+            self.time_index.close()
             self._file.close()
             raise
         self._rebuilding_indexes = False
@@ -460,9 +473,11 @@ class LogSegment:
         """Drop the batch holding ``offset`` and everything after it; return the bytes removed.
 
         The indexes are grown back to their full size: the segment may become the active one.
+        Aborted transactions whose markers are no longer in the segment leave its transaction index.
         """
         batch = self.translate_offset(offset)
         if batch is None:
+            self.txn_index.truncate_to(offset)
             return 0
         self.offset_index.truncate_to(batch.base_offset)
         self.time_index.truncate_to(batch.base_offset)
@@ -471,6 +486,7 @@ class LogSegment:
         self._size = batch.position
         self.resize_indexes(self._max_index_size)
         self._load_tail_state()
+        self.txn_index.truncate_to(self._next_offset)
         if self._size == 0:
             self.created_ms = now_ms
         return removed
@@ -506,6 +522,7 @@ class LogSegment:
         file_size = os.fstat(self._fd).st_size
         if self._size < file_size:
             os.ftruncate(self._fd, self._size)
+        self.txn_index.truncate_to(self._next_offset)  # markers cut off with the tail
         return file_size - self._size
 
     def _iter_valid_batches(self) -> Iterator[tuple[int, RecordBatchHeader]]:
@@ -553,10 +570,12 @@ class LogSegment:
         self._indexes_full = self._indexes_incomplete or self.offset_index.is_full or self.time_index.is_full
 
     def on_becoming_inactive(self) -> None:
-        """After a roll: write the final time index entry, then trim both indexes to their entries."""
+        """After a roll: write the final time index entry, trim both indexes to their entries, flush
+        the transaction index and release its descriptor."""
         self._append_final_time_entry()
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        self.txn_index.release()
         self._refresh_indexes_full()
 
     def _append_final_time_entry(self) -> None:
@@ -578,10 +597,11 @@ class LogSegment:
             )
 
     def flush(self) -> None:
-        """fsync the .log and msync the indexes."""
+        """fsync the .log and the indexes."""
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Final time index entry, trimmed indexes, files closed (no fsync: the log flushes first)."""
@@ -590,25 +610,28 @@ class LogSegment:
         self._append_final_time_entry()
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self._file.close()
         self._closed = True
 
     def delete(self) -> None:
-        """Close and remove the three files (whatever their current suffix)."""
+        """Close and remove the files (whatever their current suffix)."""
         if not self._closed:
             self._file.close()
             self._closed = True
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)
 
     def change_file_suffix(self, suffix: str) -> None:
-        """Rename the three files to ``<name><suffix>`` (e.g. ".deleted"); open handles stay valid."""
+        """Rename the files to ``<name><suffix>`` (e.g. ".deleted"); open handles stay valid."""
         new_log = self._path(LOG_SUFFIX + suffix)
         os.replace(self.log_path, new_log)
         self.log_path = new_log
         self.offset_index.rename(self._path(INDEX_SUFFIX + suffix))
         self.time_index.rename(self._path(TIME_INDEX_SUFFIX + suffix))
+        self.txn_index.rename(self._path(TXN_INDEX_SUFFIX + suffix))
 
     def _path(self, suffix: str) -> pathlib.Path:
         return self.directory / segment_file_name(self.base_offset, suffix)
