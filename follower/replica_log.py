@@ -12,6 +12,11 @@ at every segment roll and before a handover. Without that, the first time this r
 leader the broker would replay the batch headers of the whole log to rebuild the state; with it,
 the new leader loads a snapshot and replays at most the batches since the last roll (none after a
 clean handover).
+
+The same applier as the leader's (:func:`storage.transactions.apply_batch`) keeps the transaction
+state: a marker's control record is read, and an aborted transaction goes into the transaction
+index of the segment holding its marker, so a follower that becomes leader serves read_committed
+fetches from its own index.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from storage.handover import LogHandover, close_for_handover, describe_open_log,
 from storage.log import PartitionLog
 from storage.producer_recovery import rebuild_producer_state
 from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
+from storage.transactions import apply_batch, marker_of
 
 _log = structlog.get_logger(__name__)
 
@@ -102,22 +108,24 @@ class ReplicaLog:
         CorruptRecordError for a bad CRC, UnexpectedAppendOffsetError when the batches start below
         the log end offset. The producer state is updated only once the batches are in the log.
         """
-        whole, headers = _whole_batches(records)
-        if headers:
+        whole, batches = _whole_batches(records)
+        if batches:
             active_before = self.log.active_segment
             self.log.append_as_follower(whole)
             # PartitionLog decides on a roll once per append, before writing any of its batches, so
             # every batch of this append is in the new segment and the state still ends at its base.
             if self.log.active_segment is not active_before:
                 self._snapshot_at_roll()
-            self._apply(headers)
+            self._apply(whole, batches)
         return self.log_end_offset
 
-    def _apply(self, headers: Sequence[RecordBatchHeader]) -> None:
-        """Update the producer state from the headers as written (the leader stamped them)."""
+    def _apply(self, data: memoryview, batches: Sequence[tuple[int, RecordBatchHeader]]) -> None:
+        """Update the producer and transaction state from the batches as written (the leader
+        stamped them): headers, and the marker record of control batches."""
         state = self.producer_state
-        for header in headers:
-            state.update(header, header.base_offset, header.last_offset)
+        for position, header in batches:
+            marker = marker_of(data[position:], header) if header.is_control else None
+            apply_batch(self.log, state, header, header.base_offset, header.last_offset, marker)
         state.update_map_end_offset(self.log.log_end_offset)
 
     def truncate_to(self, offset: int) -> Offset:
@@ -181,7 +189,10 @@ class ReplicaLog:
     def update_high_watermark(self, leader_high_watermark: int) -> bool:
         """Follow the leader's HW, clamped to [log start, LEO] (so it can go down); True if it moved."""
         before = self.log.high_watermark
-        return self.log.update_high_watermark(leader_high_watermark) != before
+        moved = self.log.update_high_watermark(leader_high_watermark) != before
+        if moved:
+            self.producer_state.on_high_watermark_updated(self.log.high_watermark)
+        return moved
 
     def maybe_increment_log_start_offset(self, leader_log_start_offset: int) -> bool:
         """Raise the log start offset to the leader's if that is higher; True if it moved.
@@ -193,6 +204,7 @@ class ReplicaLog:
             return False
         self.log.maybe_increment_log_start_offset(leader_log_start_offset)
         self.producer_state.delete_snapshots_before(self.log.log_start_offset)
+        self.producer_state.on_log_start_offset_incremented(self.log.log_start_offset)
         return True
 
     # -- maintenance -------------------------------------------------------------------------------
@@ -210,6 +222,7 @@ class ReplicaLog:
             self._snapshot_at_roll()
         if self.log.log_start_offset != start_before:
             self.producer_state.delete_snapshots_before(self.log.log_start_offset)
+            self.producer_state.on_log_start_offset_incremented(self.log.log_start_offset)
         return deleted
 
     def remove_expired_producers(self) -> list[int]:
@@ -254,12 +267,14 @@ def initial_fetch_offset(log: ReplicaLog, truncation_on_fetch: bool) -> Offset:
     return log.high_watermark
 
 
-def _whole_batches(records: bytes | bytearray | memoryview) -> tuple[memoryview, list[RecordBatchHeader]]:
-    """The prefix of ``records`` that consists of complete batches, and their headers."""
+def _whole_batches(
+    records: bytes | bytearray | memoryview,
+) -> tuple[memoryview, list[tuple[int, RecordBatchHeader]]]:
+    """The prefix of ``records`` that consists of complete batches, and (position, header) of each."""
     view = memoryview(records)
     end = 0
-    headers = []
+    batches = []
     for position, header in iter_batches(view):
         end = position + header.size
-        headers.append(header)
-    return view[:end], headers
+        batches.append((position, header))
+    return view[:end], batches

@@ -22,13 +22,33 @@ Sequence rules, as in Kafka 2.5+ (KIP-360) for a batch with producer id P, epoch
 
 Followers (``origin="replication"``) trust their leader: nothing is checked, state is still updated.
 
+Transactions (Kafka's ongoing/unreplicated transactions of ProducerStateManager):
+
+- a transactional data batch of a producer outside a transaction starts one at its first offset
+  (:attr:`ProducerStateEntry.current_txn_first_offset`, and the manager's ongoing transactions,
+  ordered by first offset);
+- a marker (the control batch's ABORT or COMMIT record, passed to :meth:`~ProducerStateManager.update`
+  as a :class:`TxnMarker`) ends it: ``update`` returns a :class:`CompletedTxn` (None for a marker
+  without data before it, which changes nothing for readers). The caller records an aborted one in
+  the transaction index with :meth:`~ProducerStateManager.last_stable_offset_of`, then calls
+  :meth:`~ProducerStateManager.complete_txn` (:func:`storage.transactions.apply_batch` does all
+  of it);
+- a completed transaction stays unstable until the high watermark passes its marker
+  (:meth:`~ProducerStateManager.on_high_watermark_updated`); the first unstable offset is the
+  smallest first offset of the ongoing and of the unreplicated transactions;
+- markers written by the coordinator (``origin="coordinator"``) are fenced: a coordinator epoch
+  below the one the producer's last marker carried raises TransactionCoordinatorFencedError, an
+  older producer epoch InvalidProducerEpochError. Followers record what they get.
+
 The state is rebuilt from headers alone: on recovery or after a truncation the log loads the newest
 snapshot at or below its end and calls :meth:`ProducerStateManager.update` for every later batch.
 Snapshots use Kafka's file layout (:mod:`storage.producer_snapshot`); a producer is written as one
 row per remembered batch, oldest first, so a snapshot keeps all five batches (Kafka's own keeps only
 the last, and Kafka reading ours keeps the last row per producer, which is the row it would have
-written). Transactions are not implemented yet: transactional batches and control batches only keep
-``current_txn_first_offset`` and the epoch up to date, from their headers.
+written). A snapshot keeps each producer's open transaction (``current_txn_first_offset``), from
+which loading it rebuilds the ongoing transactions; completed ones are not kept (a reloaded state
+counts them as replicated, as Kafka's does). A replay must read the markers of control batches:
+their type is in the control record's key, not in the header.
 """
 
 from __future__ import annotations
@@ -44,6 +64,7 @@ from typing import Literal, NamedTuple
 import structlog
 
 from protocol.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, RecordBatchHeader
+from protocol.records.control import ControlRecordType
 from protocol.sentinels import NO_TIMESTAMP, UNKNOWN_OFFSET
 from storage.errors import StorageError
 from storage.producer_snapshot import (
@@ -68,7 +89,9 @@ PRODUCER_EXPIRATION_CHECK_INTERVAL_MS = 600_000
 producer.id.expiration.check.interval.ms)."""
 NO_COORDINATOR_EPOCH = -1
 
-AppendOrigin = Literal["leader", "replication"]
+AppendOrigin = Literal["leader", "replication", "coordinator"]
+"""Who appends: a producer through the leader, a follower copying its leader, or the transaction
+coordinator's markers (WriteTxnMarkers) through the leader."""
 
 
 class OutOfOrderSequenceError(StorageError):
@@ -77,6 +100,43 @@ class OutOfOrderSequenceError(StorageError):
 
 class InvalidProducerEpochError(StorageError):
     """The batch's producer epoch is older than the producer's current one (INVALID_PRODUCER_EPOCH)."""
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A marker's coordinator epoch is older than the producer's last marker's
+    (TRANSACTION_COORDINATOR_FENCED): a zombie coordinator wrote it."""
+
+
+class TxnMarker(NamedTuple):
+    """What a transaction marker says: read from the control record's key and value."""
+
+    type: ControlRecordType
+    """ABORT or COMMIT."""
+    coordinator_epoch: int
+
+    @property
+    def is_abort(self) -> bool:
+        return self.type == ControlRecordType.ABORT
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker just ended: [first_offset, last_offset], the marker at last_offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+class OngoingTxn(NamedTuple):
+    """An open transaction, for DescribeProducers and the search for hanging transactions."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    first_offset: int
+    last_timestamp: int
+    last_sequence: int
 
 
 class DuplicateBatch(NamedTuple):
@@ -186,6 +246,10 @@ class ProducerStateManager:
         self.require_zero_first_sequence = require_zero_first_sequence
         self._producers: dict[int, ProducerStateEntry] = {}
         self._map_end_offset = 0
+        self._ongoing: dict[int, int] = {}
+        """First offset -> producer id of the open transactions, in first offset order."""
+        self._unreplicated: deque[CompletedTxn] = deque()
+        """Completed transactions whose marker is not below the high watermark yet, in marker order."""
         remove_temporary_files(self.partition_dir)
         self._snapshots = list_snapshot_offsets(self.partition_dir)
         self._logger = _log.bind(partition_dir=str(self.partition_dir))
@@ -205,6 +269,47 @@ class ProducerStateManager:
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._producers.get(producer_id)
 
+    def ongoing_transactions(self) -> list[OngoingTxn]:
+        """The open transactions, oldest first (at most one per producer)."""
+        found = []
+        for first_offset, producer_id in self._ongoing.items():
+            entry = self._producers[producer_id]
+            found.append(
+                OngoingTxn(
+                    producer_id,
+                    entry.producer_epoch,
+                    entry.coordinator_epoch,
+                    first_offset,
+                    entry.last_timestamp,
+                    entry.last_seq,
+                )
+            )
+        return found
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction that is open, or completed with its marker
+        not yet below the high watermark (Kafka's firstUnstableOffset); None when there is none.
+
+        The partition's last stable offset is this, else the high watermark (capped by it).
+        """
+        first = next(iter(self._ongoing), None)
+        if self._unreplicated:
+            unreplicated = min(txn.first_offset for txn in self._unreplicated)
+            first = unreplicated if first is None else min(first, unreplicated)
+        return first
+
+    def last_stable_offset_of(self, completed: CompletedTxn) -> int:
+        """The LSO right after ``completed``'s marker, for its transaction index entry.
+
+        The first offset of the oldest open transaction of another producer, else the marker's
+        offset + 1 (Kafka's ProducerStateManager.lastStableOffset). Call it before
+        :meth:`complete_txn`.
+        """
+        for first_offset, producer_id in self._ongoing.items():
+            if producer_id != completed.producer_id:
+                return first_offset
+        return completed.last_offset + 1
+
     def snapshot_offsets(self) -> list[int]:
         """Offsets of the snapshot files, ascending."""
         return list(self._snapshots)
@@ -218,12 +323,19 @@ class ProducerStateManager:
     # -- appends -----------------------------------------------------------------------------------
 
     def check_and_prepare(
-        self, header: RecordBatchHeader, *, origin: AppendOrigin, now_ms: int | None = None
+        self,
+        header: RecordBatchHeader,
+        *,
+        origin: AppendOrigin,
+        now_ms: int | None = None,
+        marker: TxnMarker | None = None,
     ) -> DuplicateBatch | None:
         """Validate a batch about to be appended; a duplicate is returned, not appended.
 
-        Raises OutOfOrderSequenceError or InvalidProducerEpochError (nothing must be written then).
-        Changes nothing: call :meth:`update` once the batch is in the log.
+        Raises OutOfOrderSequenceError or InvalidProducerEpochError (nothing must be written then),
+        and for a marker (a control batch, ``marker`` read from its record) whose coordinator epoch
+        is older than the producer's, TransactionCoordinatorFencedError. Changes nothing: call
+        :meth:`update` once the batch is in the log.
 
         ``now_ms`` does not make an idle producer unknown here: expiry is measured on batch
         timestamps, which come from the producer's clock (MirrorMaker keeps old ones), and such a
@@ -243,6 +355,15 @@ class ProducerStateManager:
                 raise InvalidProducerEpochError(
                     f"producer {producer_id} in {self.partition_dir.name}: epoch {header.producer_epoch} "
                     f"is older than the current epoch {entry.producer_epoch}"
+                )
+            if (
+                header.is_control
+                and marker is not None
+                and marker.coordinator_epoch < entry.coordinator_epoch
+            ):
+                raise TransactionCoordinatorFencedError(
+                    f"marker for producer {producer_id} in {self.partition_dir.name}: coordinator epoch "
+                    f"{marker.coordinator_epoch} is older than the current {entry.coordinator_epoch}"
                 )
         if not header.is_control:
             self._check_sequence(entry, header)
@@ -270,12 +391,25 @@ class ProducerStateManager:
             f"in {self.partition_dir.name}: {reason}"
         )
 
-    def update(self, header: RecordBatchHeader, first_offset: int, last_offset: int) -> None:
+    def update(
+        self,
+        header: RecordBatchHeader,
+        first_offset: int,
+        last_offset: int,
+        *,
+        marker: TxnMarker | None = None,
+    ) -> CompletedTxn | None:
         """Apply a batch now in the log at [``first_offset``, ``last_offset``].
 
         Call it for every batch, in log order, with or without a producer id (map_end_offset
         follows), on the leader, on followers and during replays. ``header`` must carry the
         timestamps as written (after LogAppendTime stamping): a duplicate reports them.
+
+        For a control batch ``marker`` is what its record says. The transaction it ends is returned
+        as a CompletedTxn (None when the producer had no open transaction); it is still counted as
+        open until :meth:`complete_txn`, which must follow (after the transaction index entry of an
+        aborted one). Without ``marker`` (a caller that did not read the record) the transaction
+        ends unreported: nothing can say whether it was aborted.
         """
         if last_offset < self._map_end_offset or first_offset > last_offset:
             raise ValueError(
@@ -285,21 +419,63 @@ class ProducerStateManager:
         self._map_end_offset = last_offset + 1
         producer_id = header.producer_id
         if producer_id == NO_PRODUCER_ID:
-            return
+            return None
         if header.is_control:
             if header.records_count == 0:
-                return  # the cleaner emptied it: the transaction is gone from the log
-            entry = self._entry_for(producer_id)
-            entry.maybe_update_producer_epoch(header.producer_epoch)
-            entry.current_txn_first_offset = None
-            entry.last_timestamp = header.max_timestamp
-            return
+                return None  # the cleaner emptied it: the transaction is gone from the log
+            return self._end_txn(producer_id, header, last_offset, marker)
         entry = self._entry_for(producer_id)
         delta = last_offset - first_offset
         batch = BatchMetadata(header.last_sequence, last_offset, delta, header.max_timestamp)
         entry.add_batch(header.producer_epoch, batch)
         if header.is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = first_offset
+            self._add_ongoing(first_offset, producer_id)
+        return None
+
+    def _end_txn(
+        self, producer_id: int, header: RecordBatchHeader, offset: int, marker: TxnMarker | None
+    ) -> CompletedTxn | None:
+        entry = self._entry_for(producer_id)
+        entry.maybe_update_producer_epoch(header.producer_epoch)
+        entry.last_timestamp = header.max_timestamp
+        first_offset = entry.current_txn_first_offset
+        entry.current_txn_first_offset = None
+        if marker is None:
+            if first_offset is not None:
+                self._ongoing.pop(first_offset, None)
+            return None
+        entry.coordinator_epoch = marker.coordinator_epoch
+        if first_offset is None:
+            return None  # a marker without data: nothing for readers to skip or wait for
+        return CompletedTxn(producer_id, first_offset, offset, marker.is_abort)
+
+    def _add_ongoing(self, first_offset: int, producer_id: int) -> None:
+        last = next(reversed(self._ongoing), None)
+        self._ongoing[first_offset] = producer_id
+        if last is not None and first_offset < last:  # never in log order; kept sorted regardless
+            self._ongoing = dict(sorted(self._ongoing.items()))
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """``completed`` is no longer open; it stays unstable until the high watermark passes its
+        marker. Raises ValueError when it is not the open transaction :meth:`update` returned."""
+        if self._ongoing.get(completed.first_offset) != completed.producer_id:
+            raise ValueError(f"{completed} is not an open transaction of {self.partition_dir.name}")
+        del self._ongoing[completed.first_offset]
+        self._unreplicated.append(completed)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Transactions whose marker is below the high watermark become stable."""
+        self._drop_unreplicated_below(high_watermark)
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """Completed transactions whose marker is gone from the log are stable."""
+        self._drop_unreplicated_below(log_start_offset)
+
+    def _drop_unreplicated_below(self, offset: int) -> None:
+        unreplicated = self._unreplicated
+        while unreplicated and unreplicated[0].last_offset < offset:
+            unreplicated.popleft()
 
     def _entry_for(self, producer_id: int) -> ProducerStateEntry:
         entry = self._producers.get(producer_id)
@@ -374,6 +550,8 @@ class ProducerStateManager:
         """
         self._producers = {}
         self._map_end_offset = 0
+        self._ongoing = {}
+        self._unreplicated.clear()
         for offset in reversed(self._snapshots[: bisect_right(self._snapshots, up_to_offset)]):
             path = snapshot_path(self.partition_dir, offset)
             try:
@@ -386,6 +564,13 @@ class ProducerStateManager:
             if now_ms is not None:
                 producers = {pid: e for pid, e in producers.items() if not self._is_expired(e, now_ms)}
             self._producers = producers
+            self._ongoing = {
+                entry.current_txn_first_offset: pid
+                for pid, entry in sorted(
+                    producers.items(), key=lambda item: item[1].current_txn_first_offset or 0
+                )
+                if entry.current_txn_first_offset is not None
+            }
             self._map_end_offset = offset
             return offset
         return None
@@ -415,6 +600,8 @@ class ProducerStateManager:
         for snapshot in list(self._snapshots):
             self._delete_snapshot(snapshot)
         self._producers = {}
+        self._ongoing = {}
+        self._unreplicated.clear()
         self._map_end_offset = offset
 
     def delete_snapshots_before(self, offset: int) -> None:

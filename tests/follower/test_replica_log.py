@@ -10,6 +10,7 @@ import pytest
 
 from follower.replica_log import ReplicaLog, initial_fetch_offset
 from protocol.records import Record, build_batch
+from protocol.records.control import build_end_txn_marker_batch
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.errors import UnexpectedAppendOffsetError
@@ -19,6 +20,7 @@ from storage.producer_recovery import iter_log_headers, rebuild_producer_state
 from storage.producer_snapshot import list_snapshot_offsets
 from storage.producer_state import ProducerStateManager
 from storage.segment import walk_batches
+from storage.txn_index import AbortedTxn
 from tests.follower.fake_leader import BASE_TIME, make_batch
 from tests.storage.test_producer_state_snapshot import state_of
 
@@ -325,3 +327,46 @@ def test_a_damaged_local_log_met_by_the_producer_state_replay_is_repaired_at_ope
     assert reopened.log_end_offset == 4, "cut at the damaged batch: offsets 0-3 kept"
     assert reopened.producer_state.map_end_offset == 4
     assert reopened.append_as_follower(make_batch(4, 1, 6)) == 10
+
+
+def _txn_batch(base_offset: int, producer_id: int, *, seq: int = 0) -> bytes:
+    return build_batch(
+        [Record(value=b"t", timestamp=BASE_TIME)],
+        base_offset=base_offset,
+        partition_leader_epoch=1,
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=seq,
+        is_transactional=True,
+    )
+
+
+def _marker(base_offset: int, producer_id: int, *, commit: bool) -> bytes:
+    return build_end_txn_marker_batch(
+        commit=commit,
+        producer_id=producer_id,
+        producer_epoch=0,
+        coordinator_epoch=3,
+        timestamp=BASE_TIME,
+        base_offset=base_offset,
+        partition_leader_epoch=1,
+    )
+
+
+def test_an_abort_marker_appended_as_follower_writes_the_txn_index(log) -> None:
+    # one fetch response: two transactions, the first aborted while the second is open, then committed
+    log.append_as_follower(_txn_batch(0, 7) + _txn_batch(1, 8) + _marker(2, 7, commit=False))
+    assert log.log.collect_aborted_transactions(0, 3) == [AbortedTxn(7, 0, 2, 1)]
+    assert log.producer_state.first_unstable_offset() == 0  # the marker is not below the HW yet
+    log.update_high_watermark(3)
+    assert log.producer_state.first_unstable_offset() == 1
+    log.append_as_follower(_marker(3, 8, commit=True) + _txn_batch(4, 7, seq=1))
+    log.append_as_follower(_marker(5, 7, commit=False))
+    assert log.log.collect_aborted_transactions(0, 6) == [AbortedTxn(7, 0, 2, 1), AbortedTxn(7, 4, 5, 6)]
+    assert (log.log.log_end_offset, log.producer_state.first_unstable_offset()) == (6, 1)
+    log.update_high_watermark(6)
+    assert log.producer_state.first_unstable_offset() is None
+    # a truncation below the second marker drops its entry and reopens its transaction
+    log.truncate_to(5)
+    assert log.log.collect_aborted_transactions(0, 6) == [AbortedTxn(7, 0, 2, 1)]
+    assert [(t.producer_id, t.first_offset) for t in log.producer_state.ongoing_transactions()] == [(7, 4)]
