@@ -340,6 +340,8 @@ class TransactionMetadata:
             self.last_producer_epoch = transit.last_producer_epoch
             self.producer_id = transit.producer_id
             self.previous_producer_id = transit.previous_producer_id
+            # As written (-1): Kafka keeps the last transaction's start in memory until a reload.
+            self.txn_start_timestamp = transit.txn_start_timestamp
         elif to_state is S.ONGOING:
             if (
                 not self._valid_producer_epoch(transit)
@@ -388,6 +390,18 @@ class TransactionMetadata:
         self.txn_last_update_timestamp = transit.txn_last_update_timestamp
         self.pending_state = None
         self.state = to_state
+
+    def producer_ids_after(self, transit: TxnTransitMetadata) -> tuple[int, int]:
+        """(previous, next) producer id once ``transit`` is applied: what the log should keep so
+        that loading it gives back the same state."""
+        v2 = supports_epoch_bump(transit.client_transaction_version)
+        if transit.state is S.EMPTY or (v2 and transit.state.is_complete):
+            previous = transit.previous_producer_id
+        else:
+            previous = self.previous_producer_id
+        if v2 and (transit.state.is_prepare or transit.state.is_complete):
+            return previous, transit.next_producer_id
+        return previous, self.next_producer_id
 
     def _valid_producer_epoch(self, transit: TxnTransitMetadata) -> bool:
         v2 = supports_epoch_bump(transit.client_transaction_version)

@@ -8,13 +8,20 @@ from protocol import transaction_log as tl
 from protocol.transaction_log import NO_PRODUCER_EPOCH
 
 
-def transit_value(transit: TxnTransitMetadata, transaction_version_level: int) -> bytes:
+def transit_value(
+    transit: TxnTransitMetadata,
+    transaction_version_level: int,
+    producer_ids: tuple[int, int] | None = None,
+) -> bytes:
     """The value Kafka's ``valueToBytes`` writes for ``transit`` (partitions null when Empty).
 
     Version 1 also carries the previous and next producer ids as tagged fields when they are set
     (Kafka declares them but its writer leaves them out); that way a coordinator that loads the
     log resumes a version-2 transaction whose epoch ran out with the producer id it was moving to.
+    ``producer_ids``: the (previous, next) producer ids the id will hold once ``transit`` is applied
+    (:meth:`TransactionMetadata.producer_ids_after`); the transit's own by default.
     """
+    previous, following = producer_ids or (transit.previous_producer_id, transit.next_producer_id)
     if transit.state is TransactionState.EMPTY and transit.topic_partitions:
         raise ValueError(f"an Empty transaction has no partitions: {transit}")
     partitions = (
@@ -28,8 +35,8 @@ def transit_value(transit: TxnTransitMetadata, transaction_version_level: int) -
         partitions=partitions,
         last_update_timestamp_ms=transit.txn_last_update_timestamp,
         start_timestamp_ms=transit.txn_start_timestamp,
-        previous_producer_id=transit.previous_producer_id,
-        next_producer_id=transit.next_producer_id,
+        previous_producer_id=previous,
+        next_producer_id=following,
         client_transaction_version=transit.client_transaction_version,
     )
     return tl.encode_value(value, tl.value_version_for(transaction_version_level))

@@ -169,7 +169,7 @@ class TransactionStore:
             found = self.lookup(metadata.transactional_id)
             return found if isinstance(found, ErrorCode) else ErrorCode.NOT_COORDINATOR
         key = tl.encode_key(metadata.transactional_id)
-        value = transit_value(transit, self.transaction_version_level)
+        value = transit_value(transit, self.transaction_version_level, metadata.producer_ids_after(transit))
         partition = self.partition_for(metadata.transactional_id)
         raw = await self._log.append(partition, key, value, self._clock.time_ms())
         error = transaction_log_error(raw)

@@ -22,12 +22,14 @@ def durable_view(metadata: TransactionMetadata) -> tuple[object, ...]:
         metadata.transactional_id,
         metadata.producer_id,
         metadata.previous_producer_id,
+        metadata.next_producer_id,
         metadata.producer_epoch,
         metadata.txn_timeout_ms,
         metadata.state,
         frozenset(metadata.topic_partitions),
         metadata.txn_start_timestamp,
         metadata.txn_last_update_timestamp,
+        metadata.client_transaction_version,
     )
 
 
