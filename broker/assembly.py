@@ -1,8 +1,9 @@
-"""The data plane and the group coordination of a broker, as the composition root wires them.
+"""The data plane and the coordinators of a broker, as the composition root wires them.
 
 Every broker serves clients with this data plane (fetch sessions, long-poll and delayed-produce
-purgatories, the fetch and produce services, their metrics), runs this housekeeping, and moves its
-group coordinator with leadership of ``__consumer_offsets``; :mod:`broker.node` calls these builders.
+purgatories, the fetch and produce services, their metrics), runs this housekeeping, moves its
+group coordinator with leadership of ``__consumer_offsets`` and its transaction coordinator with
+leadership of ``__transaction_state``; :mod:`broker.node` calls these builders.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from broker.fetch_session.cache import FetchSessionCache
 from broker.fetch_session.context import FetchManager
 from broker.fetch_session.metrics import FetchSessionCacheMetrics
 from broker.group_runtime import GroupCoordinatorRuntime, OffsetsTopicCreator, OffsetsTopicGroupLog
+from broker.handlers.add_offsets_to_txn import AddOffsetsToTxnHandler
+from broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandler
 from broker.handlers.base import Handler
 from broker.handlers.delete_groups import DeleteGroupsHandler
 from broker.handlers.describe_groups import DescribeGroupsHandler
+from broker.handlers.end_txn import EndTxnHandler
 from broker.handlers.find_coordinator import FindCoordinatorHandler
 from broker.handlers.heartbeat import HeartbeatHandler
 from broker.handlers.join_group import JoinGroupHandler
@@ -30,12 +34,21 @@ from broker.handlers.metadata import BrokerEndpoint
 from broker.handlers.offset_commit import OffsetCommitHandler
 from broker.handlers.offset_fetch import OffsetFetchHandler
 from broker.handlers.sync_group import SyncGroupHandler
+from broker.handlers.txn_offset_commit import TxnOffsetCommitHandler
+from broker.handlers.write_txn_markers import WriteTxnMarkersHandler
 from broker.metrics.purgatory import DelayedFetchMetrics, DelayedProduceMetrics, PurgatoryMetrics
+from broker.produce.producer_ids import ProducerIdGenerator, ProducerIdsUnavailableError
 from broker.produce.service import ProduceService
 from broker.replication.partition_metrics import register_partition_metrics
 from broker.replication.replica_manager import ReplicaManager
+from broker.transactions.markers import TransactionMarkerChannel, TxnMarkerWriter
+from broker.transactions.runtime import TopicCreator, TransactionCoordinatorRuntime, TransactionStateLog
+from broker.transactions.verification import TransactionVerifier
+from client.connection_pool import ConnectionPool
 from coordinator.group import GroupCoordinator, GroupCoordinatorConfig
+from coordinator.transaction import ProducerIdUnavailableError, TransactionConfig, TransactionCoordinator
 from metadata.topics import TopicLookup
+from protocol.error_codes import ErrorCode
 from server_common.config import BrokerConfig
 from server_common.periodic import PeriodicTask
 from server_common.purgatory import DelayedOperationPurgatory
@@ -46,10 +59,13 @@ from storage.producer_state import PRODUCER_EXPIRATION_CHECK_INTERVAL_MS
 __all__ = [
     "DataPlane",
     "GroupCoordination",
+    "TransactionCoordination",
     "build_data_plane",
     "build_group_coordination",
+    "build_transaction_coordination",
     "group_handlers",
     "housekeeping_tasks",
+    "transaction_handlers",
 ]
 
 FLUSH_CHECK_INTERVAL_MS = 1_000
@@ -182,7 +198,9 @@ def build_group_coordination(
     return GroupCoordination(runtime, [heartbeat, rebalance], [expiry])
 
 
-def group_handlers(groups: GroupCoordination, topics: TopicLookup) -> list[Handler]:
+def group_handlers(
+    groups: GroupCoordination, transactions: TransactionCoordination, topics: TopicLookup
+) -> list[Handler]:
     """The handlers of the group APIs, served by every broker (each answers for the groups whose
     ``__consumer_offsets`` partition it leads; FindCoordinator says which broker that is)."""
     coordinator = groups.runtime.coordinator
@@ -192,7 +210,7 @@ def group_handlers(groups: GroupCoordination, topics: TopicLookup) -> list[Handl
         return state is not None and partition in state.partitions
 
     return [
-        FindCoordinatorHandler(groups.runtime),
+        FindCoordinatorHandler(groups.runtime, transactions.runtime),
         JoinGroupHandler(coordinator),
         SyncGroupHandler(coordinator),
         HeartbeatHandler(coordinator),
@@ -202,4 +220,124 @@ def group_handlers(groups: GroupCoordination, topics: TopicLookup) -> list[Handl
         ListGroupsHandler(coordinator),
         DescribeGroupsHandler(coordinator),
         DeleteGroupsHandler(coordinator),
+    ]
+
+
+INTER_BROKER_CONNECT_TIMEOUT_S = 10.0
+INTER_BROKER_REQUEST_TIMEOUT_S = 30.0
+MARKER_WRITE_TIMEOUT_MS = 30_000
+"""How long a marker append waits for its in-sync replicas (Kafka's request.timeout.ms default)."""
+
+
+@dataclass
+class TransactionCoordination:
+    """The transaction coordinator of a node, its marker writer and its inter-broker connections."""
+
+    runtime: TransactionCoordinatorRuntime
+    markers: TxnMarkerWriter
+    pool: ConnectionPool
+    tasks: list[PeriodicTask]
+
+    async def stop(self) -> None:
+        await self.runtime.stop()
+        self.runtime.coordinator.shutdown()
+        await self.pool.close()
+
+
+class _ProducerIds:
+    """The coordinator's ProducerIdSource over the broker's producer id blocks."""
+
+    def __init__(self, generator: ProducerIdGenerator) -> None:
+        self._generator = generator
+
+    def generate_producer_id(self) -> int:
+        try:
+            return self._generator.generate_producer_id()
+        except ProducerIdsUnavailableError as exc:
+            raise ProducerIdUnavailableError(str(exc)) from exc
+
+
+def build_transaction_coordination(
+    config: BrokerConfig,
+    clock: Clock,
+    replicas: ReplicaManager,
+    plane: DataPlane,
+    topics: TopicLookup,
+    brokers: Callable[[str], Sequence[BrokerEndpoint]],
+    producer_ids: ProducerIdGenerator,
+    create_topic: TopicCreator,
+) -> TransactionCoordination:
+    """The coordinator on ``__transaction_state``, its markers to partition leaders (local or over
+    the inter-broker listener), and the produce path's verification of transactional batches."""
+    loop = asyncio.get_running_loop()
+    inter_broker = config.inter_broker_listener_name or "PLAINTEXT"
+    pool = ConnectionPool(
+        client_id=f"broker-{config.node_id}-transactions",
+        connect_timeout_s=INTER_BROKER_CONNECT_TIMEOUT_S,
+        request_timeout_s=INTER_BROKER_REQUEST_TIMEOUT_S,
+    )
+    writer = TxnMarkerWriter(replicas, plane.produce_service, clock, MARKER_WRITE_TIMEOUT_MS)
+    channel = TransactionMarkerChannel(config.node_id, topics, lambda: brokers(inter_broker), writer, pool)
+    settings = TransactionConfig(
+        transaction_max_timeout_ms=config.transaction_max_timeout_ms,
+        transactional_id_expiration_ms=config.transactional_id_expiration_ms,
+        transaction_abort_timed_out_transaction_cleanup_interval_ms=(
+            config.transaction_abort_timed_out_transaction_cleanup_interval_ms
+        ),
+        transaction_remove_expired_transaction_cleanup_interval_ms=(
+            config.transaction_remove_expired_transaction_cleanup_interval_ms
+        ),
+        transaction_state_log_num_partitions=config.transaction_state_log_num_partitions,
+    )
+    coordinator = TransactionCoordinator(
+        settings,
+        TransactionStateLog(plane.produce_service, MARKER_WRITE_TIMEOUT_MS),
+        channel,
+        _ProducerIds(producer_ids),
+        clock,
+        config.transaction_state_log_num_partitions,
+        spawn=loop.create_task,
+    )
+    runtime = TransactionCoordinatorRuntime(coordinator, topics, brokers, create_topic)
+    replicas.add_leadership_listener(runtime.on_leadership)
+
+    async def lookup(transactional_id: str) -> tuple[ErrorCode, BrokerEndpoint | None]:
+        return await runtime.find_transaction_coordinator(transactional_id, inter_broker)
+
+    if config.transaction_partition_verification_enable:
+        plane.produce_service.verifier = TransactionVerifier(config.node_id, coordinator, lookup, pool)
+    tasks = [
+        PeriodicTask(
+            "transaction-abort",
+            config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            runtime.abort_timed_out_transactions,
+        ),
+        PeriodicTask(
+            "transactional-id-expiration",
+            config.transaction_remove_expired_transaction_cleanup_interval_ms,
+            runtime.expire_transactional_ids,
+        ),
+    ]
+    return TransactionCoordination(runtime, writer, pool, tasks)
+
+
+def transaction_handlers(
+    transactions: TransactionCoordination, groups: GroupCoordination, topics: TopicLookup
+) -> list[Handler]:
+    """The transaction APIs: each broker answers for the transactional ids it coordinates, and
+    writes markers on the partitions it leads."""
+    coordinator = transactions.runtime.coordinator
+    group_coordinator = groups.runtime.coordinator
+    transactions.markers.listen_for_offsets_markers(group_coordinator.on_transaction_completed)
+
+    def partition_exists(topic: str, partition: int) -> bool:
+        state = topics.get(topic)
+        return state is not None and partition in state.partitions
+
+    return [
+        AddPartitionsToTxnHandler(coordinator, partition_exists),
+        AddOffsetsToTxnHandler(coordinator, group_coordinator.partition_for),
+        EndTxnHandler(coordinator),
+        TxnOffsetCommitHandler(group_coordinator, partition_exists),
+        WriteTxnMarkersHandler(transactions.markers),
     ]

@@ -112,6 +112,7 @@ class OffsetsTopicGroupLog:
             acks=-1,
             timeout_ms=self._timeout_ms,
             transactional_id=None,
+            origin="coordinator",
             partitions=[ProducePartitionData(OFFSETS_TOPIC, partition, batch)],
         )
         try:
@@ -306,14 +307,13 @@ async def _read_offsets_partition(partition: Partition) -> list[LoggedEntry]:
     return entries
 
 
-def offsets_topic_replication_factor(configured: int, cluster_of_one: bool) -> int:
-    """``offsets.topic.replication.factor``, or 1 on a cluster of one (a single node with no
+def internal_topic_replication_factor(topic: str, configured: int, cluster_of_one: bool) -> int:
+    """An internal topic's configured replication factor (``offsets.topic.replication.factor``,
+    ``transaction.state.log.replication.factor``), or 1 on a cluster of one (a single node with no
     controller.quorum.voters): the quickstart's setting, whatever the file says, since no second
     broker can ever hold a replica there. In a cluster the setting stands, and Kafka's rule with
-    it: creating ``__consumer_offsets`` fails until that many brokers are registered."""
+    it: creating the topic fails until that many brokers are registered."""
     if cluster_of_one and configured > 1:
-        _log.info(
-            "single node: __consumer_offsets gets one replica", offsets_topic_replication_factor=configured
-        )
+        _log.info("single node: an internal topic gets one replica", topic=topic, configured=configured)
         return 1
     return configured

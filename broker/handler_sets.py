@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from broker.assembly import DataPlane, GroupCoordination, group_handlers
+from broker.assembly import (
+    DataPlane,
+    GroupCoordination,
+    TransactionCoordination,
+    group_handlers,
+    transaction_handlers,
+)
 from broker.cluster.controller_channel import ControllerChannel
 from broker.cluster.metadata_loader import MetadataLoader
 from broker.cluster.producer_id_blocks import ControllerProducerIdManager
@@ -104,12 +110,14 @@ def broker_handlers(
     replicas: ReplicaManager,
     producer_ids: ControllerProducerIdManager,
     groups: GroupCoordination,
+    transactions: TransactionCoordination,
     brokers: Callable[[str], Sequence[BrokerEndpoint]],
     controller_id: Callable[[], int],
     auto_create: TopicCreator,
     client_listener: str,
 ) -> HandlerRegistry:
-    """The client listeners' APIs: the data plane, groups, metadata, and forwarded admin requests."""
+    """The client listeners' APIs: the data plane, groups, transactions, metadata, and forwarded
+    admin requests."""
     forwarded = [ForwardingHandler(api, channel, loader, effect_of(api.api_key)) for api in FORWARDED_APIS]
     return registry_of(
         [
@@ -128,8 +136,9 @@ def broker_handlers(
             FetchHandler(plane.fetch_service, brokers=lambda: brokers(client_listener)),
             ListOffsetsHandler(replicas),
             OffsetForLeaderEpochHandler(replicas),
-            InitProducerIdHandler(producer_ids),
-            *group_handlers(groups, image),
+            InitProducerIdHandler(producer_ids, transactions.runtime.coordinator),
+            *group_handlers(groups, transactions, image),
+            *transaction_handlers(transactions, groups, image),
         ]
     )
 

@@ -38,7 +38,13 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from broker.assembly import build_data_plane, build_group_coordination, housekeeping_tasks
+from broker.assembly import (
+    TransactionCoordination,
+    build_data_plane,
+    build_group_coordination,
+    build_transaction_coordination,
+    housekeeping_tasks,
+)
 from broker.cluster.alter_partition_manager import AlterPartitionManager
 from broker.cluster.controller_channel import BrokerListener, ControllerChannel
 from broker.cluster.controller_locator import ControllerLocator
@@ -49,7 +55,7 @@ from broker.group_runtime import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_CONFIGS,
     GroupCoordinatorRuntime,
-    offsets_topic_replication_factor,
+    internal_topic_replication_factor,
 )
 from broker.handler_sets import broker_handlers, controller_handlers
 from broker.handlers.broker_heartbeat import HeartbeatConnections
@@ -73,6 +79,7 @@ from broker.server.dispatcher import RequestDispatcher
 from broker.server.listener import BrokerServer
 from broker.server.memory_pool import MemoryPool
 from broker.startup import bound
+from broker.transactions.runtime import TRANSACTION_STATE_TOPIC, transaction_state_topic_configs
 from metadata.controller.active import ActiveController
 from metadata.controller.controller import ControllerConfig, QuorumController
 from metadata.controller.partition_log import read_metadata_log
@@ -153,6 +160,7 @@ class BrokerNode:
     servers: list[BrokerServer]
     producer_ids: ControllerProducerIdManager
     groups: GroupCoordinatorRuntime
+    transactions: TransactionCoordination
     tasks: list[PeriodicTask] = field(default_factory=list)
 
     async def start(self, config: BrokerConfig) -> None:
@@ -189,6 +197,7 @@ class BrokerNode:
         for task in self.tasks:
             task.stop()
         await self.groups.stop()  # before the purgatories: group timers are cancelled, not expired
+        await self.transactions.stop()
         for purgatory in self.purgatories:
             purgatory.shutdown()  # answer parked fetches/produces now rather than at their deadlines
         await self.stop_listening()
@@ -416,6 +425,16 @@ def _build_broker(
     groups = build_group_coordination(
         config, clock, replicas, plane, image, brokers, _offsets_topic_creator(channel, loader, config)
     )
+    transactions = build_transaction_coordination(
+        config,
+        clock,
+        replicas,
+        plane,
+        image,
+        brokers,
+        producer_ids,
+        _transaction_state_topic_creator(channel, loader, config),
+    )
     handler_registry = broker_handlers(
         config,
         cluster_id=cluster_id,
@@ -426,13 +445,14 @@ def _build_broker(
         replicas=replicas,
         producer_ids=producer_ids,
         groups=groups,
+        transactions=transactions,
         brokers=brokers,
         controller_id=lambda: _any_live_broker(image, config.node_id),
         auto_create=_auto_creator(channel, loader),
         client_listener=_client_listener(config).name,
     )
     servers.extend(_client_servers(config, handler_registry, request_metrics, registry))
-    tasks = [*housekeeping_tasks(config, replicas, log_manager), *groups.tasks]
+    tasks = [*housekeeping_tasks(config, replicas, log_manager), *groups.tasks, *transactions.tasks]
     return BrokerNode(
         replicas,
         channel,
@@ -445,6 +465,7 @@ def _build_broker(
         servers,
         producer_ids,
         groups.runtime,
+        transactions,
         tasks,
     )
 
@@ -789,8 +810,8 @@ def _offsets_topic_creator(
         channel,
         loader,
         config.offsets_topic_num_partitions,
-        offsets_topic_replication_factor(
-            config.offsets_topic_replication_factor, cluster_of_one=not config.controller_quorum_voters
+        internal_topic_replication_factor(
+            OFFSETS_TOPIC, config.offsets_topic_replication_factor, not config.controller_quorum_voters
         ),
         OFFSETS_TOPIC_CONFIGS,
     )
@@ -799,6 +820,31 @@ def _offsets_topic_creator(
         await create(OFFSETS_TOPIC)
 
     return create_offsets_topic
+
+
+def _transaction_state_topic_creator(
+    channel: ControllerChannel, loader: MetadataLoader, config: BrokerConfig
+) -> Callable[[], Any]:
+    """``__transaction_state`` with transaction.state.log.* (one replica on a single node, as for
+    ``__consumer_offsets``)."""
+    create = _topic_creator(
+        channel,
+        loader,
+        config.transaction_state_log_num_partitions,
+        internal_topic_replication_factor(
+            TRANSACTION_STATE_TOPIC,
+            config.transaction_state_log_replication_factor,
+            not config.controller_quorum_voters,
+        ),
+        transaction_state_topic_configs(
+            config.transaction_state_log_min_isr, config.transaction_state_log_segment_bytes
+        ),
+    )
+
+    async def create_transaction_state_topic() -> None:
+        await create(TRANSACTION_STATE_TOPIC)
+
+    return create_transaction_state_topic
 
 
 def _auto_creator(channel: ControllerChannel, loader: MetadataLoader) -> Callable[[str], Any]:

@@ -11,9 +11,10 @@ records gets an empty (not null) records field, as Kafka's MemoryRecords.EMPTY.
 
 Fields Kafka fills in a way that is easy to get wrong:
 
-- AbortedTransactions: null for read_uncommitted and for partitions whose read failed, an empty
-  list for a successful read_committed read (kipling has no transactions to abort), and an empty
-  list for erroneous partitions (Kafka builds those from the message defaults).
+- AbortedTransactions: null for read_uncommitted and for partitions whose read failed; for a
+  successful read_committed read, the aborted transactions of the range read (from the
+  transaction index), possibly empty; an empty list for erroneous partitions (Kafka builds those
+  from the message defaults).
 - CurrentLeader and NodeEndpoints (v16+): only for NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH,
   with the endpoints of the leaders named there that the broker can resolve.
 - ThrottleTimeMs: 0, there are no quotas.
@@ -141,7 +142,10 @@ def _aborted_transactions(result: PartitionFetchResult, read_committed: bool) ->
         return []
     if result.error_code != ErrorCode.NONE or not read_committed:
         return None
-    return []
+    return [
+        {"producer_id": aborted.producer_id, "first_offset": aborted.first_offset}
+        for aborted in result.aborted_transactions
+    ]
 
 
 def _records(records: FileSlice | bytes | None) -> bytes | ExternalBytes:

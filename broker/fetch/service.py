@@ -526,6 +526,7 @@ def _read_result(read: PartitionRead, fetch_offset: int, request: FetchRequest) 
         records_size=size,
         skipped_for_budget=size == 0 and fetch_offset < end_offset,
         payload=_NO_RECORDS if read.slice is None else PartitionPayload(read.slice),
+        aborted_transactions=read.aborted_transactions,
     )
 
 

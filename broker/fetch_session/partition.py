@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from protocol.error_codes import ErrorCode
 from protocol.sentinels import NO_LEADER_EPOCH, UNKNOWN_OFFSET, ZERO_UUID
+from storage.txn_index import AbortedTxn
 
 NO_PREFERRED_READ_REPLICA = -1
 
@@ -121,6 +122,8 @@ class PartitionFetchResult:
     skipped_for_budget: bool = False
     erroneous: bool = False
     payload: object = None
+    aborted_transactions: tuple[AbortedTxn, ...] = ()
+    """read_committed: the aborted transactions overlapping the records returned."""
 
     def fires_sticky_rule(self) -> bool:
         """True when Kafka includes this result whatever the cached baseline says (rules 1, 4, 5, 6).

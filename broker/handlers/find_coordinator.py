@@ -10,11 +10,8 @@ Key types (Kafka's CoordinatorType):
   the listener the request came in on, from the :class:`CoordinatorLocator`. COORDINATOR_NOT_AVAILABLE
   while that cannot be told (the topic is being created, the partition has no leader). Kafka does not
   check the group id here: an empty one is hashed like any other and answered.
-* 1, a transactional id: kipling has no transaction coordinator, so the answer is
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED — the non-retriable error a client gets for a transactional id
-  it may not use, which every client surfaces at once, where a retriable COORDINATOR_NOT_AVAILABLE
-  would leave a transactional producer retrying until its timeout. InitProducerId answers the same
-  (:mod:`broker.handlers.init_producer_id`).
+* 1, a transactional id: the broker leading the id's partition of ``__transaction_state``, from the
+  :class:`TransactionCoordinatorLocator`, with the same rules (the first lookup creates the topic).
 * Anything else (2, share groups, KIP-932; unknown numbers): INVALID_REQUEST, as Kafka answers an
   unknown coordinator type (and a share key while share groups are disabled).
 
@@ -68,6 +65,12 @@ class CoordinatorLocator(Protocol):
         ...
 
 
+class TransactionCoordinatorLocator(Protocol):
+    async def find_transaction_coordinator(
+        self, transactional_id: str, listener: str
+    ) -> tuple[ErrorCode, BrokerEndpoint | None]: ...
+
+
 def kafka_message(code: ErrorCode) -> str:
     """Kafka's ``Errors.message()`` ("NONE" for no error), kipling's description for the others."""
     return _KAFKA_MESSAGES.get(code, code.description)
@@ -78,8 +81,9 @@ class FindCoordinatorHandler(Handler):
     min_version = 0
     max_version = 6
 
-    def __init__(self, locator: CoordinatorLocator) -> None:
+    def __init__(self, locator: CoordinatorLocator, transactions: TransactionCoordinatorLocator) -> None:
         self._locator = locator
+        self._transactions = transactions
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         key_type = request.key_type
@@ -104,16 +108,19 @@ class FindCoordinatorHandler(Handler):
         }
 
     async def _find(self, ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, BrokerEndpoint]:
-        if key_type == TRANSACTION_KEY_TYPE:
-            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_NODE
-        if key_type != GROUP_KEY_TYPE:
+        if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
             return ErrorCode.INVALID_REQUEST, NO_NODE
         try:
-            code, node = await self._locator.find_group_coordinator(key, ctx.listener)
+            if key_type == GROUP_KEY_TYPE:
+                code, node = await self._locator.find_group_coordinator(key, ctx.listener)
+            else:
+                code, node = await self._transactions.find_transaction_coordinator(key, ctx.listener)
         except KafkaError as exc:
             code, node = exc.code, None
         if code is not ErrorCode.NONE or node is None:
-            _log.debug("no coordinator found", group=key, listener=ctx.listener, error=code.name)
+            _log.debug(
+                "no coordinator found", key=key, key_type=key_type, listener=ctx.listener, error=code.name
+            )
             return (ErrorCode.COORDINATOR_NOT_AVAILABLE if code is ErrorCode.NONE else code), NO_NODE
         return ErrorCode.NONE, node
 

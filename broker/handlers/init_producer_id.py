@@ -7,12 +7,9 @@ transactional ids only). So does kipling, which is what @platformatic/kafka's v5
 producer id 0 / epoch 0 expects. A request with exactly one of producer id and epoch set to -1 is
 INVALID_REQUEST, as in Kafka.
 
-Transactional ids: an empty one is INVALID_REQUEST (Kafka's coordinator check). Any other gets
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED: kipling has no transaction coordinator, and this is the
-non-retriable answer Kafka gives a client that may not use the transactional id. Every client
-surfaces it at once as a fatal error naming the id, where COORDINATOR_NOT_AVAILABLE or
-NOT_COORDINATOR (retriable) would leave a transactional producer retrying until its timeout,
-as it does against a Kafka cluster whose transaction state topic cannot be created.
+With a transactional id the request goes to the transaction coordinator (this broker must be the
+id's coordinator: NOT_COORDINATOR otherwise), which fences the id's earlier producer by an epoch
+bump and aborts its open transaction first (:mod:`coordinator.transaction`).
 
 Ids come in blocks from the controller; while a broker has none at hand it answers
 COORDINATOR_LOAD_IN_PROGRESS, as Kafka's RPCProducerIdManager does, and the client retries.
@@ -26,6 +23,7 @@ import structlog
 
 from broker.handlers.base import Handler, RequestContext
 from broker.produce.producer_ids import ProducerIdGenerator, ProducerIdsUnavailableError
+from coordinator.transaction import TransactionCoordinator, error_for_version
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
@@ -41,13 +39,22 @@ class InitProducerIdHandler(Handler):
     min_version = 0
     max_version = 5
 
-    def __init__(self, producer_ids: ProducerIdGenerator) -> None:
+    def __init__(self, producer_ids: ProducerIdGenerator, transactions: TransactionCoordinator) -> None:
         self._producer_ids = producer_ids
+        self._transactions = transactions
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
-        error = _request_error(request)
-        if error is not None:
-            return _body(error)
+        if (request.producer_id == NO_PRODUCER_ID) != (request.producer_epoch == NO_PRODUCER_EPOCH):
+            return _body(ErrorCode.INVALID_REQUEST)
+        if request.transactional_id is not None:
+            result = await self._transactions.init_producer_id(
+                request.transactional_id,
+                request.transaction_timeout_ms,
+                request.producer_id,
+                request.producer_epoch,
+            )
+            error = error_for_version("InitProducerId", ctx.api_version, result.error)
+            return _body(error, result.producer_id, result.producer_epoch)
         try:
             producer_id = self._producer_ids.generate_producer_id()
         except ProducerIdsUnavailableError:  # a cluster broker waiting for its block: retriable
@@ -60,18 +67,6 @@ class InitProducerIdHandler(Handler):
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         return _body(code)
-
-
-def _request_error(request: MessageData) -> ErrorCode | None:
-    """Kafka's order: the transactional id's permission, the id/epoch pair, then the coordinator."""
-    transactional_id = request.transactional_id
-    if transactional_id:
-        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    if (request.producer_id == NO_PRODUCER_ID) != (request.producer_epoch == NO_PRODUCER_EPOCH):
-        return ErrorCode.INVALID_REQUEST
-    if transactional_id == "":
-        return ErrorCode.INVALID_REQUEST
-    return None
 
 
 def _body(

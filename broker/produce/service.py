@@ -4,9 +4,13 @@ Request-level rules, as Kafka's KafkaApis applies them before any append:
 
 - acks must be -1, 0 or 1, else every partition answers INVALID_REQUIRED_ACKS (nothing appended).
 - Transactional batches without a transactional id: every partition answers
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Kafka's check for that case. With a transactional id the
-  partition answers INVALID_TXN_STATE: kipling has no transaction coordinator, so no transaction
-  can be ongoing, which is what Kafka 3.6+ says of a batch whose transaction it cannot verify.
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Kafka's check for that case.
+- Transactional batches (KIP-890): a partition where the producer's transaction has not written yet
+  asks the transaction coordinator, before appending, whether the partition was added to that
+  transaction (:class:`~broker.transactions.verification.TransactionVerifier`). Not added (or the
+  transaction ended): INVALID_TXN_STATE; the coordinator unreachable or busy: NOT_ENOUGH_REPLICAS,
+  which the producer retries (Kafka's translation, since older clients mishandle the coordinator's
+  own retriable errors on a produce).
 - Per partition, before the append: unknown topic or partition → UNKNOWN_TOPIC_OR_PARTITION, led
   elsewhere → NOT_LEADER_OR_FOLLOWER, an internal topic written by a client →
   INVALID_TOPIC_EXCEPTION, a zstd batch below v7 → UNSUPPORTED_COMPRESSION_TYPE. The partition then
@@ -30,7 +34,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -46,6 +50,7 @@ from protocol.records.compression import CompressionType
 from protocol.sentinels import UNKNOWN_OFFSET
 from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import Clock
+from storage.producer_state import AppendOrigin
 
 __all__ = [
     "ADMIN_CLIENT_ID",
@@ -83,6 +88,8 @@ class ProduceRequest:
     timeout_ms: int
     transactional_id: str | None
     partitions: Sequence[ProducePartitionData]
+    origin: AppendOrigin = "leader"
+    """"coordinator" for the broker's own coordinators' writes to internal topics."""
 
 
 @dataclass(slots=True)
@@ -109,12 +116,15 @@ class ProduceService:
         clock: Clock,
         *,
         expiration_meter: Callable[[Hashable], None] | None = None,
+        verifier: TxnPartitionVerifier | None = None,
     ) -> None:
-        """``purgatory`` is the Produce purgatory; ``expiration_meter(key)`` counts expiries."""
+        """``purgatory`` is the Produce purgatory; ``expiration_meter(key)`` counts expiries;
+        ``verifier`` asks transaction coordinators about transactional batches (None: unverified)."""
         self._replicas = replica_manager
         self._purgatory = purgatory
         self._clock = clock
         self._expiration_meter = expiration_meter
+        self.verifier = verifier
 
     def on_partition_changed(self, partition: Partition) -> None:
         """A partition listener: every HW move re-checks the acks=-1 produces parked on it."""
@@ -127,7 +137,8 @@ class ProduceService:
         """
         started_ms = self._clock.time_ms()
         await self._wait_for_leadership(request)
-        outcomes = self.append(request)
+        verified = await self._verify_transactions(request)
+        outcomes = self.append(request, verified)
         if request.acks == -1:
             waited_ms = self._clock.time_ms() - started_ms
             await self.wait_for_commit(max(0, request.timeout_ms - waited_ms), outcomes)
@@ -153,6 +164,44 @@ class ProduceService:
                 remaining_ms = deadline - self._clock.time_ms()
                 await self._replicas.wait_until_led(data.topic, data.index, max(0, remaining_ms) / 1000)
 
+    async def _verify_transactions(self, request: ProduceRequest) -> dict[int, Verification]:
+        """KIP-890: for each transactional batch whose producer has no ongoing transaction on the
+        partition yet, the coordinator's word that the partition is in the transaction (a guard
+        the partition checks at append) or the error to answer; keyed by position in the request."""
+        verifier = self.verifier
+        transactional_id = request.transactional_id
+        if verifier is None or transactional_id is None or request.origin != "leader":
+            return {}
+        pending: dict[int, tuple[Partition, RecordBatchHeader]] = {}
+        for position, data in enumerate(request.partitions):
+            header = _peek_header(data.records)
+            if header is None or not header.is_transactional:
+                continue
+            partition = self._replicas.get_partition(data.topic, data.index)
+            if partition is None or partition.has_ongoing_transaction(
+                header.producer_id, header.producer_epoch
+            ):
+                continue
+            pending[position] = (partition, header)
+        if not pending:
+            return {}
+        guards = {
+            position: partition.start_txn_verification(header.producer_id)
+            for position, (partition, header) in pending.items()
+        }
+        first = next(iter(pending.values()))[1]
+        errors = await verifier.verify(
+            transactional_id,
+            first.producer_id,
+            first.producer_epoch,
+            [(partition.topic, partition.index) for partition, _ in pending.values()],
+        )
+        verified: dict[int, Verification] = {}
+        for position, (partition, _header) in pending.items():
+            code = errors.get((partition.topic, partition.index), ErrorCode.UNKNOWN_SERVER_ERROR)
+            verified[position] = guards[position] if code is ErrorCode.NONE else _verification_error(code)
+        return verified
+
     def current_leader(self, topic: str, index: int) -> tuple[int, int] | None:
         """(leader id, leader epoch) of a partition led by a known broker, else None."""
         state = self._replicas.partition_state(topic, index)
@@ -162,25 +211,46 @@ class ProduceService:
 
     # -- appends ---------------------------------------------------------------------------------
 
-    def append(self, request: ProduceRequest) -> list[PartitionOutcome]:
+    def append(
+        self, request: ProduceRequest, verified: dict[int, Verification] | None = None
+    ) -> list[PartitionOutcome]:
         """The first half of :meth:`produce`: append every partition's batch now, synchronously.
 
         The group coordinator uses the halves separately: its write must be in the log before the
-        request that caused it is answered, while the acks=-1 wait may come later.
+        request that caused it is answered, while the acks=-1 wait may come later. ``verified``
+        holds the transaction verifications of :meth:`produce`, by position in the request.
         """
         whole_request_error = _request_error(request)
         if whole_request_error is not None:
             code, message = whole_request_error
             return [PartitionOutcome(p.topic, p.index, code, message) for p in request.partitions]
         now = self._clock.time_ms()
-        return [self._append(request, p, now) for p in request.partitions]
+        verified = verified or {}
+        return [
+            self._append(request, p, now, verified.get(position))
+            for position, p in enumerate(request.partitions)
+        ]
 
-    def _append(self, request: ProduceRequest, data: ProducePartitionData, now_ms: int) -> PartitionOutcome:
+    def _append(
+        self,
+        request: ProduceRequest,
+        data: ProducePartitionData,
+        now_ms: int,
+        verification: Verification | None,
+    ) -> PartitionOutcome:
         outcome = PartitionOutcome(data.topic, data.index, key=(data.topic, data.index))
         try:
+            if isinstance(verification, KafkaError):
+                raise verification
             partition = self._partition_for_append(request, data)
             outcome.key = partition.key
-            outcome.result = partition.append_records(data.records, required_acks=request.acks, now_ms=now_ms)
+            outcome.result = partition.append_records(
+                data.records,
+                required_acks=request.acks,
+                now_ms=now_ms,
+                origin=request.origin,
+                verification=verification,
+            )
         except RecordValidationError as exc:
             outcome.error_code, outcome.message = exc.code, exc.message
             outcome.record_errors = exc.record_errors
@@ -249,6 +319,48 @@ class ProduceService:
             if outcome.error_code is ErrorCode.NONE and status.error_code is not ErrorCode.NONE:
                 outcome.error_code = status.error_code
                 outcome.message = status.error_code.description
+
+
+class TxnPartitionVerifier(Protocol):
+    async def verify(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Sequence[tuple[str, int]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Per partition: NONE if it is in the producer's ongoing transaction, else the error."""
+        ...
+
+
+Verification = object
+"""A guard from :meth:`Partition.start_txn_verification`, or the KafkaError to answer instead."""
+
+_UNVERIFIABLE = frozenset(
+    {
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.REQUEST_TIMED_OUT,
+    }
+)
+
+
+def _verification_error(code: ErrorCode) -> KafkaError:
+    """Kafka's translation of a failed verification into a produce error."""
+    if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE):
+        # The coordinator's verify-only answer is TRANSACTION_ABORTABLE; producers before
+        # transactions v2 know only INVALID_TXN_STATE, which makes them abort just the same.
+        return KafkaError(ErrorCode.INVALID_TXN_STATE, "Partition was not added to the transaction")
+    if code in _UNVERIFIABLE:
+        return KafkaError(
+            ErrorCode.NOT_ENOUGH_REPLICAS,
+            "Unable to verify the partition has been added to the transaction. "
+            f"Underlying error: {code.name}",
+        )
+    return KafkaError(code, f"transaction verification failed: {code.name}")
 
 
 def _request_error(request: ProduceRequest) -> tuple[ErrorCode, str] | None:

@@ -6,14 +6,16 @@ bytes on disk: the leader epoch, the replicas and ISR with each follower's fetch
 watermark, and the idempotent producers' state (:class:`~storage.producer_state.ProducerStateManager`).
 
 Appends (Produce) follow Kafka's order of checks: leadership, ``min.insync.replicas`` for acks=-1,
-then the batch (one whole v2 batch, consistent record count, size, no control or transactional
-batch from a client), then the records' timestamps against ``message.timestamp.before.max.ms`` and
-``message.timestamp.after.max.ms`` (before the producer state, as in Kafka, where ``LogValidator``
-runs first), then the producer's sequence (a retried batch is answered with its first
-offsets instead of being written twice), then the log append, which verifies the CRC32C while it
-copies and stamps the batch. The CRC is therefore computed once per batch, not once in validation
-and once in the log; the rare paths that answer without appending (a duplicate, a sequence error)
-verify it themselves first, so a corrupt batch is always CORRUPT_MESSAGE.
+then the batch (one whole v2 batch, consistent record count, size, no control batch from a client; a
+transactional batch must belong to an ongoing transaction of its producer, or have been verified
+with the transaction coordinator, KIP-890), then the records' timestamps against
+``message.timestamp.before.max.ms`` and ``message.timestamp.after.max.ms`` (before the producer
+state, as in Kafka, where ``LogValidator`` runs first), then the producer's sequence (a retried
+batch is answered with its first offsets instead of being written twice), then the log append, which
+verifies the CRC32C while it copies and stamps the batch. The CRC is therefore computed once per
+batch, not once in validation and once in the log; the rare paths that answer without appending (a
+duplicate, a sequence error) verify it themselves first, so a corrupt batch is always
+CORRUPT_MESSAGE.
 
 Replication, leader side (kafka-behaviour.md 6), is a
 :class:`~broker.replication.replica_state.LeaderReplicaSet` driven from here:
@@ -29,6 +31,11 @@ Replication, leader side (kafka-behaviour.md 6), is a
   (:meth:`Partition.maybe_shrink_isr`, 6.4). The answer comes back through
   :meth:`Partition.on_alter_partition_result`. Without a sender the ISR is whatever the metadata says;
 - new metadata comes through :meth:`Partition.make_leader` and :meth:`Partition.make_follower`.
+
+Transactions: markers (:meth:`Partition.append_txn_marker`) end a producer's transaction; the
+last stable offset is the first offset of the oldest transaction still open (or ended by a marker
+the high watermark has not passed), else the high watermark; read_committed reads stop there and
+get the aborted transactions of their range from the transaction index, never from the records.
 
 Listeners (fetch sessions, delayed fetches, delayed produces) hear of every change of the log end
 offset, high watermark, log start offset, leader epoch or leadership, after the change. That is how
@@ -56,6 +63,7 @@ from broker.replication.replica_state import (
 from protocol.error_codes import ErrorCode, KafkaError
 from protocol.errors import CorruptRecordError, ProtocolError, UnsupportedMagicError
 from protocol.records.batch import RecordBatchHeader
+from protocol.records.control import ControlRecordType, build_end_txn_marker_batch
 from protocol.sentinels import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -83,12 +91,17 @@ from storage.log import FileSlice, PartitionLog
 from storage.producer_recovery import rebuild_producer_state
 from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    AppendOrigin,
     DuplicateBatch,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
     ProducerStateManager,
+    TransactionCoordinatorFencedError,
+    TxnMarker,
 )
 from storage.segment import LogSegment
+from storage.transactions import apply_batch
+from storage.txn_index import AbortedTxn
 
 __all__ = [
     "AlterPartitionSender",
@@ -150,6 +163,8 @@ class PartitionRead(NamedTuple):
     """The leader's LEO when the read started (followers' ISR bookkeeping uses it)."""
     first_offset: int | None = None
     """Base offset of the first batch in ``slice`` (it may be below the fetch offset)."""
+    aborted_transactions: tuple[AbortedTxn, ...] = ()
+    """For a read_committed read: the aborted transactions overlapping the range read."""
 
 
 class TimestampAndOffset(NamedTuple):
@@ -187,6 +202,7 @@ class Partition:
         replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
         alter_partition: AlterPartitionSender | None = None,
         broker_eligibility: BrokerEligibility | None = None,
+        verify_transactions: bool = True,
     ) -> None:
         """Wire already loaded state; use :meth:`open`, which also rebuilds the producer state.
 
@@ -207,6 +223,8 @@ class Partition:
         self.is_leader = True
         self.is_offline = False
         self._log_dir_full = False
+        self._verification_guards: dict[int, object] = {}
+        self._verify_transactions = verify_transactions
         self._clock = clock
         self._alter_partition = alter_partition
         self._listeners: list[PartitionListener] = []
@@ -249,6 +267,7 @@ class Partition:
         replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
         alter_partition: AlterPartitionSender | None = None,
         broker_eligibility: BrokerEligibility | None = None,
+        verify_transactions: bool = True,
     ) -> Partition:
         """Take the lead of ``log``: rebuild the producer state, record the epoch, set the HW.
 
@@ -276,6 +295,7 @@ class Partition:
             replica_lag_time_max_ms=replica_lag_time_max_ms,
             alter_partition=alter_partition,
             broker_eligibility=broker_eligibility,
+            verify_transactions=verify_transactions,
         )
         if damage is not None:
             partition._go_offline(damage)
@@ -311,8 +331,13 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """Equal to the high watermark: there are no transactions to keep open."""
-        return self.log.high_watermark
+        """The first offset of the oldest unstable transaction, else the high watermark (never
+        above it, never below the log start offset)."""
+        high_watermark = self.log.high_watermark
+        first_unstable = self.producer_state.first_unstable_offset()
+        if first_unstable is None or first_unstable >= high_watermark:
+            return high_watermark
+        return max(first_unstable, self.log.log_start_offset)
 
     @property
     def log_start_offset(self) -> int:
@@ -389,17 +414,27 @@ class Partition:
         if high_watermark <= self.log.high_watermark:
             return False
         self.log.update_high_watermark(high_watermark)
+        self.producer_state.on_high_watermark_updated(self.log.high_watermark)
         return True
 
     # -- appends -----------------------------------------------------------------------------------
 
     def append_records(
-        self, records: bytes | bytearray | memoryview | None, *, required_acks: int, now_ms: int
+        self,
+        records: bytes | bytearray | memoryview | None,
+        *,
+        required_acks: int,
+        now_ms: int,
+        origin: AppendOrigin = "leader",
+        verification: object | None = None,
     ) -> AppendResult:
         """Append one produced batch as leader; raises KafkaError with the partition's error code.
 
         Nothing is written when an error is raised. A retried batch of an idempotent producer is
-        answered from the producer state with the offsets it got the first time.
+        answered from the producer state with the offsets it got the first time. ``origin`` is
+        "coordinator" for the group coordinator's own writes (no sequence numbers to check).
+        ``verification`` is the guard :meth:`start_txn_verification` returned before the
+        transaction coordinator confirmed that the batch's transaction includes this partition.
         """
         self._check_writable()
         if required_acks == -1 and not self._replica_set.acks_all_allowed():
@@ -410,8 +445,10 @@ class Partition:
             )
         data = records if records is not None else b""
         header = self._validate_batch(data)
+        if header.is_transactional and origin == "leader":
+            self._check_txn_verified(header, verification)
         check_timestamps(data, header, self.log.config, now_ms)
-        duplicate = self._check_producer_state(data, header, now_ms)
+        duplicate = self._check_producer_state(data, header, now_ms, origin)
         if duplicate is not None:
             return self._duplicate_result(duplicate)
         data, header = conform_to_topic_codec(data, header, self.log.config)
@@ -442,21 +479,88 @@ class Partition:
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"The record batch of {header.size} bytes is larger than max.message.bytes={max_bytes}",
             )
-        if header.is_transactional:
-            raise KafkaError(
-                ErrorCode.INVALID_TXN_STATE,
-                "Transactions are not supported: the batch is not part of an ongoing transaction",
-            )
         return header
 
+    # -- transactions ------------------------------------------------------------------------------
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """The producer's transaction already wrote here in this epoch: no verification needed."""
+        entry = self.producer_state.last_entry(producer_id)
+        return (
+            entry is not None
+            and entry.current_txn_first_offset is not None
+            and entry.producer_epoch == producer_epoch
+        )
+
+    def start_txn_verification(self, producer_id: int) -> object:
+        """A guard for a verification about to be asked of the transaction coordinator (KIP-890).
+
+        A marker for the producer written meanwhile ends that transaction and drops the guard, so a
+        batch verified against the ended transaction is refused rather than opening a new one that
+        no coordinator knows of (a hanging transaction).
+        """
+        guard = self._verification_guards.get(producer_id)
+        if guard is None:
+            guard = self._verification_guards[producer_id] = object()
+        return guard
+
+    def _check_txn_verified(self, header: RecordBatchHeader, verification: object | None) -> None:
+        producer_id = header.producer_id
+        if self.has_ongoing_transaction(producer_id, header.producer_epoch):
+            return
+        if not self._verify_transactions:
+            return
+        guard = self._verification_guards.get(producer_id)
+        if verification is None or guard is not verification:
+            raise KafkaError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"producer {producer_id} epoch {header.producer_epoch} has no ongoing transaction "
+                f"including {self.topic}-{self.index} (it was not added to the transaction, or the "
+                "transaction ended)",
+            )
+        del self._verification_guards[producer_id]
+
+    def append_txn_marker(
+        self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, now_ms: int
+    ) -> AppendResult:
+        """WriteTxnMarkers: end the producer's transaction here with a COMMIT or ABORT marker.
+
+        A marker of an older producer epoch is INVALID_PRODUCER_EPOCH, one of an older coordinator
+        epoch than the producer's last marker TRANSACTION_COORDINATOR_FENCED (a zombie
+        coordinator). A marker with no transaction open is still written, as Kafka does (it is
+        harmless, and a retried marker after a lost answer must succeed).
+        """
+        self._check_writable()
+        self._verification_guards.pop(producer_id, None)
+        batch = build_end_txn_marker_batch(
+            commit=commit,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            timestamp=now_ms,
+        )
+        header = read_single_batch(batch)
+        marker = TxnMarker(ControlRecordType.COMMIT if commit else ControlRecordType.ABORT, coordinator_epoch)
+        try:
+            self.producer_state.check_and_prepare(header, origin="coordinator", now_ms=now_ms, marker=marker)
+        except InvalidProducerEpochError as exc:
+            raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH, str(exc)) from None
+        except TransactionCoordinatorFencedError as exc:
+            raise KafkaError(ErrorCode.TRANSACTION_COORDINATOR_FENCED, str(exc)) from None
+        return self._append(batch, header, marker)
+
     def _check_producer_state(
-        self, data: bytes | bytearray | memoryview, header: RecordBatchHeader, now_ms: int
+        self,
+        data: bytes | bytearray | memoryview,
+        header: RecordBatchHeader,
+        now_ms: int,
+        origin: AppendOrigin,
     ) -> DuplicateBatch | None:
         """Duplicate or sequence errors, answered only for a batch whose CRC holds."""
         if not header.has_producer_id:
             return None
         try:
-            duplicate = self.producer_state.check_and_prepare(header, origin="leader", now_ms=now_ms)
+            duplicate = self.producer_state.check_and_prepare(header, origin=origin, now_ms=now_ms)
         except OutOfOrderSequenceError as exc:
             verify_crc(data)
             if self._log_dir_full and not self._has_space_for(len(data)):
@@ -500,7 +604,9 @@ class Partition:
             True,
         )
 
-    def _append(self, data: bytes | bytearray | memoryview, header: RecordBatchHeader) -> AppendResult:
+    def _append(
+        self, data: bytes | bytearray | memoryview, header: RecordBatchHeader, marker: TxnMarker | None = None
+    ) -> AppendResult:
         active_before = self.log.active_segment
         snapshot_at = self.log.log_end_offset
         try:
@@ -527,7 +633,11 @@ class Partition:
         if self.log.active_segment is not active_before:
             self._on_roll(snapshot_at)
         written = header._replace(base_offset=info.first_offset, max_timestamp=info.max_timestamp)
-        self.producer_state.update(written, info.first_offset, info.last_offset)
+        try:
+            apply_batch(self.log, self.producer_state, written, info.first_offset, info.last_offset, marker)
+        except (OSError, KiplingStorageError) as exc:  # the transaction index could not be written
+            self._go_offline(exc)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
         self._replica_set.update_leader_log_end_offset(self.log.log_end_offset, self._clock.time_ms())
         self._sync_high_watermark()
         self._notify()
@@ -680,8 +790,14 @@ class Partition:
             return _error_read(ErrorCode.KAFKA_STORAGE_ERROR)
         if result.slice is None:
             return empty
+        aborted: tuple[AbortedTxn, ...] = ()
+        if isolation_level == IsolationLevel.READ_COMMITTED and not is_follower:
+            aborted = tuple(log.collect_aborted_transactions(fetch_offset, max_offset))
         return empty._replace(
-            slice=result.slice, records_size=result.slice.length, first_offset=result.first_offset
+            slice=result.slice,
+            records_size=result.slice.length,
+            first_offset=result.first_offset,
+            aborted_transactions=aborted,
         )
 
     # -- what a parked fetch checks ----------------------------------------------------------------
@@ -1075,6 +1191,7 @@ class Partition:
         self._positions.clear()
         self._positions_segment = None
         self.producer_state.delete_snapshots_before(start)
+        self.producer_state.on_log_start_offset_incremented(start)
         self._notify()
 
     def remove_expired_producers(self, now_ms: int) -> list[int]:

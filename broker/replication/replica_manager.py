@@ -245,6 +245,7 @@ class ReplicaManager:
             replica_lag_time_max_ms=self._config.replica_lag_time_max_ms,
             alter_partition=self._alter_partition,
             broker_eligibility=self._broker_eligibility,
+            verify_transactions=self._config.transaction_partition_verification_enable,
         )
 
     # -- leadership changes ------------------------------------------------------------------

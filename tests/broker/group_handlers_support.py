@@ -39,6 +39,7 @@ LISTENER = "PLAINTEXT"
 PEER = "10.1.2.3:51234"
 CLIENT_ID = "consumer-1"
 COORDINATOR = BrokerEndpoint(7, "broker7.example", 19092)
+TRANSACTION_COORDINATOR = BrokerEndpoint(8, "txn-coordinator.example", 29092)
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
 SUBSCRIPTION = encode_subscription(("orders",))
@@ -48,9 +49,19 @@ ANSWER_STEPS = 5
 
 @dataclass
 class FakeLocator:
-    """The CoordinatorLocator: groups whose id starts with "lost" have no coordinator right now."""
+    """Both coordinator locators: ids starting with "lost" have no coordinator right now;
+    transactional ids are located on TRANSACTION_COORDINATOR."""
 
     calls: list[tuple[str, str]] = field(default_factory=list)
+    transaction_calls: list[tuple[str, str]] = field(default_factory=list)
+
+    async def find_transaction_coordinator(
+        self, transactional_id: str, listener: str
+    ) -> tuple[ErrorCode, BrokerEndpoint | None]:
+        self.transaction_calls.append((transactional_id, listener))
+        if transactional_id.startswith("lost"):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        return ErrorCode.NONE, TRANSACTION_COORDINATOR
 
     async def find_group_coordinator(
         self, group_id: str, listener: str
@@ -76,7 +87,7 @@ class Env:
             config(offsets_topic_num_partitions=num_partitions), load=load, defer_log=defer_log
         )
         self.locator = FakeLocator()
-        self.find_coordinator = FindCoordinatorHandler(self.locator)
+        self.find_coordinator = FindCoordinatorHandler(self.locator, self.locator)
         self.join_group = JoinGroupHandler(self.coordinator)
         self.sync_group = SyncGroupHandler(self.coordinator)
         self.heartbeat = HeartbeatHandler(self.coordinator)

@@ -36,7 +36,6 @@ from tests.protocol.frames import captured_frames
 
 NO_NODE = (-1, "", -1)
 COORDINATOR_NOT_AVAILABLE_MESSAGE = "The coordinator is not available."
-TRANSACTIONAL_ID_MESSAGE = "Transactional Id authorization failed."
 
 # -- FindCoordinator --------------------------------------------------------------------------------
 
@@ -72,19 +71,21 @@ async def test_find_a_batch_of_group_coordinators_from_v4(version: int) -> None:
 
 
 @pytest.mark.parametrize("version", range(1, 7))
-async def test_transactional_ids_have_no_coordinator(version: int) -> None:
+async def test_transactional_ids_are_located_by_the_transaction_locator(version: int) -> None:
     env = Env()
     if version < 4:
         found = await env.call(env.find_coordinator, version, {"key": "txn", "key_type": 1})
-        results = [(found.error_code, found.node_id, found.error_message)]
+        results = [(found.error_code, found.node_id, found.port)]
+        keys = ["txn"]
     else:
         found = await env.call(
-            env.find_coordinator, version, {"key_type": 1, "coordinator_keys": ["t1", "t2"]}
+            env.find_coordinator, version, {"key_type": 1, "coordinator_keys": ["t1", "lost-t2"]}
         )
-        results = [(c.error_code, c.node_id, c.error_message) for c in found.coordinators]
-    assert results and all(
-        r == (int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), -1, TRANSACTIONAL_ID_MESSAGE) for r in results
-    )
+        results = [(c.error_code, c.node_id, c.port) for c in found.coordinators]
+        keys = ["t1", "lost-t2"]
+    expected = [(NONE, 8, 29092), (int(E.COORDINATOR_NOT_AVAILABLE), -1, -1)]
+    assert results == expected[: len(results)]
+    assert [key for key, _listener in env.locator.transaction_calls] == keys
     assert env.locator.calls == []
 
 
@@ -105,7 +106,7 @@ async def test_an_unknown_key_type_is_an_invalid_request(version: int, key_type:
 
 async def test_the_locator_hears_the_listener_of_the_connection() -> None:
     locator = FakeLocator()
-    handler = FindCoordinatorHandler(locator)
+    handler = FindCoordinatorHandler(locator, locator)
     codec = REQUESTS[10].codec(6)
     request = codec.decode(codec.encode({"key_type": 0, "coordinator_keys": ["g"]}))
     await handler.handle(ctx(handler, 6, listener="EXTERNAL"), request)

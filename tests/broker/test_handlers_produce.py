@@ -32,6 +32,7 @@ from server_common.purgatory import DelayedOperationPurgatory, FakeScheduler
 from storage.clock import FakeClock
 from storage.log_manager import LogManager
 from tests.broker.local_topics import Leader, LocalTopics
+from tests.broker.txn_support import in_memory_transaction_coordinator
 
 NODE = 1
 NOW = 1_700_000_000_000
@@ -397,7 +398,7 @@ async def init_handler() -> AsyncIterator[InitProducerIdHandler]:
     manager.prefetch()
     for _ in range(5):  # the fake controller answers at once: its block arrives within a few steps
         await asyncio.sleep(0)
-    yield InitProducerIdHandler(manager)
+    yield InitProducerIdHandler(manager, in_memory_transaction_coordinator())
     await manager.close()
 
 
@@ -427,12 +428,9 @@ async def test_init_producer_id_ignores_a_known_id_without_transactional_id(
         (init_body(producer_id=5, epoch=-1), 3, ErrorCode.INVALID_REQUEST),
         (init_body(producer_id=-1, epoch=2), 5, ErrorCode.INVALID_REQUEST),
         (init_body(transactional_id=""), 0, ErrorCode.INVALID_REQUEST),
-        (init_body(transactional_id="tx-1"), 0, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-        (
-            init_body(transactional_id="tx-1", producer_id=3, epoch=1),
-            5,
-            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-        ),
+        # a transactional id this broker does not coordinate
+        (init_body(transactional_id="tx-1"), 0, ErrorCode.NOT_COORDINATOR),
+        (init_body(transactional_id="tx-1", producer_id=3, epoch=1), 5, ErrorCode.NOT_COORDINATOR),
     ],
 )
 async def test_init_producer_id_errors(
@@ -447,7 +445,7 @@ async def test_init_producer_id_unexpected_failure_is_unknown_server_error() -> 
         def generate_producer_id(self) -> int:
             raise OSError(28, "No space left on device")
 
-    handler = InitProducerIdHandler(Failing())
+    handler = InitProducerIdHandler(Failing(), in_memory_transaction_coordinator())
     response = await call(handler, 4, init_body())
     assert (response.error_code, response.producer_id) == (ErrorCode.UNKNOWN_SERVER_ERROR, -1)
     body = handler.error_response(context(handler, 4), None, ErrorCode.INVALID_REQUEST)

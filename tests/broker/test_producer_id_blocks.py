@@ -13,6 +13,7 @@ from broker.produce.producer_ids import ProducerIdsUnavailableError
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
+from tests.broker.txn_support import in_memory_transaction_coordinator
 
 
 class FakeController:
@@ -125,7 +126,9 @@ async def test_close_cancels_a_request_in_flight() -> None:
 async def test_init_producer_id_answers_coordinator_load_in_progress_while_no_block_is_at_hand() -> None:
     controller = FakeController()
     controller.gate = asyncio.Event()
-    handler = InitProducerIdHandler(ControllerProducerIdManager(controller.allocate))
+    handler = InitProducerIdHandler(
+        ControllerProducerIdManager(controller.allocate), in_memory_transaction_coordinator()
+    )
     ctx = RequestContext(ApiKey.INIT_PRODUCER_ID, 4, 1, "c", "127.0.0.1:1", 1, 0)
     request = MessageData(
         transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1
