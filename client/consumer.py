@@ -4,7 +4,8 @@ Manual assignment only (no groups, no commits). Each :meth:`Consumer.fetch` is o
 the session handler sends only partitions whose position changed since the last request (new ones,
 ones that returned records, seeks), so a steady consumer's requests stay O(changed) — the same
 mechanism the follower uses. Records stay bytes until the caller iterates them
-(:meth:`FetchedPartition.records`, via :func:`protocol.records.iter_all_records`).
+(:meth:`FetchedPartition.records`, which leaves out control batches and, read_committed, the
+batches of aborted transactions: :mod:`protocol.records.aborted`).
 
 Topics are named, not identified by id, so Fetch is capped at v12 (v13+ needs topic ids). A failed
 round (connection error, top-level session error, invalid response) returns no partitions, and the
@@ -34,7 +35,8 @@ from client.fetch_session import (
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
-from protocol.records import DecodedRecord, iter_all_records, iter_batches
+from protocol.records import DecodedRecord, iter_batches, iter_records
+from protocol.records.aborted import AbortedTransactionFilter
 from protocol.sentinels import LATEST_TIMESTAMP, IsolationLevel
 
 DEFAULT_MAX_WAIT_MS = 500
@@ -62,14 +64,30 @@ class FetchedPartition:
     raw_records: bytes | None
     next_offset: int
     """The position after this response: past the last complete batch, or ``fetch_offset``."""
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None
+    """read_committed: the (producer id, first offset) of the aborted transactions in range;
+    None for read_uncommitted."""
+
+    def batch_filter(self) -> AbortedTransactionFilter | None:
+        """What skips aborted transactions' batches (read_committed), else None."""
+        if self.aborted_transactions is None:
+            return None
+        return AbortedTransactionFilter(self.aborted_transactions)
 
     def records(self) -> Iterator[DecodedRecord]:
-        """The records at or after ``fetch_offset`` (a compressed batch may start before it)."""
+        """The records at or after ``fetch_offset`` (a compressed batch may start before it);
+        never control records, nor, under read_committed, records of aborted transactions."""
         if not self.raw_records:
             return
-        for record in iter_all_records(self.raw_records):
-            if record.offset >= self.fetch_offset and not record.is_control:
-                yield record
+        view = memoryview(self.raw_records)
+        aborted = self.batch_filter()
+        for position, header in iter_batches(view):
+            batch = view[position : position + header.size]
+            if aborted.skip(header, batch) if aborted is not None else header.is_control:
+                continue
+            for record in iter_records(batch):
+                if record.offset >= self.fetch_offset:
+                    yield record
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,11 +257,20 @@ class Consumer:
                 p.log_start_offset,
                 records,
                 next_offset,
+                _aborted(p),
             )
             if next_offset != position:
                 self._positions[tp] = next_offset
                 self.session.mark_changed(tp, PartitionData(next_offset, self.partition_max_bytes))
         return out
+
+
+def _aborted(p: MessageData) -> tuple[tuple[int, int], ...] | None:
+    """The response's aborted transactions; None when it has none (read_uncommitted, v0-3)."""
+    aborted = getattr(p, "aborted_transactions", None)
+    if aborted is None:
+        return None
+    return tuple((a.producer_id, a.first_offset) for a in aborted)
 
 
 __all__ = [

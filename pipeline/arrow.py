@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from protocol.records import DEFAULT_MAX_DECOMPRESSED_SIZE, DecodedRecord, RecordBatchHeader, iter_batches
+from protocol.records.aborted import AbortedTransactionFilter
 from protocol.records.columnar import (
     FIELDS_PER_HEADER,
     FIELDS_PER_RECORD,
@@ -143,6 +144,7 @@ class RecordBatchBuilder:
         first_offset: int | None = None,
         end_offset: int | None = None,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+        aborted: AbortedTransactionFilter | None = None,
     ) -> int | None:
         """Add the records in [first_offset, end_offset) of every complete batch in ``buf`` (a fetched
         log slice); returns the offset of the first record added, or None.
@@ -150,11 +152,17 @@ class RecordBatchBuilder:
         Batches outside the bounds and control batches are skipped by their header, without
         decoding; the others are CRC-checked and decoded (a malformed one raises
         :class:`~protocol.errors.CorruptRecordError`). A partial trailing batch is ignored, as a
-        consumer does with a fetch response.
+        consumer does with a fetch response. With ``aborted`` (read_committed) the batches of aborted
+        transactions are skipped too.
         """
         first: int | None = None
-        for pos, header in iter_batches(buf):
-            if header.is_control:
+        view = memoryview(buf)
+        for pos, header in iter_batches(view):
+            if (
+                aborted.skip(header, view[pos : pos + header.size])
+                if aborted is not None
+                else header.is_control
+            ):
                 continue
             if first_offset is not None and header.last_offset < first_offset:
                 continue

@@ -11,7 +11,9 @@ What a fetched slice may contain, and what is done with it:
   below ``start`` are dropped (:meth:`FetchedPartition.records` already does);
 * records at or past ``end`` in the last batch: dropped, and reading stops;
 * control batches (transaction markers): skipped; their offsets are gaps, which is fine. Spark's Kafka
-  source reads ``read_uncommitted`` by default, and so does this reader;
+  source reads ``read_uncommitted`` by default, and so does this reader; with
+  ``kafka.isolation.level=read_committed`` it reads up to the last stable offset and skips the
+  batches of aborted transactions, from the aborted transactions the broker returns;
 * offsets below the log start offset (retention deleted them): data loss. Like Spark's
   ``KafkaDataConsumer``, ``failOnDataLoss=true`` fails the task; ``false`` logs a warning and resumes at
   the earliest offset still available inside the range, or skips the rest of the range when none is;
@@ -201,7 +203,9 @@ class RangeReader:
         before = len(builder)
         first = None
         if fetched.raw_records:
-            first = builder.append_record_batches(fetched.raw_records, fetched.fetch_offset, self.end)
+            first = builder.append_record_batches(
+                fetched.raw_records, fetched.fetch_offset, self.end, aborted=fetched.batch_filter()
+            )
         self._advance(fetched, first)
         return len(builder) - before
 

@@ -610,11 +610,7 @@ def _isolation_level(params: Mapping[str, str]) -> IsolationLevel:
     if raw == "read_uncommitted":
         return IsolationLevel.READ_UNCOMMITTED
     if raw == "read_committed":
-        raise KiplingOptionError(
-            "kafka.isolation.level=read_committed is not supported by the kipling source yet (it would need "
-            "aborted-transaction filtering); kipling brokers accept no transactional writes, so "
-            "read_uncommitted reads the same records"
-        )
+        return IsolationLevel.READ_COMMITTED
     raise KiplingOptionError(
         f"Option '{ISOLATION_LEVEL}' must be read_uncommitted or read_committed, got '{raw}'"
     )

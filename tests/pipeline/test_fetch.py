@@ -11,6 +11,7 @@ pytest.importorskip("pyarrow")
 
 from client.consumer import FetchedPartition, FetchResult
 from client.fetch_session import FetchMetadata, TopicPartition
+from pipeline.arrow import RecordBatchBuilder
 from pipeline.errors import KiplingDataLossError, KiplingReadTimeoutError
 from pipeline.fetch import RangeReader, ReadTask
 from pipeline.offsets import OffsetRange
@@ -23,6 +24,7 @@ from protocol.records import (
     build_end_txn_marker_batch,
     iter_batches,
 )
+from protocol.records.aborted import AbortedTransactionFilter
 
 TP = TopicPartition("t", 0)
 SETTINGS = ConnectionSettings((BrokerAddress("127.0.0.1", 1),))
@@ -35,6 +37,9 @@ class FakeLog:
         self.batches: list[tuple[int, int, bytes]] = []  # (base offset, last offset, bytes)
         self.log_start = 0
         self.high_watermark = 0
+        self.aborted: list[tuple[int, int, int]] = []
+        """(producer id, first offset, marker offset) of aborted transactions (the broker's index)."""
+        self._open: dict[int, int] = {}
 
     def append(self, count: int, compression: CompressionType = CompressionType.NONE) -> None:
         base = self.high_watermark
@@ -47,13 +52,40 @@ class FakeLog:
         )
         self.high_watermark += count
 
-    def append_marker(self) -> None:
+    def append_marker(self, producer_id: int = 7, commit: bool = True) -> None:
         base = self.high_watermark
         marker = build_end_txn_marker_batch(
-            commit=True, producer_id=7, producer_epoch=0, coordinator_epoch=0, timestamp=5, base_offset=base
+            commit=commit,
+            producer_id=producer_id,
+            producer_epoch=0,
+            coordinator_epoch=0,
+            timestamp=5,
+            base_offset=base,
         )
         self.batches.append((base, base, marker))
         self.high_watermark += 1
+        first = self._open.pop(producer_id, None)
+        if first is not None and not commit:
+            self.aborted.append((producer_id, first, base))
+
+    def aborted_from(self, offset: int) -> tuple[tuple[int, int], ...]:
+        """What a read_committed fetch at ``offset`` gets: the aborted transactions not over yet."""
+        return tuple((producer_id, first) for producer_id, first, last in self.aborted if last >= offset)
+
+    def append_txn(self, producer_id: int, count: int) -> None:
+        base = self.high_watermark
+        records = [Record(f"v{base + i}".encode(), timestamp=1000 + base + i) for i in range(count)]
+        batch = build_batch(
+            records,
+            base_offset=base,
+            producer_id=producer_id,
+            producer_epoch=0,
+            base_sequence=0,
+            is_transactional=True,
+        )
+        self.batches.append((base, base + count - 1, batch))
+        self._open.setdefault(producer_id, base)
+        self.high_watermark += count
 
     def delete_before(self, offset: int) -> None:
         self.batches = [b for b in self.batches if b[1] >= offset]
@@ -68,9 +100,15 @@ class FakeLog:
 
 class FakeConsumer:
     def __init__(
-        self, log: FakeLog, *, batches_per_fetch: int = 1, errors: list[ErrorCode] | None = None
+        self,
+        log: FakeLog,
+        *,
+        batches_per_fetch: int = 1,
+        errors: list[ErrorCode] | None = None,
+        read_committed: bool = False,
     ) -> None:
         self.log = log
+        self.read_committed = read_committed
         self.batches_per_fetch = batches_per_fetch
         self.errors = errors or []
         self.position = -1
@@ -93,8 +131,9 @@ class FakeConsumer:
         for _, header in iter_batches(raw):
             next_offset = max(next_offset, header.next_offset)
         hw = self.log.high_watermark
+        aborted = self.log.aborted_from(self.position) if self.read_committed else None
         fetched = FetchedPartition(
-            TP, self.position, error, hw, hw, self.log.log_start, raw or None, next_offset
+            TP, self.position, error, hw, hw, self.log.log_start, raw or None, next_offset, aborted
         )
         self.position = next_offset
         return FetchResult(FetchMetadata(1, 1), 1, partitions={TP: fetched})
@@ -223,3 +262,24 @@ def test_non_retriable_errors_fail_the_task() -> None:
     harness = Harness(log, errors=[ErrorCode.TOPIC_AUTHORIZATION_FAILED])
     with pytest.raises(KafkaResponseError, match="TOPIC_AUTHORIZATION_FAILED"):
         harness.read(0, 3)
+
+
+def test_read_committed_skips_aborted_transactions_on_both_decoders() -> None:
+    log = FakeLog()
+    log.append_txn(1, 3)  # 0..2, aborted
+    log.append_txn(2, 2)  # 3..4, committed
+    log.append(2)  # 5..6
+    log.append_marker(1, commit=False)  # 7
+    log.append_marker(2, commit=True)  # 8
+    log.append_txn(1, 2)  # 9..10, committed
+    log.append_marker(1, commit=True)  # 11
+    committed = Harness(log, read_committed=True, batches_per_fetch=2)
+    assert committed.read(0, 12)[0] == [3, 4, 5, 6, 9, 10]
+    assert Harness(log).read(0, 12)[0] == [0, 1, 2, 3, 4, 5, 6, 9, 10]
+    builder = RecordBatchBuilder("t", 0, False)
+    fetched = FetchedPartition(TP, 0, ErrorCode.NONE, 12, 12, 0, b"".join(b for *_, b in log.batches), 12)
+    builder.append_record_batches(
+        fetched.raw_records or b"", 0, 12, aborted=AbortedTransactionFilter(log.aborted_from(0))
+    )
+    table = builder.flush()
+    assert table is not None and table.column("offset").to_pylist() == [3, 4, 5, 6, 9, 10]

@@ -21,6 +21,7 @@ from pipeline.options import (
     parse_write_options,
 )
 from protocol.records import CompressionType
+from protocol.sentinels import IsolationLevel
 
 BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
@@ -90,7 +91,7 @@ def test_subscriptions() -> None:
         ({"kafka.interceptor.classes": "x"}, "Kafka option 'interceptor.classes' is not supported"),
         ({"kafka.sasl.mechanism": "PLAIN"}, "Kafka option 'sasl.mechanism' is not supported by the kipling"),
         ({"kafka.security.protocol": "SSL"}, "PLAINTEXT only"),
-        ({"kafka.isolation.level": "read_committed"}, "read_committed is not supported"),
+        ({"kafka.isolation.level": "serializable"}, "must be read_uncommitted or read_committed"),
         ({"minOffsetsPerTrigger": "10"}, "composite read limit"),
         ({"startingOffst": "earliest"}, "Unknown option 'startingoffst'"),
         ({"path": "/x"}, "takes no path"),
@@ -107,6 +108,15 @@ def test_subscriptions() -> None:
 def test_bad_options_are_refused(options: dict[str, str], message: str) -> None:
     with pytest.raises(KiplingOptionError, match=message):
         parse(subscribe="a", **options)
+
+
+def test_isolation_level_read_committed_is_taken() -> None:
+    default = parse_read_options({**BOOT, "subscribe": "a"}, "batch")
+    assert default.isolation_level is IsolationLevel.READ_UNCOMMITTED
+    committed = parse_read_options(
+        {**BOOT, "subscribe": "a", "kafka.isolation.level": "Read_Committed"}, "batch"
+    )
+    assert committed.isolation_level is IsolationLevel.READ_COMMITTED
 
 
 def test_bootstrap_servers_is_required_and_well_formed() -> None:
