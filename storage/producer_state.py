@@ -21,6 +21,9 @@ Sequence rules, as in Kafka 2.5+ (KIP-360) for a batch with producer id P, epoch
    batch remembered in this epoch (a marker bumped it), F must be 0.
 
 Followers (``origin="replication"``) trust their leader: nothing is checked, state is still updated.
+The broker's own coordinators (``origin="coordinator"``: the group coordinator's transactional
+offset commits, the transaction coordinator's markers) write batches without sequence numbers:
+only their producer epoch is checked, and they are never taken for duplicates, as in Kafka.
 
 Transactions (Kafka's ongoing/unreplicated transactions of ProducerStateManager):
 
@@ -347,8 +350,9 @@ class ProducerStateManager:
         if producer_id == NO_PRODUCER_ID or origin == "replication":
             return None
         entry = self._producers.get(producer_id)
+        from_client = origin == "leader"
         if entry is not None:
-            duplicate = None if header.is_control else entry.find_duplicate_batch(header)
+            duplicate = entry.find_duplicate_batch(header) if from_client and not header.is_control else None
             if duplicate is not None:
                 return DuplicateBatch(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp)
             if header.producer_epoch < entry.producer_epoch:
@@ -365,8 +369,8 @@ class ProducerStateManager:
                     f"marker for producer {producer_id} in {self.partition_dir.name}: coordinator epoch "
                     f"{marker.coordinator_epoch} is older than the current {entry.coordinator_epoch}"
                 )
-        if not header.is_control:
-            self._check_sequence(entry, header)
+        if from_client and not header.is_control:
+            self._check_sequence(entry, header)  # a coordinator's batches carry no sequence
         return None
 
     def _check_sequence(self, entry: ProducerStateEntry | None, header: RecordBatchHeader) -> None:

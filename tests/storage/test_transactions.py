@@ -21,6 +21,7 @@ from storage.producer_state import (
     CompletedTxn,
     InvalidProducerEpochError,
     OngoingTxn,
+    OutOfOrderSequenceError,
     ProducerStateManager,
     TransactionCoordinatorFencedError,
     TxnMarker,
@@ -177,6 +178,23 @@ def test_coordinator_fencing(tmp_path: pathlib.Path) -> None:
     old_epoch = header_of(marker_batch(1, commit=False, epoch=1, coordinator_epoch=6))
     with pytest.raises(InvalidProducerEpochError):
         state.check_and_prepare(old_epoch, origin="coordinator", marker=ABORT._replace(coordinator_epoch=6))
+
+
+def test_coordinator_batches_carry_no_sequence_and_only_their_epoch_is_checked(
+    tmp_path: pathlib.Path,
+) -> None:
+    """TxnOffsetCommit's batches in __consumer_offsets: no sequence numbers, transaction after
+    transaction under one epoch (transactions v1), never answered as duplicates."""
+    state = ProducerStateManager(tmp_path)
+    offsets = data_batch(1, 1, seq=-1, epoch=3)
+    for _ in range(3):
+        assert state.check_and_prepare(header_of(offsets), origin="coordinator") is None
+        feed(state, offsets)
+        feed(state, marker_batch(1, commit=True, epoch=3), COMMIT)
+    with pytest.raises(OutOfOrderSequenceError):  # a client's batch must follow its sequence
+        state.check_and_prepare(header_of(data_batch(1, 1, seq=7, epoch=3)), origin="leader")
+    with pytest.raises(InvalidProducerEpochError):
+        state.check_and_prepare(header_of(data_batch(1, 1, seq=-1, epoch=2)), origin="coordinator")
 
 
 def test_snapshot_reload_rebuilds_ongoing_transactions(tmp_path: pathlib.Path) -> None:
