@@ -24,12 +24,15 @@ from broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandler
 from broker.handlers.base import Handler
 from broker.handlers.delete_groups import DeleteGroupsHandler
 from broker.handlers.describe_groups import DescribeGroupsHandler
+from broker.handlers.describe_producers import DescribeProducersHandler
+from broker.handlers.describe_transactions import DescribeTransactionsHandler
 from broker.handlers.end_txn import EndTxnHandler
 from broker.handlers.find_coordinator import FindCoordinatorHandler
 from broker.handlers.heartbeat import HeartbeatHandler
 from broker.handlers.join_group import JoinGroupHandler
 from broker.handlers.leave_group import LeaveGroupHandler
 from broker.handlers.list_groups import ListGroupsHandler
+from broker.handlers.list_transactions import ListTransactionsHandler
 from broker.handlers.metadata import BrokerEndpoint
 from broker.handlers.offset_commit import OffsetCommitHandler
 from broker.handlers.offset_fetch import OffsetFetchHandler
@@ -225,6 +228,8 @@ def group_handlers(
 
 INTER_BROKER_CONNECT_TIMEOUT_S = 10.0
 INTER_BROKER_REQUEST_TIMEOUT_S = 30.0
+TRANSACTION_VERSION_LEVEL = 1
+"""Kafka's ``transaction.version`` feature level this broker runs at: 1, transactions v1."""
 MARKER_WRITE_TIMEOUT_MS = 30_000
 """How long a marker append waits for its in-sync replicas (Kafka's request.timeout.ms default)."""
 
@@ -288,6 +293,9 @@ def build_transaction_coordination(
             config.transaction_remove_expired_transaction_cleanup_interval_ms
         ),
         transaction_state_log_num_partitions=config.transaction_state_log_num_partitions,
+        # ApiVersions finalizes no transaction.version feature, so clients run transactions v1
+        # (explicit AddPartitionsToTxn); the coordinator's own aborts follow the same rules.
+        transaction_version_level=TRANSACTION_VERSION_LEVEL,
     )
     coordinator = TransactionCoordinator(
         settings,
@@ -322,10 +330,14 @@ def build_transaction_coordination(
 
 
 def transaction_handlers(
-    transactions: TransactionCoordination, groups: GroupCoordination, topics: TopicLookup
+    transactions: TransactionCoordination,
+    groups: GroupCoordination,
+    topics: TopicLookup,
+    replicas: ReplicaManager,
 ) -> list[Handler]:
-    """The transaction APIs: each broker answers for the transactional ids it coordinates, and
-    writes markers on the partitions it leads."""
+    """The transaction APIs: each broker answers for the transactional ids it coordinates (and
+    describes and lists them), writes markers on the partitions it leads, and describes the
+    producers of those partitions."""
     coordinator = transactions.runtime.coordinator
     group_coordinator = groups.runtime.coordinator
     transactions.markers.listen_for_offsets_markers(group_coordinator.on_transaction_completed)
@@ -340,4 +352,7 @@ def transaction_handlers(
         EndTxnHandler(coordinator),
         TxnOffsetCommitHandler(group_coordinator, partition_exists),
         WriteTxnMarkersHandler(transactions.markers),
+        DescribeTransactionsHandler(coordinator),
+        ListTransactionsHandler(coordinator),
+        DescribeProducersHandler(replicas, topics),
     ]
