@@ -3,8 +3,9 @@
 Request-level rules, as Kafka's KafkaApis applies them before any append:
 
 - acks must be -1, 0 or 1, else every partition answers INVALID_REQUIRED_ACKS (nothing appended).
-- Transactional batches without a transactional id: every partition answers
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Kafka's check for that case.
+- Transactional batches without a transactional id from a client: every partition answers
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Kafka's check for that case. The group coordinator's own
+  TxnOffsetCommit appends (origin "coordinator") carry none and are not refused.
 - Transactional batches (KIP-890): a partition where the producer's transaction has not written yet
   asks the transaction coordinator, before appending, whether the partition was added to that
   transaction (:class:`~broker.transactions.verification.TransactionVerifier`). Not added (or the
@@ -367,9 +368,16 @@ def _request_error(request: ProduceRequest) -> tuple[ErrorCode, str] | None:
     """Errors Kafka gives every partition of the request before appending anything."""
     if request.acks not in (-1, 0, 1):
         return ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {request.acks}"
-    if request.transactional_id is None and any(
-        (header := _peek_header(data.records)) is not None and header.is_transactional
-        for data in request.partitions
+    # KafkaApis' check of a client's Produce: the group coordinator's TxnOffsetCommit batches
+    # (origin "coordinator") are transactional batches of the producer without a transactional id,
+    # which Kafka appends through ReplicaManager directly, past this check.
+    if (
+        request.origin == "leader"
+        and request.transactional_id is None
+        and any(
+            (header := _peek_header(data.records)) is not None and header.is_transactional
+            for data in request.partitions
+        )
     ):
         return (
             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

@@ -18,6 +18,7 @@ from broker.produce.service import ProduceService
 from broker.replication.replica_manager import ReplicaManager
 from coordinator.group import GroupState, MemberIdentity, OffsetsRecord
 from coordinator.group.loader import rebuild_groups
+from coordinator.group.log import TxnProducer
 from metadata.topics import PartitionState, TopicState
 from protocol.error_codes import ErrorCode
 from server_common.config import load_config, to_log_config
@@ -87,6 +88,24 @@ async def test_the_callback_waits_for_the_commit_but_the_append_does_not(tmp_pat
     scheduler.advance_ms(COMMIT_TIMEOUT_MS)
     await asyncio.sleep(0)
     assert answers == [(ErrorCode.REQUEST_TIMED_OUT, -1)]
+
+
+async def test_a_transactional_offsets_batch_is_appended_without_a_transactional_id(
+    tmp_path: pathlib.Path,
+) -> None:
+    """TxnOffsetCommit: the batch is the producer's transactional batch and the coordinator's write
+    carries no transactional id, as in Kafka, where the group coordinator appends past KafkaApis'
+    check. It was refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, so every transactional
+    consume-transform-produce client (quixstreams exactly-once) failed its first commit."""
+    service, replicas, _ = produce_path(tmp_path)
+    log = OffsetsTopicGroupLog(service, COMMIT_TIMEOUT_MS)
+    answers: list[tuple[ErrorCode, int]] = []
+    log.append(0, [OffsetsRecord(b"k", b"v")], NOW, lambda *a: answers.append(a), TxnProducer(7, 3))
+    await asyncio.sleep(0)
+    assert answers == [(ErrorCode.NONE, 0)]
+    partition = replicas.get_partition(OFFSETS_TOPIC, 0)
+    assert partition is not None
+    assert partition.last_stable_offset == 0  # the transaction is open until its marker
 
 
 async def test_a_failed_append_is_answered_with_its_error(tmp_path: pathlib.Path) -> None:
