@@ -138,7 +138,7 @@ def broker_handlers(
             OffsetForLeaderEpochHandler(replicas),
             InitProducerIdHandler(producer_ids, transactions.runtime.coordinator),
             *group_handlers(groups, transactions, image),
-            *transaction_handlers(transactions, groups, image),
+            *transaction_handlers(transactions, groups, image, replicas),
         ]
     )
 
