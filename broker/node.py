@@ -66,6 +66,7 @@ from broker.metrics.endpoint import MetricsEndpoint
 from broker.metrics.raft import RaftMetrics
 from broker.metrics.requests import RequestMetrics
 from broker.metrics.socket_server import SocketServerMetrics
+from broker.metrics.transactions import register_transaction_metrics
 from broker.quorum.controller_role import CommitGate, ControllerRole, RaftMetadataLog
 from broker.quorum.peers import QuorumPeers
 from broker.quorum.raft_manager import RaftManager
@@ -418,6 +419,9 @@ def _build_broker(
     lifecycle_ref.append(lifecycle)
     locator.on_new_leader(lifecycle.nudge)  # heartbeat a new controller at once, well within its grace
     plane = build_data_plane(config, registry, clock, replicas, image)
+    register_transaction_metrics(
+        registry, replicas.partitions, clock.time_ms, config.transaction_max_timeout_ms
+    )
     producer_ids = ControllerProducerIdManager(
         lambda: channel.allocate_producer_ids(broker_id=config.node_id, broker_epoch=broker_epoch())
     )
