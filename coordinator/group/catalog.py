@@ -87,6 +87,9 @@ class GroupCatalog:
     def any_loading(self) -> bool:
         return bool(self._loading)
 
+    def is_loading(self, partition: int) -> bool:
+        return partition in self._loading
+
     @property
     def owned_partitions(self) -> frozenset[int]:
         return frozenset(self._owned)

@@ -88,6 +88,8 @@ class GroupCoordinator:
         self._join = JoinService(config, clock, self._catalog, self._rebalancer, static, member_id_suffix)
         self._membership = MembershipService(self._catalog, self._store, self._rebalancer)
         self._offsets = OffsetService(clock, self._catalog, self._store, self._rebalancer)
+        self._markers_while_loading: dict[int, list[tuple[int, bool]]] = {}
+        """Transaction markers that reached a partition while it loaded: (producer id, commit)."""
         self._cleaner = GroupCleaner(self._catalog, self._store)
 
     # -- group membership ---------------------------------------------------------------------------
@@ -119,10 +121,23 @@ class GroupCoordinator:
     def on_transaction_completed(self, producer_id: int, partitions: Iterable[int], commit: bool) -> None:
         """A transaction marker of ``producer_id`` reached these partitions of __consumer_offsets:
         the offsets its groups hold for the transaction become committed, or are dropped (Kafka's
-        ``scheduleHandleTxnCompletion``)."""
-        wanted = set(partitions)
+        ``scheduleHandleTxnCompletion``).
+
+        A partition still loading may have read its log before the marker arrived: the marker is
+        kept and applied once the load installs the groups (no TxnOffsetCommit can reach a loading
+        partition, so applying one the load already read changes nothing)."""
+        wanted = set()
+        for partition in partitions:
+            if self._catalog.is_loading(partition):
+                self._markers_while_loading.setdefault(partition, []).append((producer_id, commit))
+            else:
+                wanted.add(partition)
+        if wanted:
+            self._complete_txn(producer_id, wanted, commit)
+
+    def _complete_txn(self, producer_id: int, partitions: set[int], commit: bool) -> None:
         for group in self._catalog.groups():
-            if self._catalog.partition_for(group.group_id) in wanted:
+            if self._catalog.partition_for(group.group_id) in partitions:
                 group.offsets.complete_txn(producer_id, commit)
 
     def fetch_offsets(
@@ -241,6 +256,7 @@ class GroupCoordinator:
     def begin_loading(self, partition: int) -> None:
         """This broker leads ``partition`` now and is reading it back."""
         self._catalog.begin_loading(partition)
+        self._markers_while_loading.pop(partition, None)
 
     def load_partition(self, partition: int, records: Iterable[LoggedEntry]) -> None:
         """Take over the groups of ``partition`` from its records (in log order). A corrupt record
@@ -257,6 +273,8 @@ class GroupCoordinator:
         for group in groups:
             self._install(partition, group)
         self._catalog.finish_loading(partition)
+        for producer_id, commit in self._markers_while_loading.pop(partition, ()):
+            self._complete_txn(producer_id, {partition}, commit)
         if groups:
             _log.info("loaded group partition", partition=partition, groups=len(groups))
 
@@ -270,6 +288,7 @@ class GroupCoordinator:
     def unload_partition(self, partition: int) -> None:
         """Leadership of ``partition`` moved away: its groups are forgotten and whoever waits in
         JoinGroup or SyncGroup is answered NOT_COORDINATOR."""
+        self._markers_while_loading.pop(partition, None)
         groups = self._catalog.release(partition)
         for group in groups:
             self._rebalancer.on_group_unloaded(group)

@@ -116,3 +116,15 @@ def test_a_later_plain_commit_wins_over_an_earlier_transactional_one() -> None:
     h.commit("group", {T0: 50})
     h.coordinator.on_transaction_completed(PRODUCER.producer_id, [0], commit=True)
     assert h.coordinator.fetch_offsets("group", [T0]).partitions[T0] == PartitionOffset(50, 7, "", E.NONE)
+
+
+def test_a_marker_arriving_while_the_partition_loads_is_applied_after_the_load() -> None:
+    h = Harness()
+    txn_commit(h, {T0: 10})
+    records = h.log.records(0)  # what the load read, before the marker
+    h.coordinator.unload_partition(0)
+    h.coordinator.begin_loading(0)
+    h.log.append_marker(0, PRODUCER.producer_id, commit=True)
+    h.coordinator.on_transaction_completed(PRODUCER.producer_id, [0], commit=True)
+    h.coordinator.load_partition(0, records)
+    assert fetched(h, T0, stable=True) == {T0: 10}
