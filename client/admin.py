@@ -1,4 +1,6 @@
-"""A small admin client: create and delete topics, add partitions, read cluster and topic metadata.
+"""A small admin client: create and delete topics, add partitions, read cluster and topic metadata,
+find coordinators, and inspect and abort transactions (KIP-664's DescribeTransactions,
+ListTransactions, DescribeProducers, and WriteTxnMarkers to abort a hanging transaction).
 
 Single broker for now: every request goes to the connection it is given (the bootstrap broker, which
 kipling's single-broker setup makes the controller too). Results are plain dataclasses, and per-topic
@@ -12,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from client.connection import KafkaConnection
 from client.errors import error_code, raise_for_error
@@ -21,6 +23,11 @@ from protocol.error_codes import ErrorCode
 from protocol.sentinels import ZERO_UUID
 
 DEFAULT_TIMEOUT_MS = 30_000
+TRANSACTION_KEY_TYPE = 1
+"""FindCoordinator's key type of a transactional id (0 is a group)."""
+FIND_COORDINATOR_MAX_VERSION = 3
+"""The last version with one key per request (v4 batches them)."""
+NO_TXN_START = -1
 METADATA_MIN_VERSION = 1
 """v1 is the first whose ``topics`` may be null (meaning "all topics")."""
 
@@ -79,6 +86,99 @@ class ClusterMetadata:
     controller_id: int
     brokers: tuple[BrokerInfo, ...]
     topics: Mapping[str, TopicDescription]
+
+
+class CoordinatorNode(NamedTuple):
+    """The broker FindCoordinator names."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+class TopicPartitionKey(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    """One transactional id as its coordinator describes it (DescribeTransactions); when ``error``
+    is not NONE only the id is meaningful."""
+
+    transactional_id: str
+    error: ErrorCode
+    state: str = ""
+    producer_id: int = -1
+    producer_epoch: int = -1
+    transaction_timeout_ms: int = 0
+    transaction_start_time_ms: int = -1
+    """-1 when no transaction ran (Kafka's admin client then says None)."""
+    partitions: tuple[TopicPartitionKey, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListings:
+    """One broker's ListTransactions answer."""
+
+    error: ErrorCode
+    transactions: tuple[TransactionListing, ...] = ()
+    unknown_state_filters: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerState:
+    """One active producer of a partition (DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    """-1 before the producer's first marker."""
+    current_txn_start_offset: int
+    """The first offset of the producer's open transaction; -1 when none is open."""
+
+    @property
+    def has_open_transaction(self) -> bool:
+        return self.current_txn_start_offset >= 0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionProducers:
+    """A partition's answer to DescribeProducers: its error, or its active producers."""
+
+    error: ErrorCode
+    producers: tuple[ProducerState, ...] = ()
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AbortTransactionSpec:
+    """Kafka's AbortTransactionSpec: the marker that ends a producer's transaction on a partition."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+
+    def __str__(self) -> str:
+        return (
+            f"AbortTransactionSpec(topicPartition={self.topic}-{self.partition}, "
+            f"producerId={self.producer_id}, producerEpoch={self.producer_epoch}, "
+            f"coordinatorEpoch={self.coordinator_epoch})"
+        )
 
 
 class AdminClient:
@@ -205,6 +305,133 @@ class AdminClient:
         """Partitions, leaders, replicas and ISR of ``names`` (an unknown topic carries its error)."""
         return dict((await self.metadata(names)).topics)
 
+    # -- coordinators and transactions ---------------------------------------------------------------
+
+    async def find_coordinator(self, key: str, key_type: int = TRANSACTION_KEY_TYPE) -> CoordinatorNode:
+        """The coordinator of ``key`` (a transactional id by default); KafkaResponseError on an
+        error (COORDINATOR_NOT_AVAILABLE while ``__transaction_state`` is created or loads: retry)."""
+        version = self._connection.version_for(
+            ApiKey.FIND_COORDINATOR, wanted_max=FIND_COORDINATOR_MAX_VERSION
+        )
+        response = await self._connection.request(
+            ApiKey.FIND_COORDINATOR, version, {"key": key, "key_type": key_type}
+        )
+        raise_for_error(
+            response.error_code,
+            getattr(response, "error_message", None),
+            context=f"find coordinator of {key}",
+        )
+        return CoordinatorNode(response.node_id, response.host, response.port)
+
+    async def describe_transactions(self, transactional_ids: Sequence[str]) -> list[TransactionDescription]:
+        """DescribeTransactions at this connection's broker (the ids' coordinator): one entry per id,
+        each with its own error (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+        TRANSACTIONAL_ID_NOT_FOUND...)."""
+        version = self._connection.version_for(ApiKey.DESCRIBE_TRANSACTIONS)
+        response = await self._connection.request(
+            ApiKey.DESCRIBE_TRANSACTIONS, version, {"transactional_ids": list(transactional_ids)}
+        )
+        return [
+            TransactionDescription(
+                s.transactional_id,
+                error_code(s.error_code),
+                s.transaction_state,
+                s.producer_id,
+                s.producer_epoch,
+                s.transaction_timeout_ms,
+                s.transaction_start_time_ms,
+                tuple(TopicPartitionKey(t.topic, p) for t in s.topics for p in t.partitions),
+            )
+            for s in response.transaction_states
+        ]
+
+    async def list_transactions(
+        self,
+        *,
+        states: Sequence[str] = (),
+        producer_ids: Sequence[int] = (),
+        duration_filter_ms: int = -1,
+    ) -> TransactionListings:
+        """ListTransactions at this connection's broker: the transactions it coordinates. A
+        ``duration_filter_ms`` >= 0 needs v1 (KIP-994): UnsupportedApiVersionError from an older broker."""
+        wanted_min = 1 if duration_filter_ms >= 0 else None
+        version = self._connection.version_for(ApiKey.LIST_TRANSACTIONS, wanted_min=wanted_min)
+        body = {
+            "state_filters": list(states),
+            "producer_id_filters": list(producer_ids),
+            "duration_filter": duration_filter_ms,
+        }
+        response = await self._connection.request(ApiKey.LIST_TRANSACTIONS, version, body)
+        return TransactionListings(
+            error_code(response.error_code),
+            tuple(
+                TransactionListing(t.transactional_id, t.producer_id, t.transaction_state)
+                for t in response.transaction_states
+            ),
+            tuple(response.unknown_state_filters),
+        )
+
+    async def describe_producers(
+        self, partitions: Sequence[tuple[str, int]]
+    ) -> dict[TopicPartitionKey, PartitionProducers]:
+        """DescribeProducers at this connection's broker (the partitions' leader): each partition's
+        active producers, or its error (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION...)."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        version = self._connection.version_for(ApiKey.DESCRIBE_PRODUCERS)
+        body = {"topics": [{"name": t, "partition_indexes": indexes} for t, indexes in by_topic.items()]}
+        response = await self._connection.request(ApiKey.DESCRIBE_PRODUCERS, version, body)
+        out: dict[TopicPartitionKey, PartitionProducers] = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                out[TopicPartitionKey(topic.name, p.partition_index)] = PartitionProducers(
+                    error_code(p.error_code),
+                    tuple(
+                        ProducerState(
+                            s.producer_id,
+                            s.producer_epoch,
+                            s.last_sequence,
+                            s.last_timestamp,
+                            s.coordinator_epoch,
+                            s.current_txn_start_offset,
+                        )
+                        for s in p.active_producers
+                    ),
+                    p.error_message,
+                )
+        return out
+
+    async def abort_transaction(self, spec: AbortTransactionSpec) -> ErrorCode:
+        """Kafka's ``Admin.abortTransaction``: WriteTxnMarkers with one ABORT marker for the spec's
+        producer on its partition, sent to this connection's broker (the partition's leader). The
+        partition's error: NONE once the marker is written, INVALID_PRODUCER_EPOCH,
+        TRANSACTION_COORDINATOR_FENCED, NOT_LEADER_OR_FOLLOWER..."""
+        version = self._connection.version_for(ApiKey.WRITE_TXN_MARKERS)
+        body = {
+            "markers": [
+                {
+                    "producer_id": spec.producer_id,
+                    "producer_epoch": spec.producer_epoch,
+                    "transaction_result": False,
+                    "topics": [{"name": spec.topic, "partition_indexes": [spec.partition]}],
+                    "coordinator_epoch": spec.coordinator_epoch,
+                    "transaction_version": 0,
+                }
+            ]
+        }
+        response = await self._connection.request(
+            ApiKey.WRITE_TXN_MARKERS, version, body, self._request_timeout_s()
+        )
+        for marker in response.markers:
+            if marker.producer_id != spec.producer_id:
+                continue
+            for topic in marker.topics:
+                for p in topic.partitions:
+                    if topic.name == spec.topic and p.partition_index == spec.partition:
+                        return error_code(p.error_code)
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
 
 def _creatable(topic: NewTopic) -> dict[str, Any]:
     explicit = topic.assignments is not None
@@ -241,11 +468,19 @@ def _description(topic: Any) -> TopicDescription:
 
 
 __all__ = [
+    "AbortTransactionSpec",
     "AdminClient",
     "BrokerInfo",
     "ClusterMetadata",
+    "CoordinatorNode",
     "NewTopic",
     "PartitionInfo",
+    "PartitionProducers",
+    "ProducerState",
     "TopicDescription",
+    "TopicPartitionKey",
     "TopicResult",
+    "TransactionDescription",
+    "TransactionListing",
+    "TransactionListings",
 ]

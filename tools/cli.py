@@ -21,9 +21,21 @@ from tools.commands import (
     metadata_quorum,
     produce,
     topics,
+    transactions,
 )
 
-COMMANDS = (broker, dev_cluster, decode_frame, dump_log, topics, produce, consume, groups, metadata_quorum)
+COMMANDS = (
+    broker,
+    dev_cluster,
+    decode_frame,
+    dump_log,
+    topics,
+    produce,
+    consume,
+    groups,
+    metadata_quorum,
+    transactions,
+)
 
 
 def version() -> str:
