@@ -50,8 +50,9 @@ from broker.transactions.verification import TransactionVerifier
 from client.connection_pool import ConnectionPool
 from coordinator.group import GroupCoordinator, GroupCoordinatorConfig
 from coordinator.transaction import ProducerIdUnavailableError, TransactionConfig, TransactionCoordinator
+from metadata.topic_names import GROUP_METADATA_TOPIC
 from metadata.topics import TopicLookup
-from protocol.error_codes import ErrorCode
+from protocol.error_codes import ErrorCode, KafkaError
 from server_common.config import BrokerConfig
 from server_common.periodic import PeriodicTask
 from server_common.purgatory import DelayedOperationPurgatory
@@ -240,6 +241,8 @@ class TransactionCoordination:
 
     runtime: TransactionCoordinatorRuntime
     markers: TxnMarkerWriter
+    produce: ProduceService
+    """The produce path, which verifies transactional writes with the coordinators."""
     pool: ConnectionPool
     tasks: list[PeriodicTask]
 
@@ -326,7 +329,7 @@ def build_transaction_coordination(
             runtime.expire_transactional_ids,
         ),
     ]
-    return TransactionCoordination(runtime, writer, pool, tasks)
+    return TransactionCoordination(runtime, writer, plane.produce_service, pool, tasks)
 
 
 def transaction_handlers(
@@ -346,11 +349,26 @@ def transaction_handlers(
         state = topics.get(topic)
         return state is not None and partition in state.partitions
 
+    async def verify_offsets_partition(
+        transactional_id: str, producer_id: int, producer_epoch: int, index: int
+    ) -> object:
+        partition = replicas.get_partition(GROUP_METADATA_TOPIC, index)
+        if partition is None:
+            return ErrorCode.NOT_COORDINATOR
+        if partition.has_ongoing_transaction(producer_id, producer_epoch):
+            return None
+        produce = transactions.produce
+        verified = await produce.verify_transaction(
+            transactional_id, producer_id, producer_epoch, [partition]
+        )
+        outcome = verified[partition.key]
+        return outcome.code if isinstance(outcome, KafkaError) else outcome
+
     return [
         AddPartitionsToTxnHandler(coordinator, partition_exists),
         AddOffsetsToTxnHandler(coordinator, group_coordinator.partition_for),
         EndTxnHandler(coordinator),
-        TxnOffsetCommitHandler(group_coordinator, partition_exists),
+        TxnOffsetCommitHandler(group_coordinator, partition_exists, verify_offsets_partition),
         WriteTxnMarkersHandler(transactions.markers),
         DescribeTransactionsHandler(coordinator),
         ListTransactionsHandler(coordinator),

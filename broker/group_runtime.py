@@ -117,7 +117,8 @@ class OffsetsTopicGroupLog:
         )
         try:
             # ProduceService.produce() in two halves: the append now, the acks=-1 wait in a task.
-            outcomes: list[PartitionOutcome] | None = self._produce.append(request)
+            verified = {} if producer is None or producer.verification is None else {0: producer.verification}
+            outcomes: list[PartitionOutcome] | None = self._produce.append(request, verified)
         except Exception:
             _log.exception("append to __consumer_offsets failed", partition=partition)
             outcomes = None

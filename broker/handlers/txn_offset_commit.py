@@ -2,22 +2,31 @@
 its transaction (consume-transform-produce, KIP-98); they become visible when the transaction commits.
 
 As for OffsetCommit, partitions of topics the cluster does not have answer UNKNOWN_TOPIC_OR_PARTITION
-and the rest go to the group coordinator, written as a transactional batch of the producer. v3+
+and the rest go to the group coordinator, written as a transactional batch of the producer. First,
+as Kafka's GroupCoordinator does (KIP-890), the transaction coordinator must confirm that the group's
+partition of ``__consumer_offsets`` is in the producer's transaction (AddOffsetsToTxn added it), so
+that a late TxnOffsetCommit of an aborted transaction cannot open a transaction nobody will end. v3+
 (KIP-447) carry the member's generation, member id and instance id, so a consumer that lost its
 partitions in a rebalance is fenced (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.join_group import await_callback
 from broker.handlers.offset_commit import PartitionExists, commit_response_body
 from coordinator.group import GroupCoordinator, OffsetCommitRequest, PartitionCommit, TxnOffsetCommitRequest
+from coordinator.group.log import offset_commit_error
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
+
+VerifyOffsetsPartition = Callable[[str, int, int, int], Awaitable[object]]
+"""(transactional id, producer id, epoch, partition of __consumer_offsets) -> the partition leader's
+guard to append with, or the ErrorCode to answer (not this broker's partition, not in the transaction)."""
 
 
 class TxnOffsetCommitHandler(Handler):
@@ -25,9 +34,12 @@ class TxnOffsetCommitHandler(Handler):
     min_version = 0
     max_version = 4
 
-    def __init__(self, coordinator: GroupCoordinator, partition_exists: PartitionExists) -> None:
+    def __init__(
+        self, coordinator: GroupCoordinator, partition_exists: PartitionExists, verify: VerifyOffsetsPartition
+    ) -> None:
         self._coordinator = coordinator
         self._partition_exists = partition_exists
+        self._verify = verify
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         errors: dict[tuple[str, int], ErrorCode] = {}
@@ -47,6 +59,18 @@ class TxnOffsetCommitHandler(Handler):
                 else:
                     errors[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if commits:
+            verification = await self._verify(
+                request.transactional_id,
+                request.producer_id,
+                request.producer_epoch,
+                self._coordinator.partition_for(request.group_id),
+            )
+            if isinstance(verification, ErrorCode):
+                code = offset_commit_error(verification)
+                errors.update({(c.topic, c.partition): code for c in commits})
+                return commit_response_body(
+                    request.topics, lambda topic, partition: errors[(topic, partition)]
+                )
             commit = OffsetCommitRequest(
                 group_id=request.group_id,
                 partitions=tuple(commits),
@@ -54,7 +78,9 @@ class TxnOffsetCommitHandler(Handler):
                 generation_id=request.generation_id,
                 group_instance_id=request.group_instance_id,
             )
-            txn_commit = TxnOffsetCommitRequest(commit, request.producer_id, request.producer_epoch)
+            txn_commit = TxnOffsetCommitRequest(
+                commit, request.producer_id, request.producer_epoch, verification
+            )
             errors.update(await await_callback(self._coordinator.commit_txn_offsets, txn_commit))
         return commit_response_body(request.topics, lambda topic, partition: errors[(topic, partition)])
 

@@ -33,7 +33,7 @@ through :meth:`ProduceService.on_partition_changed`, a partition listener.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -168,39 +168,61 @@ class ProduceService:
     async def _verify_transactions(self, request: ProduceRequest) -> dict[int, Verification]:
         """KIP-890: for each transactional batch whose producer has no ongoing transaction on the
         partition yet, the coordinator's word that the partition is in the transaction (a guard
-        the partition checks at append) or the error to answer; keyed by position in the request."""
-        verifier = self.verifier
+        the partition checks at append) or the error to answer; keyed by position in the request.
+
+        One request carries one producer's batches: transactional batches of several producer ids
+        or epochs are all refused INVALID_PRODUCER_ID_MAPPING, as Kafka refuses them.
+        """
         transactional_id = request.transactional_id
-        if verifier is None or transactional_id is None or request.origin != "leader":
+        if self.verifier is None or transactional_id is None or request.origin != "leader":
             return {}
-        pending: dict[int, tuple[Partition, RecordBatchHeader]] = {}
+        pending: dict[int, Partition] = {}
+        producers: set[tuple[int, int]] = set()
         for position, data in enumerate(request.partitions):
             header = _peek_header(data.records)
             if header is None or not header.is_transactional:
                 continue
+            producers.add((header.producer_id, header.producer_epoch))
             partition = self._replicas.get_partition(data.topic, data.index)
-            if partition is None or partition.has_ongoing_transaction(
+            if partition is not None and not partition.has_ongoing_transaction(
                 header.producer_id, header.producer_epoch
             ):
-                continue
-            pending[position] = (partition, header)
+                pending[position] = partition
+        if len(producers) > 1:
+            mixed = KafkaError(
+                ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                "Transactional records from more than one producer id or epoch in one request",
+            )
+            return dict.fromkeys(range(len(request.partitions)), mixed)
         if not pending:
             return {}
-        guards = {
-            position: partition.start_txn_verification(header.producer_id)
-            for position, (partition, header) in pending.items()
-        }
-        first = next(iter(pending.values()))[1]
-        errors = await verifier.verify(
-            transactional_id,
-            first.producer_id,
-            first.producer_epoch,
-            [(partition.topic, partition.index) for partition, _ in pending.values()],
+        [(producer_id, producer_epoch)] = producers
+        verified = await self.verify_transaction(
+            transactional_id, producer_id, producer_epoch, pending.values()
         )
-        verified: dict[int, Verification] = {}
-        for position, (partition, _header) in pending.items():
+        return {position: verified[partition.key] for position, partition in pending.items()}
+
+    async def verify_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[Partition]
+    ) -> dict[Hashable, Verification]:
+        """Ask the transaction coordinator whether ``partitions`` are in the producer's ongoing
+        transaction: per partition key, a guard to append with, or the KafkaError to answer. Also
+        what TxnOffsetCommit does for its partition of ``__consumer_offsets``."""
+        partitions = list(partitions)
+        guards: dict[Hashable, Verification] = {
+            partition.key: partition.start_txn_verification(producer_id) for partition in partitions
+        }
+        if self.verifier is None:
+            return guards
+        errors = await self.verifier.verify(
+            transactional_id, producer_id, producer_epoch, [(p.topic, p.index) for p in partitions]
+        )
+        verified: dict[Hashable, Verification] = {}
+        for partition in partitions:
             code = errors.get((partition.topic, partition.index), ErrorCode.UNKNOWN_SERVER_ERROR)
-            verified[position] = guards[position] if code is ErrorCode.NONE else _verification_error(code)
+            verified[partition.key] = (
+                guards[partition.key] if code is ErrorCode.NONE else _verification_error(code)
+            )
         return verified
 
     def current_leader(self, topic: str, index: int) -> tuple[int, int] | None:
@@ -355,6 +377,10 @@ def _verification_error(code: ErrorCode) -> KafkaError:
         # The coordinator's verify-only answer is TRANSACTION_ABORTABLE; producers before
         # transactions v2 know only INVALID_TXN_STATE, which makes them abort just the same.
         return KafkaError(ErrorCode.INVALID_TXN_STATE, "Partition was not added to the transaction")
+    if code is ErrorCode.PRODUCER_FENCED:
+        # Kafka's AddPartitionsToTxnManager: producers handle INVALID_PRODUCER_EPOCH here (abortable),
+        # where PRODUCER_FENCED on a Produce would be fatal.
+        return KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH, "the producer epoch is fenced")
     if code in _UNVERIFIABLE:
         return KafkaError(
             ErrorCode.NOT_ENOUGH_REPLICAS,

@@ -167,6 +167,15 @@ class PartitionRead(NamedTuple):
     """For a read_committed read: the aborted transactions overlapping the range read."""
 
 
+class VerificationGuard:
+    """What a transactional append must present: the verification it was admitted by (KIP-890)."""
+
+    __slots__ = ("started_ms",)
+
+    def __init__(self, started_ms: int) -> None:
+        self.started_ms = started_ms
+
+
 class TimestampAndOffset(NamedTuple):
     """A ListOffsets answer; (-1, -1, -1) means no offset qualifies."""
 
@@ -223,7 +232,7 @@ class Partition:
         self.is_leader = True
         self.is_offline = False
         self._log_dir_full = False
-        self._verification_guards: dict[int, object] = {}
+        self._verification_guards: dict[int, VerificationGuard] = {}
         self._verify_transactions = verify_transactions
         self._clock = clock
         self._alter_partition = alter_partition
@@ -445,7 +454,7 @@ class Partition:
             )
         data = records if records is not None else b""
         header = self._validate_batch(data)
-        if header.is_transactional and origin == "leader":
+        if header.is_transactional and origin != "replication":
             self._check_txn_verified(header, verification)
         check_timestamps(data, header, self.log.config, now_ms)
         duplicate = self._check_producer_state(data, header, now_ms, origin)
@@ -501,7 +510,7 @@ class Partition:
         """
         guard = self._verification_guards.get(producer_id)
         if guard is None:
-            guard = self._verification_guards[producer_id] = object()
+            guard = self._verification_guards[producer_id] = VerificationGuard(self._clock.time_ms())
         return guard
 
     def _check_txn_verified(self, header: RecordBatchHeader, verification: object | None) -> None:
@@ -531,7 +540,12 @@ class Partition:
         harmless, and a retried marker after a lost answer must succeed).
         """
         self._check_writable()
-        self._verification_guards.pop(producer_id, None)
+        if not self._replica_set.acks_all_allowed():  # markers are written with acks=-1
+            raise KafkaError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"The size of the current ISR {self.isr} is insufficient to satisfy the min.isr "
+                f"requirement of {self.min_insync_replicas} for partition {self.topic}-{self.index}",
+            )
         batch = build_end_txn_marker_batch(
             commit=commit,
             producer_id=producer_id,
@@ -547,6 +561,7 @@ class Partition:
             raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH, str(exc)) from None
         except TransactionCoordinatorFencedError as exc:
             raise KafkaError(ErrorCode.TRANSACTION_COORDINATOR_FENCED, str(exc)) from None
+        self._verification_guards.pop(producer_id, None)  # a fenced zombie's marker voids nothing
         return self._append(batch, header, marker)
 
     def _check_producer_state(
@@ -1195,7 +1210,12 @@ class Partition:
         self._notify()
 
     def remove_expired_producers(self, now_ms: int) -> list[int]:
-        """Forget producers idle for producer.id.expiration.ms (Kafka checks every 10 minutes)."""
+        """Forget producers idle for producer.id.expiration.ms (Kafka checks every 10 minutes), and
+        verifications started as long ago that never led to an append (Kafka expires them too)."""
+        horizon = now_ms - self.producer_state.max_producer_id_expiration_ms
+        for producer_id, guard in list(self._verification_guards.items()):
+            if guard.started_ms <= horizon:
+                del self._verification_guards[producer_id]
         return self.producer_state.remove_expired_producers(now_ms)
 
     def close(self) -> None:

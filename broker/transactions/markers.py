@@ -7,12 +7,13 @@ that the transaction's offsets are now committed or aborted. The WriteTxnMarkers
 local half of :class:`TransactionMarkerChannel` both use it.
 
 :class:`TransactionMarkerChannel` is the coordinator's :class:`TransactionMarkerSender` (Kafka's
-``TransactionMarkerChannelManager``): it groups a transaction's partitions by current leader,
-writes the local ones itself and sends WriteTxnMarkers to the other leaders, and retries what did
-not succeed (no leader, a leader change, a timeout) with a growing backoff until every partition
-has its marker or no longer exists. A leader that answers TRANSACTION_COORDINATOR_FENCED or
-INVALID_PRODUCER_EPOCH has seen a newer coordinator or producer epoch: the coordinator is told
-(:class:`CoordinatorFencedError`) and stops completing the transaction, as Kafka's does.
+``TransactionMarkerChannelManager``): it groups a transaction's partitions by current leader, writes
+the local ones itself and sends WriteTxnMarkers to the other leaders, and retries what did not
+succeed (no leader, a leader change, a timeout) with a growing backoff until every partition has its
+marker or no longer exists in this broker's metadata. A leader that answers
+TRANSACTION_COORDINATOR_FENCED or INVALID_PRODUCER_EPOCH has seen a newer coordinator or producer
+epoch: the coordinator is told (:class:`CoordinatorFencedError`) and stops completing the
+transaction, as Kafka's does.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ WRITE_TXN_MARKERS_VERSION = 1
 MIN_RETRY_BACKOFF_S = 0.05
 MAX_RETRY_BACKOFF_S = 1.0
 FENCED = frozenset({ErrorCode.TRANSACTION_COORDINATOR_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH})
-DONE = frozenset({ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+DONE = frozenset({ErrorCode.NONE})
+"""A partition answering UNKNOWN_TOPIC_OR_PARTITION is retried (its leader's metadata may be behind,
+as Kafka retries it); a deleted topic's partitions are dropped from our own metadata instead."""
 
 _log = structlog.get_logger("kipling.txn_markers")
 

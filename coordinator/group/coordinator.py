@@ -115,7 +115,7 @@ class GroupCoordinator:
 
     def commit_txn_offsets(self, request: TxnOffsetCommitRequest, callback: CommitCallback) -> None:
         """TxnOffsetCommit: offsets written in the producer's transaction, pending until its marker."""
-        producer = TxnProducer(request.producer_id, request.producer_epoch)
+        producer = TxnProducer(request.producer_id, request.producer_epoch, request.verification)
         self._offsets.commit_txn_offsets(request.commit, producer, callback)
 
     def on_transaction_completed(self, producer_id: int, partitions: Iterable[int], commit: bool) -> None:

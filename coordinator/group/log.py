@@ -18,7 +18,7 @@ wait until the test completes them (``defer``), and can be made to fail.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from protocol.error_codes import ErrorCode
@@ -43,6 +43,9 @@ class TxnProducer:
 
     producer_id: int
     producer_epoch: int
+    verification: object | None = field(default=None, compare=False)
+    """The partition leader's guard from verifying, with the transaction coordinator, that this
+    partition of ``__consumer_offsets`` is in the producer's transaction (KIP-890); opaque here."""
 
 
 @dataclass(frozen=True, slots=True)

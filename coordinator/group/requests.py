@@ -98,3 +98,5 @@ class TxnOffsetCommitRequest:
     commit: OffsetCommitRequest
     producer_id: int
     producer_epoch: int
+    verification: object | None = None
+    """The broker's guard that the offsets partition is in the transaction (see TxnProducer)."""

@@ -197,6 +197,10 @@ class TransactionStore:
     async def append_tombstone(self, held: Held) -> ErrorCode:
         """Expire the id ``held`` (pending Dead): write its tombstone, then forget it."""
         metadata = held.metadata
+        if not self.is_current(held):
+            # The partition was reloaded (or moved) since the id was marked for expiry: the id may
+            # be in use again, and a tombstone now would delete it from the log.
+            return ErrorCode.NOT_COORDINATOR
         key = tl.encode_key(metadata.transactional_id)
         partition = self.partition_for(metadata.transactional_id)
         epoch = metadata.producer_epoch

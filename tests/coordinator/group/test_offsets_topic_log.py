@@ -99,12 +99,17 @@ async def test_a_transactional_offsets_batch_is_appended_without_a_transactional
     consume-transform-produce client (quixstreams exactly-once) failed its first commit."""
     service, replicas, _ = produce_path(tmp_path)
     log = OffsetsTopicGroupLog(service, COMMIT_TIMEOUT_MS)
-    answers: list[tuple[ErrorCode, int]] = []
-    log.append(0, [OffsetsRecord(b"k", b"v")], NOW, lambda *a: answers.append(a), TxnProducer(7, 3))
-    await asyncio.sleep(0)
-    assert answers == [(ErrorCode.NONE, 0)]
     partition = replicas.get_partition(OFFSETS_TOPIC, 0)
     assert partition is not None
+    answers: list[tuple[ErrorCode, int]] = []
+    unverified = TxnProducer(7, 3)
+    log.append(0, [OffsetsRecord(b"k", b"v")], NOW, lambda *a: answers.append(a), unverified)
+    await asyncio.sleep(0)
+    assert answers == [(ErrorCode.INVALID_TXN_STATE, -1)]  # KIP-890: verified first, as Kafka
+    verified = TxnProducer(7, 3, partition.start_txn_verification(7))
+    log.append(0, [OffsetsRecord(b"k", b"v")], NOW, lambda *a: answers.append(a), verified)
+    await asyncio.sleep(0)
+    assert answers[1:] == [(ErrorCode.NONE, 0)]
     assert partition.last_stable_offset == 0  # the transaction is open until its marker
 
 
