@@ -105,6 +105,10 @@ class InvalidProducerEpochError(StorageError):
     """The batch's producer epoch is older than the producer's current one (INVALID_PRODUCER_EPOCH)."""
 
 
+class InvalidTxnStateError(StorageError):
+    """A producer with an open transaction sent a non-transactional batch (INVALID_TXN_STATE)."""
+
+
 class TransactionCoordinatorFencedError(StorageError):
     """A marker's coordinator epoch is older than the producer's last marker's
     (TRANSACTION_COORDINATOR_FENCED): a zombie coordinator wrote it."""
@@ -370,6 +374,15 @@ class ProducerStateManager:
                     f"{marker.coordinator_epoch} is older than the current {entry.coordinator_epoch}"
                 )
         if from_client and not header.is_control:
+            if (
+                entry is not None
+                and entry.current_txn_first_offset is not None
+                and not header.is_transactional
+            ):
+                raise InvalidTxnStateError(
+                    f"producer {producer_id} in {self.partition_dir.name} sent a non-transactional batch "
+                    f"while its transaction starting at offset {entry.current_txn_first_offset} is open"
+                )
             self._check_sequence(entry, header)  # a coordinator's batches carry no sequence
         return None
 

@@ -94,6 +94,7 @@ from storage.producer_state import (
     AppendOrigin,
     DuplicateBatch,
     InvalidProducerEpochError,
+    InvalidTxnStateError,
     OutOfOrderSequenceError,
     ProducerStateManager,
     TransactionCoordinatorFencedError,
@@ -591,6 +592,9 @@ class Partition:
         except InvalidProducerEpochError as exc:
             verify_crc(data)
             raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH, str(exc)) from None
+        except InvalidTxnStateError as exc:
+            verify_crc(data)
+            raise KafkaError(ErrorCode.INVALID_TXN_STATE, str(exc)) from None
         if duplicate is not None:
             verify_crc(data)
             self._logger.debug(

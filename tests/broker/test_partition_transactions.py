@@ -159,3 +159,16 @@ def test_reopening_rebuilds_the_open_transaction(tmp_path: pathlib.Path, clock: 
     marker(reopened, commit=False)
     assert reopened.last_stable_offset == reopened.high_watermark == 4
     assert read(reopened, 0, IsolationLevel.READ_COMMITTED)[1] == (AbortedTxn(PRODUCER, 1, 3, 4),)
+
+
+def test_a_non_transactional_batch_inside_an_open_transaction_is_refused(
+    tmp_path: pathlib.Path, clock: FakeClock
+) -> None:
+    partition = open_partition(tmp_path / "t-0", clock)
+    append_txn(partition, 1, 0)
+    with pytest.raises(KafkaError) as refused:
+        partition.append_records(
+            batch(1, producer_id=PRODUCER, epoch=0, sequence=1), required_acks=1, now_ms=NOW
+        )
+    assert refused.value.code is ErrorCode.INVALID_TXN_STATE
+    assert partition.log_end_offset == 1
