@@ -107,6 +107,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.throughput
 	$(BIN)/python -m bench.replication
 	$(BIN)/python -m bench.spark_read
+	$(BIN)/python -m bench.transactions
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
