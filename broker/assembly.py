@@ -39,13 +39,14 @@ from broker.handlers.offset_fetch import OffsetFetchHandler
 from broker.handlers.sync_group import SyncGroupHandler
 from broker.handlers.txn_offset_commit import TxnOffsetCommitHandler
 from broker.handlers.write_txn_markers import WriteTxnMarkersHandler
+from broker.internal_topics import TopicCreator
 from broker.metrics.purgatory import DelayedFetchMetrics, DelayedProduceMetrics, PurgatoryMetrics
 from broker.produce.producer_ids import ProducerIdGenerator, ProducerIdsUnavailableError
 from broker.produce.service import ProduceService
 from broker.replication.partition_metrics import register_partition_metrics
 from broker.replication.replica_manager import ReplicaManager
 from broker.transactions.markers import TransactionMarkerChannel, TxnMarkerWriter
-from broker.transactions.runtime import TopicCreator, TransactionCoordinatorRuntime, TransactionStateLog
+from broker.transactions.runtime import TransactionCoordinatorRuntime, TransactionStateLog
 from broker.transactions.verification import TransactionVerifier
 from client.connection_pool import ConnectionPool
 from coordinator.group import GroupCoordinator, GroupCoordinatorConfig

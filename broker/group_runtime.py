@@ -29,12 +29,19 @@ replays the partition's whole history (the coordinator keeps the last value of e
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import structlog
 
 from broker.handlers.metadata import BrokerEndpoint
 from broker.internal_log import TxnMarkerEntry, read_partition
+from broker.internal_topics import (
+    PartitionLoads,
+    TopicCreation,
+    TopicCreator,
+    cancel_all,
+    partition_leader_endpoint,
+)
 from broker.produce.service import (
     ADMIN_CLIENT_ID,
     PartitionOutcome,
@@ -53,7 +60,7 @@ from coordinator.group.log import (
     TxnProducer,
 )
 from metadata import topic_names
-from metadata.topics import NO_LEADER, TopicLookup
+from metadata.topics import TopicLookup
 from protocol.error_codes import ErrorCode
 from protocol.records import Record, build_batch
 from protocol.sentinels import UNKNOWN_OFFSET
@@ -66,14 +73,12 @@ OFFSETS_TOPIC_CONFIGS = {
 }
 """Kafka's GroupMetadataManager.offsetsTopicConfigs: ``compression.type=producer`` keeps a broker-wide
 ``compression.type`` from recompressing the coordinator's own batches."""
-CREATION_RETRY_S = 1.0
-"""A failed creation (too few brokers, the controller away) is retried at most this often."""
 PRODUCE_VERSION = 9
 
 _log = structlog.get_logger("kipling.groups.runtime")
 
 
-OffsetsTopicCreator = Callable[[], Awaitable[None]]
+OffsetsTopicCreator = TopicCreator
 """Creates ``__consumer_offsets`` (raises KafkaError when it cannot)."""
 
 
@@ -172,11 +177,8 @@ class GroupCoordinatorRuntime:
         self.coordinator = coordinator
         self._topics = topics
         self._brokers = brokers
-        self._create_offsets_topic = create_offsets_topic
-        self._loads: dict[int, asyncio.Task[None]] = {}
-        self._creation: asyncio.Task[None] | None = None
-        self._creation_retry_at = 0.0
-        self._creation_error: str | None = None
+        self._creation = TopicCreation(OFFSETS_TOPIC, create_offsets_topic)
+        self._loads = PartitionLoads()
         self._count_mismatch_logged = False
 
     # -- leadership ----------------------------------------------------------------------------------
@@ -187,18 +189,12 @@ class GroupCoordinatorRuntime:
             return
         self._match_partition_count()
         index = partition.index
-        previous = self._loads.pop(index, None)
-        if previous is not None:
-            previous.cancel()
+        self._loads.cancel(index)
         if not led:
             self.coordinator.unload_partition(index)
             return
         self.coordinator.begin_loading(index)
-        task = asyncio.get_running_loop().create_task(self._load(partition))
-        self._loads[index] = task
-        task.add_done_callback(
-            lambda done: self._loads.pop(index, None) if self._loads.get(index) is done else None
-        )
+        self._loads.start(index, self._load(partition))
 
     async def _load(self, partition: Partition) -> None:
         index = partition.index
@@ -226,17 +222,13 @@ class GroupCoordinatorRuntime:
     ) -> tuple[ErrorCode, BrokerEndpoint | None]:
         topic = self._topics.get(OFFSETS_TOPIC)
         if topic is None:
-            self._start_creation()
+            self._creation.start()
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         if not self._match_partition_count():
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        state = topic.partitions.get(self.coordinator.partition_for(group_id))
-        if state is None or state.leader_id == NO_LEADER:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        for endpoint in self._brokers(listener):
-            if endpoint.node_id == state.leader_id:
-                return ErrorCode.NONE, endpoint
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        return partition_leader_endpoint(
+            topic, self.coordinator.partition_for(group_id), self._brokers(listener)
+        )
 
     def _match_partition_count(self) -> bool:
         """Spread groups over the partitions ``__consumer_offsets`` has (see
@@ -263,36 +255,13 @@ class GroupCoordinatorRuntime:
         )
         return True
 
-    def _start_creation(self) -> None:
-        loop = asyncio.get_running_loop()
-        if self._creation is not None and not self._creation.done():
-            return
-        if loop.time() < self._creation_retry_at:
-            return
-        self._creation_retry_at = loop.time() + CREATION_RETRY_S
-        self._creation = loop.create_task(self._create())
-
-    async def _create(self) -> None:
-        try:
-            await self._create_offsets_topic()
-        except Exception as exc:  # answered COORDINATOR_NOT_AVAILABLE until it exists
-            if str(exc) != self._creation_error:  # once per distinct reason, not once a second
-                _log.warning("could not create __consumer_offsets", error=str(exc))
-            self._creation_error = str(exc)
-        else:
-            _log.info("created __consumer_offsets")
-            self._creation_error = None
-
     # -- housekeeping --------------------------------------------------------------------------------
 
     def expire_offsets(self) -> int:
         return self.coordinator.expire_offsets()
 
     async def stop(self) -> None:
-        tasks = [*self._loads.values(), *([self._creation] if self._creation is not None else [])]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_all([*self._loads.tasks(), *self._creation.tasks()])
         self._loads.clear()
         self.coordinator.shutdown()
 

@@ -27,22 +27,26 @@ import structlog
 
 from broker.handlers.metadata import BrokerEndpoint
 from broker.internal_log import RecordEntry, read_partition
+from broker.internal_topics import (
+    PartitionLoads,
+    TopicCreation,
+    TopicCreator,
+    cancel_all,
+    partition_leader_endpoint,
+)
 from broker.produce.service import ADMIN_CLIENT_ID, ProducePartitionData, ProduceRequest, ProduceService
 from broker.replication.partition import Partition
 from coordinator.transaction import TransactionCoordinator
 from coordinator.transaction.log import LoggedRecord
 from metadata import topic_names
-from metadata.topics import NO_LEADER, TopicLookup
+from metadata.topics import TopicLookup
 from protocol.error_codes import ErrorCode
 from protocol.records import Record, build_batch
 
 TRANSACTION_STATE_TOPIC = topic_names.TRANSACTION_STATE_TOPIC
 PRODUCE_VERSION = 9
-CREATION_RETRY_S = 1.0
 
 _log = structlog.get_logger("kipling.transactions.runtime")
-
-TopicCreator = Callable[[], Awaitable[None]]
 
 
 def transaction_state_topic_configs(min_isr: int, segment_bytes: int) -> dict[str, str]:
@@ -100,11 +104,8 @@ class TransactionCoordinatorRuntime:
         self.coordinator = coordinator
         self._topics = topics
         self._brokers = brokers
-        self._create_topic = create_topic
-        self._loads: dict[int, asyncio.Task[None]] = {}
-        self._creation: asyncio.Task[None] | None = None
-        self._creation_retry_at = 0.0
-        self._creation_error: str | None = None
+        self._creation = TopicCreation(TRANSACTION_STATE_TOPIC, create_topic)
+        self._loads = PartitionLoads()
         self._housekeeping: dict[str, asyncio.Task[None]] = {}
 
     def on_leadership(self, partition: Partition, led: bool) -> None:
@@ -112,19 +113,13 @@ class TransactionCoordinatorRuntime:
         if partition.topic != TRANSACTION_STATE_TOPIC:
             return
         index = partition.index
-        previous = self._loads.pop(index, None)
-        if previous is not None:
-            previous.cancel()
+        self._loads.cancel(index)
         if not led:
             self.coordinator.unload_partition(index)
             return
         epoch = partition.leader_epoch
         self.coordinator.begin_loading(index, epoch)
-        task = asyncio.get_running_loop().create_task(self._load(partition, epoch))
-        self._loads[index] = task
-        task.add_done_callback(
-            lambda done: self._loads.pop(index, None) if self._loads.get(index) is done else None
-        )
+        self._loads.start(index, self._load(partition, epoch))
 
     async def _load(self, partition: Partition, coordinator_epoch: int) -> None:
         index = partition.index
@@ -147,35 +142,10 @@ class TransactionCoordinatorRuntime:
     ) -> tuple[ErrorCode, BrokerEndpoint | None]:
         topic = self._topics.get(TRANSACTION_STATE_TOPIC)
         if topic is None:
-            self._start_creation()
+            self._creation.start()
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        state = topic.partitions.get(self.coordinator.partition_for(transactional_id))
-        if state is None or state.leader_id == NO_LEADER:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        for endpoint in self._brokers(listener):
-            if endpoint.node_id == state.leader_id:
-                return ErrorCode.NONE, endpoint
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-
-    def _start_creation(self) -> None:
-        loop = asyncio.get_running_loop()
-        if self._creation is not None and not self._creation.done():
-            return
-        if loop.time() < self._creation_retry_at:
-            return
-        self._creation_retry_at = loop.time() + CREATION_RETRY_S
-        self._creation = loop.create_task(self._create())
-
-    async def _create(self) -> None:
-        try:
-            await self._create_topic()
-        except Exception as exc:  # answered COORDINATOR_NOT_AVAILABLE until it exists
-            if str(exc) != self._creation_error:
-                _log.warning("could not create __transaction_state", error=str(exc))
-            self._creation_error = str(exc)
-        else:
-            _log.info("created __transaction_state")
-            self._creation_error = None
+        partition = self.coordinator.partition_for(transactional_id)
+        return partition_leader_endpoint(topic, partition, self._brokers(listener))
 
     def abort_timed_out_transactions(self) -> None:
         """A periodic task: abort (epoch-fence) transactions past their timeout."""
@@ -202,12 +172,5 @@ class TransactionCoordinatorRuntime:
             _log.info("transaction housekeeping", job=name, transactions=count)
 
     async def stop(self) -> None:
-        tasks = [
-            *self._loads.values(),
-            *self._housekeeping.values(),
-            *([self._creation] if self._creation is not None else []),
-        ]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_all([*self._loads.tasks(), *self._housekeeping.values(), *self._creation.tasks()])
         self._loads.clear()
