@@ -75,22 +75,15 @@ class GroupStore:
     ) -> None:
         """Write the offsets whose metadata fits offset.metadata.max.bytes; the others answer
         OFFSET_METADATA_TOO_LARGE. The written ones are pending until the log answers."""
-        valid = {tp: offset for tp, offset in offsets.items() if self.metadata_fits(offset.metadata)}
-        if not valid:
-            callback({tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
+        valid = self._writable(group, offsets, callback)
+        if valid is None:
             return
-        partition = self._catalog.partition_for(group.group_id)
-        if not self._catalog.owns(partition):
-            callback({tp: ErrorCode.NOT_COORDINATOR for tp in offsets})
-            return
-        records = [offset_commit_record(group.group_id, tp, offset) for tp, offset in valid.items()]
         group.offsets.prepare(valid)
 
-        def written(error: ErrorCode, base_offset: int) -> None:
-            outcome = self._apply_commit(group, valid, error, base_offset)
-            callback({tp: outcome if tp in valid else ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
+        def written(error: ErrorCode, base_offset: int) -> ErrorCode:
+            return self._apply_commit(group, valid, error, base_offset)
 
-        self._log.append(partition, records, self._clock.time_ms(), written)
+        self._append_offsets(group, offsets, valid, written, callback)
 
     def store_txn_offsets(
         self,
@@ -101,27 +94,19 @@ class GroupStore:
     ) -> None:
         """TxnOffsetCommit: write the offsets as a transactional batch of ``producer``; they stay
         pending in the group until the transaction's marker commits or aborts them."""
-        valid = {tp: offset for tp, offset in offsets.items() if self.metadata_fits(offset.metadata)}
-        if not valid:
-            callback({tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
+        valid = self._writable(group, offsets, callback)
+        if valid is None:
             return
-        partition = self._catalog.partition_for(group.group_id)
-        if not self._catalog.owns(partition):
-            callback({tp: ErrorCode.NOT_COORDINATOR for tp in offsets})
-            return
-        records = [offset_commit_record(group.group_id, tp, offset) for tp, offset in valid.items()]
         producer_id = producer.producer_id
         group.offsets.prepare_txn(producer_id, valid)
 
-        def written(error: ErrorCode, base_offset: int) -> None:
-            alive = not group.is_in(GroupState.DEAD)
-            for tp, offset in valid.items():
-                if not alive:
-                    break
-                if error is ErrorCode.NONE:
-                    group.offsets.on_txn_appended(producer_id, tp, CommitRecord(base_offset, offset))
-                else:
-                    group.offsets.on_txn_failed(producer_id, tp, offset)
+        def written(error: ErrorCode, base_offset: int) -> ErrorCode:
+            if not group.is_in(GroupState.DEAD):
+                for tp, offset in valid.items():
+                    if error is ErrorCode.NONE:
+                        group.offsets.on_txn_appended(producer_id, tp, CommitRecord(base_offset, offset))
+                    else:
+                        group.offsets.on_txn_failed(producer_id, tp, offset)
             if error is not ErrorCode.NONE:
                 _log.info(
                     "transactional offset commit could not be written",
@@ -129,10 +114,46 @@ class GroupStore:
                     producer_id=producer_id,
                     error=error.name,
                 )
-            outcome = offset_commit_error(error)
+            return offset_commit_error(error)
+
+        self._append_offsets(group, offsets, valid, written, callback, producer)
+
+    def _writable(
+        self,
+        group: GroupMetadata,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        callback: CommitCallback,
+    ) -> dict[TopicPartition, OffsetAndMetadata] | None:
+        """The offsets to write (metadata within offset.metadata.max.bytes), or None once
+        ``callback`` has its answer: none fits, or the group's partition is not ours."""
+        valid = {tp: offset for tp, offset in offsets.items() if self.metadata_fits(offset.metadata)}
+        if not valid:
+            callback({tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
+            return None
+        if not self._catalog.owns(self._catalog.partition_for(group.group_id)):
+            callback({tp: ErrorCode.NOT_COORDINATOR for tp in offsets})
+            return None
+        return valid
+
+    def _append_offsets(
+        self,
+        group: GroupMetadata,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        valid: Mapping[TopicPartition, OffsetAndMetadata],
+        written: Callable[[ErrorCode, int], ErrorCode],
+        callback: CommitCallback,
+        producer: TxnProducer | None = None,
+    ) -> None:
+        """Append ``valid`` as one batch; ``written`` settles the group and gives the outcome that
+        every written partition answers (the others OFFSET_METADATA_TOO_LARGE)."""
+        records = [offset_commit_record(group.group_id, tp, offset) for tp, offset in valid.items()]
+
+        def answer(error: ErrorCode, base_offset: int) -> None:
+            outcome = written(error, base_offset)
             callback({tp: outcome if tp in valid else ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
 
-        self._log.append(partition, records, self._clock.time_ms(), written, producer)
+        partition = self._catalog.partition_for(group.group_id)
+        self._log.append(partition, records, self._clock.time_ms(), answer, producer)
 
     def metadata_fits(self, metadata: str | None) -> bool:
         return metadata is None or java_string_length(metadata) <= self._config.offset_metadata_max_bytes
