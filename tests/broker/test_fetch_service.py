@@ -610,3 +610,28 @@ async def test_incremental_fetch_costs_the_changed_partitions_and_keeps_session_
     parts = await env.service.fetch(request(session=(session_id, 3)))
     assert [k.partition for k, _ in parts.partitions] == [30, 7]
     assert contexts[-1].partitions_evaluated == 2  # type: ignore[attr-defined]
+
+
+async def test_a_read_committed_session_is_woken_when_a_commit_moves_the_lso(env: FetchEnv) -> None:
+    """The LSO moves with markers and HW moves, both partition changes: a read_committed session's
+    parked fetch wakes on the commit and gets the records it can now read (O(changed) kept)."""
+    committed = IsolationLevel.READ_COMMITTED
+    session_id = (await open_session(env, [(key("orders"), fp())], isolation=committed)).session_id
+    partition = env.partition("orders")
+    guard = partition.start_txn_verification(9)
+    txn = batch(2, producer_id=9, producer_epoch=0, base_sequence=0, is_transactional=True)
+    partition.append_records(txn, required_acks=1, now_ms=NOW, verification=guard)
+    parts = await env.service.fetch(request(session=(session_id, 1), isolation=committed))
+    [(_, held)] = parts.partitions  # the HW moved: reported, nothing readable yet
+    assert (held.high_watermark, held.last_stable_offset, held.records_size) == (2, 0, 0)
+    task = asyncio.create_task(
+        env.service.fetch(request(session=(session_id, 2), isolation=committed, max_wait_ms=5000))
+    )
+    await asyncio.sleep(0.05)
+    assert not task.done()
+    partition.append_txn_marker(producer_id=9, producer_epoch=0, coordinator_epoch=0, commit=True, now_ms=NOW)
+    async with asyncio.timeout(30):
+        parts = await task
+    [(_, stable)] = parts.partitions
+    assert (stable.last_stable_offset, stable.aborted_transactions) == (3, ())
+    assert stable.records_size > 0
