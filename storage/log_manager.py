@@ -467,6 +467,15 @@ class LogManager:
         """The logs owned by follower processes, with their last reported offsets (a copy)."""
         return dict(self._external)
 
+    def held_logs(self) -> list[tuple[TopicPartition, pathlib.Path, PartitionLog | None]]:
+        """Every partition with a log in this manager's log dirs: its log dir and its open log, or
+        None while a follower process owns the log (its files must then not be opened here)."""
+        held: list[tuple[TopicPartition, pathlib.Path, PartitionLog | None]] = [
+            (key, self._dir_of[key], log) for key, log in self._logs.items()
+        ]
+        held.extend((key, external.log_dir, None) for key, external in self._external.items())
+        return held
+
     def _check_not_external(self, key: TopicPartition, action: str) -> None:
         if key in self._external:
             raise ExternallyOwnedLogError(

@@ -79,6 +79,11 @@ class ReplicaManager:
     def node_id(self) -> int:
         return self._node_id
 
+    @property
+    def log_manager(self) -> LogManager:
+        """The node's logs, led and (as external entries) followed: for reading what they hold."""
+        return self._log_manager
+
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self._partitions.get((topic, index))
 
