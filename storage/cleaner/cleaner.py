@@ -61,7 +61,6 @@ from storage.checkpoint import fsync_directory
 from storage.cleaner.offset_map import OffsetMap
 from storage.segment import (
     CLEANED_SUFFIX,
-    DELETED_SUFFIX,
     LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
     SWAP_SUFFIX,
@@ -376,12 +375,65 @@ def _fsync_file(path: pathlib.Path) -> None:
 def _clean_group(
     log: PartitionLog, group: list[LogSegment], state: _Round, hook: StepHook | None
 ) -> LogSegment:
+    """Write the group's cleaned segment, swap it in for the group (see :mod:`.recovery`), return it."""
     directory = log.directory
     base = group[0].base_offset
-    state.txn.kept_aborted = []
     cleaned_log = directory / segment_file_name(base, LOG_SUFFIX + CLEANED_SUFFIX)
     cleaned_txn = directory / segment_file_name(base, TXN_INDEX_SUFFIX + CLEANED_SUFFIX)
-    written_next = base
+    try:
+        _write_cleaned(log, group, state, cleaned_log, cleaned_txn)
+    except CrashPoint:
+        raise
+    except BaseException:
+        cleaned_log.unlink(missing_ok=True)  # Kafka deletes the .cleaned segment of an aborted round
+        cleaned_txn.unlink(missing_ok=True)
+        raise
+    mtime = group[-1].log_path.stat().st_mtime_ns
+    os.utime(cleaned_log, ns=(mtime, mtime))
+    fsync_directory(directory)
+    _step(hook, "cleaned written")
+    swap_log = directory / segment_file_name(base, LOG_SUFFIX + SWAP_SUFFIX)
+    swap_txn = directory / segment_file_name(base, TXN_INDEX_SUFFIX + SWAP_SUFFIX)
+    os.replace(cleaned_txn, swap_txn)
+    _step(hook, "txnindex cleaned -> swap")
+    os.replace(cleaned_log, swap_log)
+    fsync_directory(directory)
+    _step(hook, "log cleaned -> swap")
+    now = log.clock.time_ms()
+    for segment in group:
+        # renamed to .deleted now, removed after file.delete.delay.ms (readers may hold slices)
+        log._remove_segments([segment], now)
+        _step(hook, f"segment {segment.base_offset} -> deleted")
+    fsync_directory(directory)
+    final_txn = directory / segment_file_name(base, TXN_INDEX_SUFFIX)
+    os.replace(swap_txn, final_txn)
+    _step(hook, "txnindex swap -> final")
+    os.replace(swap_log, directory / segment_file_name(base, LOG_SUFFIX))
+    fsync_directory(directory)
+    _step(hook, "log swap -> final")
+    if final_txn.stat().st_size == 0:
+        final_txn.unlink()
+    new = LogSegment(directory, base, log.config, created_ms=group[0].created_ms)
+    new.recover()  # builds the offset and time indexes
+    new.needs_recovery = False
+    new.on_becoming_inactive()
+    new.flush()
+    os.utime(new.log_path, ns=(mtime, mtime))
+    _install(log, group, new)
+    return new
+
+
+def _write_cleaned(
+    log: PartitionLog,
+    group: list[LogSegment],
+    state: _Round,
+    cleaned_log: pathlib.Path,
+    cleaned_txn: pathlib.Path,
+) -> None:
+    """The retained batches of ``group`` into ``cleaned_log``, its aborted transactions into
+    ``cleaned_txn`` (always written, empty when there are none); both fsynced."""
+    state.txn.kept_aborted = []
+    written_next = group[0].base_offset
     with open(cleaned_log, "wb") as out:
         for i, segment in enumerate(group):
             upper = group[i + 1].base_offset if i + 1 < len(group) else segment.next_offset
@@ -400,46 +452,14 @@ def _clean_group(
         os.fsync(out.fileno())
     cleaned_txn.write_bytes(b"".join(txn.pack() for txn in state.txn.kept_aborted))
     _fsync_file(cleaned_txn)
-    mtime = group[-1].log_path.stat().st_mtime_ns
-    os.utime(cleaned_log, ns=(mtime, mtime))
-    fsync_directory(directory)
-    _step(hook, "cleaned written")
-    swap_log = directory / segment_file_name(base, LOG_SUFFIX + SWAP_SUFFIX)
-    swap_txn = directory / segment_file_name(base, TXN_INDEX_SUFFIX + SWAP_SUFFIX)
-    os.replace(cleaned_txn, swap_txn)
-    _step(hook, "txnindex cleaned -> swap")
-    os.replace(cleaned_log, swap_log)
-    fsync_directory(directory)
-    _step(hook, "log cleaned -> swap")
-    for segment in group:
-        segment.change_file_suffix(DELETED_SUFFIX)
-        _step(hook, f"segment {segment.base_offset} -> deleted")
-    fsync_directory(directory)
-    final_txn = directory / segment_file_name(base, TXN_INDEX_SUFFIX)
-    os.replace(swap_txn, final_txn)
-    _step(hook, "txnindex swap -> final")
-    os.replace(swap_log, directory / segment_file_name(base, LOG_SUFFIX))
-    fsync_directory(directory)
-    _step(hook, "log swap -> final")
-    if final_txn.stat().st_size == 0:
-        final_txn.unlink()
-    new = LogSegment(directory, base, log.config, created_ms=group[0].created_ms)
-    new.recover()
-    new.on_becoming_inactive()
-    new.flush()
-    os.utime(new.log_path, ns=(mtime, mtime))
-    _install(log, group, new)
-    for segment in group:
-        segment.delete()
-    _step(hook, "deleted removed")
-    return new
 
 
 def _install(log: PartitionLog, old: list[LogSegment], new: LogSegment) -> None:
     """Put ``new`` in place of ``old`` in the log's segment list.
 
-    Kipling's PartitionLog has no replaceSegments yet; until it does, this is the one place that
-    reaches into its list (the handover makes the cleaner the log's only user meanwhile).
+    Kipling's PartitionLog has no replaceSegments yet; until it does, this and the call of its
+    ``_remove_segments`` above are the places that reach into it (the handover makes the cleaner
+    the log's only user meanwhile).
     """
     segments = log._segments
     bases = log._bases

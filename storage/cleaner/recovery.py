@@ -19,8 +19,9 @@ So the rules (Kafka's LogLoader.removeTempFilesAndCollectSwapFiles/recover swap 
   its base are removed (rebuilt on open), and the .log.swap is renamed to ``.log``;
 - index ``.swap`` files without a ``.log.swap`` and ``.deleted`` files are removed.
 
-The cleaner always keeps the last batch of a group (an empty batch when nothing of it is retained),
-so a swap's next offset covers every segment it replaces: after recovery the directory holds either
+When nothing at or after the base of a group's last segment would be retained, the cleaner keeps
+the group's last batch (empty), so a swap's next offset always reaches into every segment it
+replaces: after recovery the directory holds either
 the old segments or the new one, never part of each.
 """
 

@@ -282,3 +282,44 @@ def test_cleaner_checkpoint_format(tmp_path: pathlib.Path) -> None:
     assert (tmp_path / CLEANER_OFFSET_CHECKPOINT).read_text() == "0\n2\nother 3 7\nt 0 42\n"
     checkpoint.remove("t", 0)
     assert checkpoint.read() == {("other", 3): 7}
+
+
+def test_replaced_files_wait_for_file_delete_delay(tmp_path: pathlib.Path) -> None:
+    log = open_log(tmp_path, file_delete_delay_ms=60_000)
+    w = Writer(log)
+    w.put([(b"a", b"1")])
+    w.put([(b"a", b"2")])
+    log.roll()
+    old_file = log.segments()[0].file
+    clean_log(log, first_dirty_offset=0, first_uncleanable_offset=log.log_end_offset, now_ms=BASE_TIME)
+    directory = tmp_path / "t-0"
+    assert sorted(p.name for p in directory.glob("*.deleted")) == [
+        "00000000000000000000.index.deleted",
+        "00000000000000000000.log.deleted",
+        "00000000000000000000.timeindex.deleted",
+    ]
+    assert not old_file.closed  # a reader's slice of the old segment stays readable meanwhile
+    log.close()
+    assert list(directory.glob("*.deleted")) == []
+
+
+def test_a_failed_round_leaves_the_log_as_it_was(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from storage.cleaner import cleaner
+
+    log = open_log(tmp_path)
+    w = Writer(log)
+    w.put([(b"a", b"1")])
+    w.put([(b"a", b"2")])
+    log.roll()
+    before = read_records(log)
+
+    def fail(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cleaner, "_filter_batch", fail)
+    with pytest.raises(OSError):
+        clean_log(log, first_dirty_offset=0, first_uncleanable_offset=log.log_end_offset, now_ms=BASE_TIME)
+    assert read_records(log) == before
+    assert [p.name for p in (tmp_path / "t-0").iterdir() if p.suffix == ".cleaned"] == []

@@ -70,8 +70,8 @@ def reference(
 
 def test_every_step_recovers_to_old_or_new(tmp_path: pathlib.Path) -> None:
     steps, old, new = reference(tmp_path)
-    assert old != new and len(steps) >= 12
-    first_group_done = steps.index("deleted removed") + 1
+    assert old != new and len(steps) == 2 * 5 + 3 + 1  # per group: 5 swap steps + one per segment
+    first_group_done = steps.index("log swap -> final") + 1
     split = 5  # groups are [0, 2, 4] and [5]
 
     def mixed(
