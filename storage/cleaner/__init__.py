@@ -14,6 +14,7 @@ from storage.cleaner.cleaner import (
     build_offset_map,
     clean_log,
     group_segments_by_size,
+    last_records_of_active_producers,
 )
 from storage.cleaner.offset_map import OffsetMap
 from storage.cleaner.recovery import recover_cleaner_files
@@ -30,5 +31,6 @@ __all__ = [
     "clean_log",
     "cleanable_range",
     "group_segments_by_size",
+    "last_records_of_active_producers",
     "recover_cleaner_files",
 ]

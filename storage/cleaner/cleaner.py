@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 import pathlib
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -59,6 +59,7 @@ from protocol.records.control import ControlRecordType, parse_control_record_key
 from protocol.records.reader import DecodedRecord, iter_records
 from storage.checkpoint import fsync_directory
 from storage.cleaner.offset_map import OffsetMap
+from storage.producer_state import ProducerStateEntry
 from storage.segment import (
     CLEANED_SUFFIX,
     LOG_SUFFIX,
@@ -165,13 +166,13 @@ class _TxnMetadata:
 # -- reading ---------------------------------------------------------------------------------------
 
 
-def _batches(segment: LogSegment, start_position: int = 0) -> list[tuple[RecordBatchHeader, bytes]]:
-    out = []
+def _batches(segment: LogSegment) -> Iterator[tuple[RecordBatchHeader, bytes, bool]]:
+    """(header, bytes, is the segment's last batch) of each batch, one batch in memory at a time."""
     fd = segment.file.fileno()
-    for batch in segment.iter_batches(start_position):
+    positions = list(segment.iter_batches(0))  # headers only
+    for i, batch in enumerate(positions):
         data = os.pread(fd, batch.size, batch.position)
-        out.append((read_header(data), data))
-    return out
+        yield read_header(data), data, i == len(positions) - 1
 
 
 def build_offset_map(log: PartitionLog, start: int, end: int, offset_map: OffsetMap) -> None:
@@ -184,7 +185,7 @@ def build_offset_map(log: PartitionLog, start: int, end: int, offset_map: Offset
     txn.add_aborted(log.collect_aborted_transactions(start, end))
     for i, segment in enumerate(dirty):
         next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-        for header, data in _batches(segment):
+        for header, data, _last in _batches(segment):
             if header.last_offset < start:
                 continue
             if header.base_offset >= end:
@@ -290,6 +291,15 @@ class _Round:
     active_producers: Mapping[int, LastRecord]
     txn: _TxnMetadata
     result: CleanResult
+
+
+def last_records_of_active_producers(producers: Mapping[int, ProducerStateEntry]) -> dict[int, LastRecord]:
+    """``active_producers`` for :func:`clean_log` from a producer state (``ProducerStateManager.producers``):
+    each producer's last data offset (None when it has no batch left) and epoch."""
+    return {
+        pid: LastRecord(entry.last_data_offset if entry.batch_metadata else None, entry.producer_epoch)
+        for pid, entry in producers.items()
+    }
 
 
 def _is_last_of_producer(header: RecordBatchHeader, producers: Mapping[int, LastRecord]) -> bool:
@@ -438,10 +448,9 @@ def _write_cleaned(
         for i, segment in enumerate(group):
             upper = group[i + 1].base_offset if i + 1 < len(group) else segment.next_offset
             state.txn.add_aborted(log.collect_aborted_transactions(segment.base_offset, upper))
-            batches = _batches(segment)
-            for j, (header, data) in enumerate(batches):
+            for header, data, last_of_segment in _batches(segment):
                 state.result.bytes_read += len(data)
-                last_of_group = i == len(group) - 1 and j == len(batches) - 1
+                last_of_group = i == len(group) - 1 and last_of_segment
                 force = last_of_group and len(group) > 1 and written_next <= group[-1].base_offset
                 output, _kept = _filter_batch(state, header, data, force)
                 if output is not None:

@@ -323,3 +323,38 @@ def test_a_failed_round_leaves_the_log_as_it_was(
         clean_log(log, first_dirty_offset=0, first_uncleanable_offset=log.log_end_offset, now_ms=BASE_TIME)
     assert read_records(log) == before
     assert [p.name for p in (tmp_path / "t-0").iterdir() if p.suffix == ".cleaned"] == []
+
+
+def test_last_records_from_producer_state() -> None:
+    from storage.cleaner import last_records_of_active_producers
+    from storage.producer_state import BatchMetadata, ProducerStateEntry
+
+    with_data = ProducerStateEntry(7, producer_epoch=3)
+    with_data.add_batch(3, BatchMetadata(last_seq=4, last_offset=40, offset_delta=4, timestamp=BASE_TIME))
+    marker_only = ProducerStateEntry(8, producer_epoch=1)
+    assert last_records_of_active_producers({7: with_data, 8: marker_only}) == {
+        7: LastRecord(40, 3),
+        8: LastRecord(None, 1),
+    }
+
+
+def test_last_marker_of_producer_without_data_is_kept_empty(tmp_path: pathlib.Path) -> None:
+    log = open_log(tmp_path)
+    w = Writer(log)
+    w.put([(b"a", b"1")], producer_id=7)
+    marker = w.end_txn(7, commit=True)
+    w.put([(b"a", b"2")])
+    w.put([(b"b", b"2")])
+    log.roll()
+    end = log.log_end_offset
+    producers = {7: LastRecord(last_data_offset=None, producer_epoch=0)}
+    for now in (BASE_TIME, BASE_TIME + 1, BASE_TIME + 2 * DAY):
+        clean_log(
+            log, first_dirty_offset=0, first_uncleanable_offset=end, now_ms=now, active_producers=producers
+        )
+    headers = [h for h, _ in read_batches(log)]
+    assert [(h.base_offset, h.is_control, h.records_count) for h in headers] == [
+        (marker, True, 0),
+        (2, False, 1),
+        (3, False, 1),
+    ]
