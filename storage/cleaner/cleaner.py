@@ -57,6 +57,7 @@ from protocol.records.builder import Record, encode_record
 from protocol.records.compression import compress
 from protocol.records.control import ControlRecordType, parse_control_record_key
 from protocol.records.reader import DecodedRecord, iter_records
+from protocol.sentinels import NO_TIMESTAMP
 from storage.checkpoint import fsync_directory
 from storage.cleaner.offset_map import OffsetMap
 from storage.producer_state import ProducerStateEntry
@@ -244,8 +245,8 @@ def _encode_batch(
     """A batch with ``header``'s identity (offsets, producer, flags, codec) holding ``records``."""
     attributes = header.attributes & ~DELETE_HORIZON_MASK
     if not records:
-        attributes &= ~COMPRESSION_MASK
-        base_ts = max_ts = header.max_timestamp
+        attributes &= ~COMPRESSION_MASK  # as Kafka's writeEmptyHeader: no codec, no base timestamp
+        base_ts, max_ts = NO_TIMESTAMP, header.max_timestamp
         payload = b""
     else:
         if delete_horizon is not None:

@@ -180,6 +180,7 @@ def test_last_batch_of_active_producer_is_kept_empty(tmp_path: pathlib.Path) -> 
     batches = read_batches(log)
     assert batches[0][0].base_offset == 0 and batches[0][0].producer_id == 7 and batches[0][1] == []
     assert batches[0][0].base_sequence == 0
+    assert (batches[0][0].base_timestamp, batches[0][0].max_timestamp) == (-1, BASE_TIME)
 
 
 def test_last_batch_of_the_round_is_kept_empty(tmp_path: pathlib.Path) -> None:
