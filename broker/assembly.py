@@ -43,6 +43,7 @@ from broker.internal_topics import TopicCreator
 from broker.metrics.purgatory import DelayedFetchMetrics, DelayedProduceMetrics, PurgatoryMetrics
 from broker.produce.producer_ids import ProducerIdGenerator, ProducerIdsUnavailableError
 from broker.produce.service import ProduceService
+from broker.replication.partition import Partition
 from broker.replication.partition_metrics import register_partition_metrics
 from broker.replication.replica_manager import ReplicaManager
 from broker.transactions.markers import TransactionMarkerChannel, TxnMarkerWriter
@@ -82,6 +83,7 @@ class DataPlane:
     fetch_service: FetchService
     produce_service: ProduceService
     purgatories: list[DelayedOperationPurgatory]
+    delete_records_purgatory: DelayedOperationPurgatory
     purgatory_metrics: PurgatoryMetrics
 
 
@@ -97,8 +99,10 @@ def build_data_plane(
     purgatory_metrics = PurgatoryMetrics(registry)
     fetch_purgatory = DelayedOperationPurgatory("Fetch", loop)
     produce_purgatory = DelayedOperationPurgatory("Produce", loop)
+    delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords", loop)
     purgatory_metrics.track(fetch_purgatory)
     purgatory_metrics.track(produce_purgatory)
+    purgatory_metrics.track(delete_records_purgatory)
     fetch_cache = FetchSessionCache(
         FetchSessionCacheMetrics(registry),
         max_slots=config.max_incremental_fetch_session_cache_slots,
@@ -120,8 +124,19 @@ def build_data_plane(
         expiration_meter=DelayedProduceMetrics(registry).record_expiration,
     )
     replicas.add_partition_listener(produce_service.on_partition_changed)
+
+    def wake_delete_records(partition: Partition) -> None:
+        delete_records_purgatory.check_and_complete(partition.key)
+
+    replicas.add_partition_listener(wake_delete_records)
     register_partition_metrics(registry, replicas.partitions)
-    return DataPlane(fetch_service, produce_service, [fetch_purgatory, produce_purgatory], purgatory_metrics)
+    return DataPlane(
+        fetch_service,
+        produce_service,
+        [fetch_purgatory, produce_purgatory, delete_records_purgatory],
+        delete_records_purgatory,
+        purgatory_metrics,
+    )
 
 
 def housekeeping_tasks(

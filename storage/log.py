@@ -628,6 +628,13 @@ class PartitionLog:
             deleted += self._delete_prefix(by_time, now)
         return deleted
 
+    def delete_segments_below_log_start(self) -> int:
+        """Delete the segments wholly below the log start offset now (after DeleteRecords moved it),
+        the first step of retention; returns how many went."""
+        self._check_open()
+        now = self._clock.time_ms()
+        return self._delete_prefix(retention.log_start_offset_breached(self.log_start_offset), now)
+
     def _delete_prefix(self, predicate: retention.SegmentPredicate, now: int) -> int:
         count = retention.deletable_prefix(
             self._segments, self.log_end_offset, self.high_watermark, predicate

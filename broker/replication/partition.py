@@ -114,6 +114,10 @@ __all__ = [
 
 _POSITION_CACHE_LIMIT = 1024
 
+
+DELETE_RECORDS_HIGH_WATERMARK = -1
+"""DeleteRecords' offset that means "up to the high watermark"."""
+
 _log = structlog.get_logger("kipling.partition")
 
 PartitionListener = Callable[["Partition"], None]
@@ -958,6 +962,7 @@ class Partition:
         replica_set = self._replica_set
         if not self.is_leader or replica_id not in replica_set.followers:
             return False
+        start_before = replica_set.followers[replica_id].log_start_offset
         replica_set.update_follower_fetch(
             replica_id,
             fetch_offset,
@@ -969,7 +974,11 @@ class Partition:
         if replica_set.followers[replica_id].lost_committed and replica_id in replica_set.isr:
             self.maybe_shrink_isr(fetch_time_ms)
         self._maybe_expand_isr(replica_id)
-        return self._high_watermark_changed()
+        if self._high_watermark_changed():
+            return True
+        if follower_log_start_offset != start_before:
+            self._notify()  # the low watermark may have moved: parked DeleteRecords re-check
+        return False
 
     def update_idle_follower_fetch(self, replica_id: int, last_used_ms: int, cached_offset: int) -> bool:
         """A follower session held this partition idle (not dirty) up to its last use at ``last_used_ms``.
@@ -1212,6 +1221,40 @@ class Partition:
         self.producer_state.delete_snapshots_before(start)
         self.producer_state.on_log_start_offset_incremented(start)
         self._notify()
+
+    def delete_records(self, offset: int) -> tuple[int, int]:
+        """DeleteRecords on the leader: raise the log start offset to ``offset`` (-1: the high
+        watermark) and delete the segments wholly below it; returns (the offset asked for, the low
+        watermark). Never backwards: an offset at or below the log start changes nothing. Raises
+        KafkaError: KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE (negative or
+        above the high watermark).
+        """
+        self._check_writable()
+        requested = self.log.high_watermark if offset == DELETE_RECORDS_HIGH_WATERMARK else offset
+        if requested < 0 or requested > self.log.high_watermark:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {requested} of {self.topic}-{self.index} is not in [0, {self.log.high_watermark}]",
+            )
+        try:
+            self.log.maybe_increment_log_start_offset(requested)
+            self.log.delete_segments_below_log_start()
+        except (OSError, KiplingStorageError) as exc:
+            self._go_offline(exc)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
+        self.after_retention()
+        return requested, self.low_watermark
+
+    @property
+    def low_watermark(self) -> int:
+        """The lowest log start offset among this leader and its followers on live (eligible) brokers;
+        a follower that has not fetched since this leadership began counts as -1 (as Kafka)."""
+        low = self.log.log_start_offset
+        replica_set = self._replica_set
+        for state in replica_set.followers.values():
+            if state.log_start_offset < low and replica_set.is_eligible(state.replica_id, state.broker_epoch):
+                low = state.log_start_offset
+        return low
 
     def remove_expired_producers(self, now_ms: int) -> list[int]:
         """Forget producers idle for producer.id.expiration.ms (Kafka checks every 10 minutes), and
