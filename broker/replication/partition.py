@@ -962,7 +962,8 @@ class Partition:
         replica_set = self._replica_set
         if not self.is_leader or replica_id not in replica_set.followers:
             return False
-        start_before = replica_set.followers[replica_id].log_start_offset
+        moved_start = replica_set.followers[replica_id].log_start_offset != follower_log_start_offset
+        low_before = self.low_watermark if moved_start else None
         replica_set.update_follower_fetch(
             replica_id,
             fetch_offset,
@@ -976,8 +977,8 @@ class Partition:
         self._maybe_expand_isr(replica_id)
         if self._high_watermark_changed():
             return True
-        if follower_log_start_offset != start_before:
-            self._notify()  # the low watermark may have moved: parked DeleteRecords re-check
+        if low_before is not None and self.low_watermark > low_before:
+            self._notify()  # the low watermark rose: parked DeleteRecords re-check
         return False
 
     def update_idle_follower_fetch(self, replica_id: int, last_used_ms: int, cached_offset: int) -> bool:
