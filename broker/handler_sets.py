@@ -28,8 +28,10 @@ from broker.handlers.broker_heartbeat import BrokerHeartbeatHandler, HeartbeatCo
 from broker.handlers.broker_registration import BrokerRegistrationHandler
 from broker.handlers.create_partitions import CreatePartitionsHandler
 from broker.handlers.create_topics import CreateTopicsHandler
+from broker.handlers.delete_records import DeleteRecordsHandler
 from broker.handlers.delete_topics import DeleteTopicsHandler
 from broker.handlers.describe_configs import DescribeConfigsHandler
+from broker.handlers.describe_log_dirs import DescribeLogDirsHandler
 from broker.handlers.fetch import FetchHandler
 from broker.handlers.forwarding import ForwardedApi, ForwardingHandler, effect_of
 from broker.handlers.init_producer_id import InitProducerIdHandler
@@ -132,9 +134,11 @@ def broker_handlers(
             ),
             *forwarded,
             DescribeConfigsHandler(image, config),
+            DescribeLogDirsHandler(config.log_dirs, replicas.log_manager),
             ProduceHandler(plane.produce_service),
             FetchHandler(plane.fetch_service, brokers=lambda: brokers(client_listener)),
             ListOffsetsHandler(replicas),
+            DeleteRecordsHandler(replicas, plane.delete_records_purgatory),
             OffsetForLeaderEpochHandler(replicas),
             InitProducerIdHandler(producer_ids, transactions.runtime.coordinator),
             *group_handlers(groups, transactions, image),

@@ -1,6 +1,7 @@
 """A small admin client: create and delete topics, add partitions, read cluster and topic metadata,
-find coordinators, and inspect and abort transactions (KIP-664's DescribeTransactions,
-ListTransactions, DescribeProducers, and WriteTxnMarkers to abort a hanging transaction).
+find coordinators, inspect and abort transactions (KIP-664's DescribeTransactions,
+ListTransactions, DescribeProducers, and WriteTxnMarkers to abort a hanging transaction), and
+describe a broker's log dirs (DescribeLogDirs).
 
 Single broker for now: every request goes to the connection it is given (the bootstrap broker, which
 kipling's single-broker setup makes the controller too). Results are plain dataclasses, and per-topic
@@ -161,6 +162,28 @@ class PartitionProducers:
     error: ErrorCode
     producers: tuple[ProducerState, ...] = ()
     message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """One partition's log in a log dir (DescribeLogDirs): Kafka's ``ReplicaInfo``."""
+
+    size: int
+    """Bytes of the log's segments."""
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """One log dir of a broker (DescribeLogDirs): Kafka's ``LogDirDescription``."""
+
+    error: ErrorCode
+    """KAFKA_STORAGE_ERROR for an offline dir (it lists no replicas then)."""
+    replicas: dict[TopicPartitionKey, ReplicaInfo]
+    total_bytes: int | None = None
+    """The volume's size (v4+); None when the broker did not say."""
+    usable_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -431,6 +454,38 @@ class AdminClient:
                     if topic.name == spec.topic and p.partition_index == spec.partition:
                         return error_code(p.error_code)
         return ErrorCode.UNKNOWN_SERVER_ERROR
+
+    async def describe_log_dirs(
+        self, partitions: Mapping[str, Sequence[int]] | None = None
+    ) -> dict[str, LogDirDescription]:
+        """DescribeLogDirs at this connection's broker: each of its log dirs, by path, with the
+        partitions held there (``partitions``: topic → indexes to ask about; None: all). A top-level
+        error (v3+) raises KafkaResponseError, as Kafka's admin fails that broker's result."""
+        version = self._connection.version_for(ApiKey.DESCRIBE_LOG_DIRS)
+        topics = (
+            None
+            if partitions is None
+            else [{"topic": t, "partitions": list(indexes)} for t, indexes in partitions.items()]
+        )
+        response = await self._connection.request(ApiKey.DESCRIBE_LOG_DIRS, version, {"topics": topics})
+        if version >= 3:
+            raise_for_error(response.error_code, context="describe log dirs")
+        known = version >= 4
+        return {
+            r.log_dir: LogDirDescription(
+                error_code(r.error_code),
+                {
+                    TopicPartitionKey(t.name, p.partition_index): ReplicaInfo(
+                        p.partition_size, p.offset_lag, p.is_future_key
+                    )
+                    for t in r.topics
+                    for p in t.partitions
+                },
+                r.total_bytes if known and r.total_bytes >= 0 else None,
+                r.usable_bytes if known and r.usable_bytes >= 0 else None,
+            )
+            for r in response.results
+        }
 
 
 def _creatable(topic: NewTopic) -> dict[str, Any]:

@@ -15,9 +15,11 @@ from tools.commands import (
     broker,
     consume,
     decode_frame,
+    delete_records,
     dev_cluster,
     dump_log,
     groups,
+    log_dirs,
     metadata_quorum,
     produce,
     topics,
@@ -34,7 +36,9 @@ COMMANDS = (
     consume,
     groups,
     metadata_quorum,
+    log_dirs,
     transactions,
+    delete_records,
 )
 
 
