@@ -439,6 +439,8 @@ def partition_state_of(record: PartitionRecord | PartitionChangeRecord) -> Parti
         partition_epoch=record.partition_epoch,
         replicas=list(record.replicas),
         isr=list(record.isr),
+        removing_replicas=list(record.removing_replicas),
+        adding_replicas=list(record.adding_replicas),
     )
 
 
@@ -456,6 +458,17 @@ def _invalid_partition(record: PartitionRecord | PartitionChangeRecord) -> str |
         return f"ISR {list(record.isr)} must be a non-empty set of replicas {list(record.replicas)}"
     if record.leader != NO_LEADER and record.leader not in record.isr:
         return f"leader {record.leader} is not in the ISR {list(record.isr)}"
+    removing, adding = set(record.removing_replicas), set(record.adding_replicas)
+    if (
+        len(removing) != len(record.removing_replicas)
+        or len(adding) != len(record.adding_replicas)
+        or not (removing | adding) <= set(record.replicas)
+        or removing & adding
+    ):
+        return (
+            f"removing {list(record.removing_replicas)} and adding {list(record.adding_replicas)} must be "
+            f"disjoint sets of replicas {list(record.replicas)}"
+        )
     if record.leader_epoch < 0 or record.partition_epoch < 0:
         return "negative epoch"
     return None

@@ -81,7 +81,12 @@ class TopicRecord:
 
 @dataclass(frozen=True, slots=True)
 class PartitionRecord:
-    """A new partition with its assignment, leader, ISR and epochs."""
+    """A new partition with its assignment, leader, ISR and epochs.
+
+    ``removing_replicas`` and ``adding_replicas`` (Kafka's fields) describe a reassignment in
+    progress: ``replicas`` is then the union of the original and the target replicas, the target
+    being ``replicas`` minus ``removing_replicas``. Both are empty when none is in progress.
+    """
 
     RECORD_TYPE: ClassVar[int] = 3
 
@@ -92,6 +97,8 @@ class PartitionRecord:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +119,8 @@ class PartitionChangeRecord:
 
     Kafka's PartitionChangeRecord carries only the fields that changed and lets the replayer bump
     the epochs; carrying the whole state makes every record self-describing and lets a replay
-    check that epochs only move forward.
+    check that epochs only move forward. ``removing_replicas`` / ``adding_replicas`` as in
+    :class:`PartitionRecord`: the reassignment in progress after the change, if any.
     """
 
     RECORD_TYPE: ClassVar[int] = 5
@@ -124,6 +132,8 @@ class PartitionChangeRecord:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -203,6 +203,8 @@ def image_records(image: MetadataImage) -> list[tuple[int, MetadataRecord]]:
                         partition.leader_id,
                         partition.leader_epoch,
                         partition.partition_epoch,
+                        tuple(partition.removing_replicas),
+                        tuple(partition.adding_replicas),
                     ),
                 )
             )

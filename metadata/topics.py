@@ -28,6 +28,20 @@ class PartitionState:
     partition_epoch: int
     replicas: list[int]
     isr: list[int]
+    removing_replicas: list[int] = field(default_factory=list)
+    """During a reassignment: the replicas that leave once it completes (Kafka's field)."""
+    adding_replicas: list[int] = field(default_factory=list)
+    """During a reassignment: the replicas that must join the ISR for it to complete."""
+
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.removing_replicas or self.adding_replicas)
+
+    @property
+    def target_replicas(self) -> list[int]:
+        """Where the partition is going: ``replicas`` without the removing ones (``replicas`` when
+        no reassignment is in progress)."""
+        return [r for r in self.replicas if r not in self.removing_replicas]
 
 
 @dataclass
@@ -41,9 +55,10 @@ class TopicState:
 
     @property
     def replication_factor(self) -> int:
-        """The replica count of partition 0 (Kafka keeps it equal for every partition)."""
+        """The replica count of partition 0 (Kafka keeps it equal for every partition), not counting
+        replicas a reassignment is removing."""
         first = self.partitions.get(0)
-        return len(first.replicas) if first is not None else 0
+        return len(first.target_replicas) if first is not None else 0
 
     @property
     def is_internal(self) -> bool:

@@ -13,9 +13,9 @@ Decoding rejects what Kafka's reader rejects: another frame version, an unknown 
 and bytes left after the body.
 
 The frame and the type ids are Kafka's, but the bodies are kipling's own, smaller records, not
-Kafka's: e.g. kipling's ``PartitionRecord`` has no adding/removing replicas, its endpoint port is
-an int32 (Kafka: uint16), and ``PartitionChangeRecord`` carries the full partition state after
-the change (Kafka's carries only what changed, in tagged fields), so that every record states
+Kafka's: e.g. kipling's ``PartitionRecord`` carries adding/removing replicas as tagged fields
+(Kafka: plain fields), its endpoint port is an int32 (Kafka: uint16), and
+``PartitionChangeRecord`` carries the full partition state after the change (Kafka's carries only what changed, in tagged fields), so that every record states
 the epochs it establishes. A Kafka tool can walk the frames of a kipling metadata log but not
 read its bodies.
 
@@ -60,8 +60,18 @@ def _broker_epoch_record(type_id: int, name: str) -> MessageSpec:
     return _record(type_id, name, Field("broker_id", "int32", "0+"), Field("broker_epoch", "int64", "0+"))
 
 
+REMOVING_REPLICAS_TAG = 3
+ADDING_REPLICAS_TAG = 4
+"""Kafka's tags of RemovingReplicas and AddingReplicas in its PartitionChangeRecord."""
+
+
 def _partition_state_fields() -> tuple[Field, ...]:
-    """A partition's whole state: PartitionRecord and PartitionChangeRecord share it."""
+    """A partition's whole state: PartitionRecord and PartitionChangeRecord share it.
+
+    The reassignment fields came later: they are tagged (written only while a reassignment is in
+    progress, i.e. when not empty), so a log written before them still decodes, as Kafka adds
+    fields to its metadata records.
+    """
     return (
         Field("partition_id", "int32", "0+"),
         Field("topic_id", "uuid", "0+"),
@@ -70,6 +80,8 @@ def _partition_state_fields() -> tuple[Field, ...]:
         Field("leader", "int32", "0+", default=-1),
         Field("leader_epoch", "int32", "0+", default=-1),
         Field("partition_epoch", "int32", "0+", default=-1),
+        Field("removing_replicas", "[]int32", "0+", tagged_versions="0+", tag=REMOVING_REPLICAS_TAG),
+        Field("adding_replicas", "[]int32", "0+", tagged_versions="0+", tag=ADDING_REPLICAS_TAG),
     )
 
 

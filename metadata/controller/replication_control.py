@@ -192,6 +192,8 @@ def change_record(
         leader=leader,
         leader_epoch=old.leader_epoch + 1 if leader != old.leader_id else old.leader_epoch,
         partition_epoch=old.partition_epoch + 1,
+        removing_replicas=tuple(old.removing_replicas),
+        adding_replicas=tuple(old.adding_replicas),
     )
 
 

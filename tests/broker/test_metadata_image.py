@@ -139,6 +139,8 @@ def test_records_are_frozen_and_slotted() -> None:
         "leader",
         "leader_epoch",
         "partition_epoch",
+        "removing_replicas",
+        "adding_replicas",
     ]
 
 
