@@ -22,8 +22,8 @@ GroupMetadataManager and KafkaApis give theirs:
 
 Loading reads the partition up to its log end in chunks, yielding to the event loop between
 chunks, so a large offsets partition does not stall the broker. ``__consumer_offsets`` is
-compacted in Kafka; kipling accepts ``cleanup.policy=compact`` but keeps such logs whole, so a load
-replays the partition's whole history (the coordinator keeps the last value of each key).
+compacted (``cleanup.policy=compact``) by the log cleaner, so a load replays the latest record of
+each key plus the dirty tail (the coordinator keeps the last value of each key).
 """
 
 from __future__ import annotations

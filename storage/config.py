@@ -7,6 +7,11 @@ as Kafka's ``LogConfig.maxIndexSize``). The compression and timestamp-bound keys
 leader's produce path, which recompresses a batch whose codec differs from ``compression.type`` and
 refuses CreateTime records outside ``message.timestamp.{before,after}.max.ms`` before the append;
 the log itself stores batches as it is given them.
+
+``cleanup.policy`` decides what removes records: ``delete`` lets retention drop whole old segments
+(time and size), ``compact`` lets the log cleaner keep only the latest record of each key. A log
+whose policy lacks ``delete`` has no time or size retention at all (Kafka's ``LogConfig.delete``),
+and only DeleteRecords could move its start, which the leader refuses for it (POLICY_VIOLATION).
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ MIN_INDEX_BYTES = 4
 COMPRESSION_PRODUCER = "producer"
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", COMPRESSION_PRODUCER)
 """Kafka's ``BrokerCompressionType`` names: the codecs, plus ``producer`` (keep the producer's)."""
+CLEANUP_DELETE = "delete"
+CLEANUP_COMPACT = "compact"
+CLEANUP_POLICIES = (CLEANUP_COMPACT, CLEANUP_DELETE)
 
 _PROPERTY_TO_FIELD = {
     "segment.bytes": "segment_bytes",
@@ -58,8 +66,15 @@ _PROPERTY_TO_FIELD = {
     "compression.gzip.level": "compression_gzip_level",
     "compression.lz4.level": "compression_lz4_level",
     "compression.zstd.level": "compression_zstd_level",
+    "cleanup.policy": "cleanup_policy",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "delete.retention.ms": "delete_retention_ms",
 }
 _STRING_FIELDS = frozenset({"message_timestamp_type", "compression_type"})
+_LIST_FIELDS = frozenset({"cleanup_policy"})
+_FLOAT_FIELDS = frozenset({"min_cleanable_dirty_ratio"})
 _FIELD_TO_PROPERTY = {field: key for key, field in _PROPERTY_TO_FIELD.items()}
 
 # (lowest allowed value, highest allowed value) per integer field, as in Kafka's ConfigDef.
@@ -80,6 +95,9 @@ _INT_BOUNDS: dict[str, tuple[int, int]] = {
     "compression_gzip_level": (GZIP_DEFAULT_LEVEL, GZIP_MAX_LEVEL),
     "compression_lz4_level": (LZ4_MIN_LEVEL, LZ4_MAX_LEVEL),
     "compression_zstd_level": (ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL),
+    "min_compaction_lag_ms": (0, LONG_MAX),
+    "max_compaction_lag_ms": (1, LONG_MAX),
+    "delete_retention_ms": (0, LONG_MAX),
 }
 
 
@@ -105,6 +123,11 @@ class LogConfig:
     compression_gzip_level: int = GZIP_DEFAULT_LEVEL
     compression_lz4_level: int = LZ4_DEFAULT_LEVEL
     compression_zstd_level: int = ZSTD_DEFAULT_LEVEL
+    cleanup_policy: tuple[str, ...] = (CLEANUP_DELETE,)
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = 86400000
 
     def __post_init__(self) -> None:
         for name, (low, high) in _INT_BOUNDS.items():
@@ -119,6 +142,15 @@ class LogConfig:
                 f"compression.type must be one of {', '.join(COMPRESSION_TYPES)}, "
                 f"got {self.compression_type!r}"
             )
+        policy = self.cleanup_policy
+        if len(set(policy)) != len(policy) or not set(policy) <= set(CLEANUP_POLICIES):
+            raise ValueError(
+                f"cleanup.policy must be distinct items from {', '.join(CLEANUP_POLICIES)}, "
+                f"got {','.join(policy)!r}"
+            )
+        ratio = self.min_cleanable_dirty_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
+            raise ValueError(f"min.cleanable.dirty.ratio must be in [0, 1], got {ratio!r}")
         if self.compression_gzip_level == 0:
             raise ValueError(
                 f"compression.gzip.level must be {GZIP_DEFAULT_LEVEL} or in [{GZIP_MIN_LEVEL}, "
@@ -130,6 +162,16 @@ class LogConfig:
         """True when the broker, not the producer, sets record timestamps."""
         return self.message_timestamp_type == LOG_APPEND_TIME
 
+    @property
+    def compact(self) -> bool:
+        """The log cleaner compacts this log (Kafka's ``LogConfig.compact``)."""
+        return CLEANUP_COMPACT in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """Retention (time, size) and DeleteRecords may remove this log's records (``LogConfig.delete``)."""
+        return CLEANUP_DELETE in self.cleanup_policy
+
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> LogConfig:
         """Build from Kafka topic properties; unknown keys are ignored (they belong to other layers)."""
@@ -138,13 +180,25 @@ class LogConfig:
             name = _PROPERTY_TO_FIELD.get(key)
             if name is None:
                 continue
-            parse: Callable[[str, str], Any] = _parse_str if name in _STRING_FIELDS else _parse_int
+            parse: Callable[[str, str], Any] = _parse_int
+            if name in _STRING_FIELDS:
+                parse = _parse_str
+            elif name in _LIST_FIELDS:
+                parse = _parse_list
+            elif name in _FLOAT_FIELDS:
+                parse = _parse_float
             values[name] = parse(key, raw)
         return cls(**values)
 
     def to_properties(self) -> dict[str, str]:
         """The inverse of :meth:`from_properties` (for DescribeConfigs and tests)."""
-        return {_FIELD_TO_PROPERTY[f.name]: str(getattr(self, f.name)) for f in fields(self)}
+        return {_FIELD_TO_PROPERTY[f.name]: _format(getattr(self, f.name)) for f in fields(self)}
+
+
+def _format(value: object) -> str:
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
 
 
 def _parse_int(key: str, raw: str) -> int:
@@ -156,6 +210,17 @@ def _parse_int(key: str, raw: str) -> int:
 
 def _parse_str(key: str, raw: str) -> str:
     return str(raw).strip()
+
+
+def _parse_list(key: str, raw: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in str(raw).split(",") if item.strip())
+
+
+def _parse_float(key: str, raw: str) -> float:
+    try:
+        return float(str(raw).strip().rstrip("dDfF"))
+    except ValueError:
+        raise ValueError(f"{key} must be a number, got {raw!r}") from None
 
 
 def _check_int(name: str, value: object, low: int, high: int) -> None:

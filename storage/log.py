@@ -614,12 +614,16 @@ class PartitionLog:
     def delete_old_segments(self) -> int:
         """Apply retention (log start offset, then size, then time); returns how many segments went.
 
+        Size and time retention apply only to a log whose cleanup.policy includes delete (Kafka's
+        ``UnifiedLog.deleteOldSegments``); a compact-only log loses records only to the cleaner.
         Also removes the files of earlier deletions whose file.delete.delay.ms has passed.
         """
         self._check_open()
         now = self._clock.time_ms()
         self._delete_expired(now)
         deleted = self._delete_prefix(retention.log_start_offset_breached(self.log_start_offset), now)
+        if not self.config.delete:
+            return deleted
         by_size = retention.retention_size_breached(self.size_in_bytes, self.config.retention_bytes)
         if by_size is not None:
             deleted += self._delete_prefix(by_size, now)

@@ -1227,10 +1227,17 @@ class Partition:
         """DeleteRecords on the leader: raise the log start offset to ``offset`` (-1: the high
         watermark) and delete the segments wholly below it; returns (the offset asked for, the low
         watermark). Never backwards: an offset at or below the log start changes nothing. Raises
-        KafkaError: KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE (negative or
-        above the high watermark).
+        KafkaError: KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER, POLICY_VIOLATION (the topic's
+        cleanup.policy lacks delete, as Kafka's ``Partition.deleteRecordsOnLeader``),
+        OFFSET_OUT_OF_RANGE (negative or above the high watermark).
         """
         self._check_writable()
+        if not self.log.config.delete:
+            raise KafkaError(
+                ErrorCode.POLICY_VIOLATION,
+                f"Records of partition {self.topic}-{self.index} can not be deleted due to the "
+                "configured policy",
+            )
         requested = self.log.high_watermark if offset == DELETE_RECORDS_HIGH_WATERMARK else offset
         if requested < 0 or requested > self.log.high_watermark:
             raise KafkaError(

@@ -27,8 +27,6 @@ from typing import Any
 from server_common.config.definitions import (
     ALIASES,
     BY_NAME,
-    CLEANUP_COMPACT,
-    CLEANUP_DELETE,
     DEFINITIONS,
     INT_MAX,
     ROLE_BROKER,
@@ -153,6 +151,13 @@ class BrokerConfig:
     log_cleaner_min_compaction_lag_ms: int
     log_cleaner_max_compaction_lag_ms: int
     log_cleaner_min_cleanable_ratio: float
+    log_cleaner_enable: bool
+    log_cleaner_threads: int
+    log_cleaner_dedupe_buffer_size: int
+    log_cleaner_io_buffer_size: int
+    log_cleaner_io_buffer_load_factor: float
+    log_cleaner_io_max_bytes_per_second: float
+    log_cleaner_backoff_ms: int
     log_local_retention_ms: int
     log_local_retention_bytes: int
     log_flush_interval_messages: int
@@ -220,12 +225,6 @@ class BrokerConfig:
                 )
         explicit = frozenset(k for k in canonical if k in BY_NAME)
         config = _build(values, explicit)
-        if CLEANUP_COMPACT in config.log_cleanup_policy:
-            warnings.append(
-                "log.cleanup.policy includes compact, which kipling does not implement: logs are not "
-                "compacted"
-                + ("" if CLEANUP_DELETE in config.log_cleanup_policy else ", and nothing is ever deleted")
-            )
         return config, warnings
 
     @property

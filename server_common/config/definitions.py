@@ -17,6 +17,7 @@ broker keys accept any number and treat every negative one as -1, as Kafka does)
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum, IntEnum, StrEnum
@@ -496,24 +497,38 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     ConfigDef("log.retention.check.interval.ms", T.LONG, 300000, M, "How often retention is applied.",
               at_least(1)),
     ConfigDef("log.cleanup.policy", T.LIST, [CLEANUP_DELETE], M, "delete: retention removes old "
-              "segments. compact is accepted but not implemented (such logs are kept whole).",
-              SubsetOf((CLEANUP_COMPACT, CLEANUP_DELETE)), topic_name="cleanup.policy"),
+              "segments; compact: the log cleaner keeps the latest record of each key; both may be "
+              "given.", SubsetOf((CLEANUP_COMPACT, CLEANUP_DELETE)), topic_name="cleanup.policy"),
     ConfigDef("log.segment.delete.delay.ms", T.LONG, 60000, H, "How long a segment removed from a log "
               "stays on disk (as .deleted) before its files are deleted.", at_least(0),
               topic_name="file.delete.delay.ms"),
-    # -- log cleaner (compaction) and tiered storage: accepted, not yet acted on
-    ConfigDef("log.cleaner.delete.retention.ms", T.LONG, 86400000, M, "Accepted, not yet acted on (no "
-              "compaction): how long tombstones stay in a compacted log.", at_least(0),
-              topic_name="delete.retention.ms", ignored=True),
-    ConfigDef("log.cleaner.min.compaction.lag.ms", T.LONG, 0, M, "Accepted, not yet acted on (no "
-              "compaction): the youngest a record may be and still be compacted.", at_least(0),
-              topic_name="min.compaction.lag.ms", ignored=True),
-    ConfigDef("log.cleaner.max.compaction.lag.ms", T.LONG, LONG_MAX, M, "Accepted, not yet acted on (no "
-              "compaction): the oldest a record may get before it is compacted.", at_least(1),
-              topic_name="max.compaction.lag.ms", ignored=True),
-    ConfigDef("log.cleaner.min.cleanable.ratio", T.DOUBLE, 0.5, M, "Accepted, not yet acted on (no "
-              "compaction): the share of a log that must be uncompacted before it is cleaned.",
-              Range(0, 1), topic_name="min.cleanable.dirty.ratio", ignored=True),
+    # -- log cleaner (compaction)
+    ConfigDef("log.cleaner.enable", T.BOOLEAN, True, M, "Run the log cleaner, which compacts the logs "
+              "whose cleanup.policy includes compact (__consumer_offsets among them)."),
+    ConfigDef("log.cleaner.threads", T.INT, 1, M, "Cleaner processes per broker (kipling cleans in a "
+              "process of its own, off the event loop); 0 cleans nothing.", at_least(0)),
+    ConfigDef("log.cleaner.dedupe.buffer.size", T.LONG, 128 * 1024 * 1024, M, "Memory for the "
+              "offset map (key digest -> latest offset) of a cleaning round, over all cleaners."),
+    ConfigDef("log.cleaner.io.buffer.size", T.INT, 512 * 1024, M, "I/O buffer memory of the "
+              "cleaners, over all of them.", at_least(0)),
+    ConfigDef("log.cleaner.io.buffer.load.factor", T.DOUBLE, 0.9, M, "How full the offset map may "
+              "get before a round stops at the offset it reached."),
+    ConfigDef("log.cleaner.io.max.bytes.per.second", T.DOUBLE, sys.float_info.max, M, "Throttle of "
+              "the bytes a cleaner reads and writes per second."),
+    ConfigDef("log.cleaner.backoff.ms", T.LONG, 15000, M, "How long the cleaner sleeps when no log "
+              "is dirty enough to clean.", at_least(0)),
+    ConfigDef("log.cleaner.delete.retention.ms", T.LONG, 86400000, M, "How long tombstones (and the "
+              "markers of removed transactions) stay in a compacted log once it was cleaned.",
+              at_least(0), topic_name="delete.retention.ms"),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", T.LONG, 0, M, "The youngest a record may be and "
+              "still be compacted.", at_least(0), topic_name="min.compaction.lag.ms"),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", T.LONG, LONG_MAX, M, "The oldest an uncompacted "
+              "record may get before its log is cleaned whatever its dirty ratio.", at_least(1),
+              topic_name="max.compaction.lag.ms"),
+    ConfigDef("log.cleaner.min.cleanable.ratio", T.DOUBLE, 0.5, M, "The share of a log that must be "
+              "uncompacted (dirty) before it is cleaned.", Range(0, 1),
+              topic_name="min.cleanable.dirty.ratio"),
+    # -- tiered storage: accepted, not yet acted on
     ConfigDef("log.local.retention.ms", T.LONG, -2, M, "Accepted, not yet acted on (no tiered "
               "storage): how long segments stay on local disk; -2 means retention.ms.", at_least(-2),
               topic_name="local.retention.ms", ignored=True),
@@ -681,8 +696,9 @@ _REPLICAS = ReplicaList()
 
 # fmt: off
 TOPIC_DEFINITIONS: tuple[TopicConfigDef, ...] = (
-    TopicConfigDef("cleanup.policy", T.LIST, "delete: retention removes old segments; compact is "
-                   "accepted but not implemented, and without delete nothing is ever removed.",
+    TopicConfigDef("cleanup.policy", T.LIST, "delete: retention removes old segments; compact: the "
+                   "log cleaner keeps the latest record of each key. Without delete there is no time "
+                   "or size retention and DeleteRecords is refused.",
                    SubsetOf((CLEANUP_COMPACT, CLEANUP_DELETE))),
     TopicConfigDef("compression.gzip.level", T.INT, "gzip level of batches the leader recompresses to "
                    "gzip; -1 is the codec's default.", _GZIP_LEVELS),
@@ -693,8 +709,8 @@ TOPIC_DEFINITIONS: tuple[TopicConfigDef, ...] = (
                    "batches that use another codec.", OneOf(COMPRESSION_TYPES)),
     TopicConfigDef("compression.zstd.level", T.INT, "zstd level of batches the leader recompresses to "
                    "zstd.", _ZSTD_LEVELS),
-    TopicConfigDef("delete.retention.ms", T.LONG, f"{_NOT_YET} (no compaction): how long tombstones "
-                   "stay in a compacted log.", at_least(0), acted_on=False),
+    TopicConfigDef("delete.retention.ms", T.LONG, "How long tombstones stay in a compacted log once "
+                   "it was cleaned.", at_least(0)),
     TopicConfigDef("file.delete.delay.ms", T.LONG, "How long a removed segment stays on disk before "
                    "its files are deleted.", at_least(0)),
     TopicConfigDef("flush.messages", T.LONG, "fsync the log after this many appended records.",
@@ -714,8 +730,8 @@ TOPIC_DEFINITIONS: tuple[TopicConfigDef, ...] = (
                    "of a partition; -2 means retention.bytes.", at_least(-2), acted_on=False),
     TopicConfigDef("local.retention.ms", T.LONG, f"{_NOT_YET} (no tiered storage): how long segments "
                    "stay on local disk; -2 means retention.ms.", at_least(-2), acted_on=False),
-    TopicConfigDef("max.compaction.lag.ms", T.LONG, f"{_NOT_YET} (no compaction): the oldest a record "
-                   "may get before it is compacted.", at_least(1), acted_on=False),
+    TopicConfigDef("max.compaction.lag.ms", T.LONG, "The oldest an uncompacted record may get before "
+                   "the log is cleaned whatever its dirty ratio.", at_least(1)),
     TopicConfigDef("max.message.bytes", T.INT, "Largest record batch the topic accepts, after "
                    "compression.", at_least(0)),
     TopicConfigDef("message.timestamp.after.max.ms", T.LONG, "Produce refuses (INVALID_TIMESTAMP) a "
@@ -726,11 +742,10 @@ TOPIC_DEFINITIONS: tuple[TopicConfigDef, ...] = (
     TopicConfigDef("message.timestamp.type", T.STRING, "CreateTime keeps the producer's timestamps, "
                    "LogAppendTime replaces them with the broker's clock.",
                    OneOf((CREATE_TIME, LOG_APPEND_TIME))),
-    TopicConfigDef("min.cleanable.dirty.ratio", T.DOUBLE, f"{_NOT_YET} (no compaction): the share of "
-                   "the log that must be uncompacted before it is cleaned.", Range(0, 1),
-                   acted_on=False),
-    TopicConfigDef("min.compaction.lag.ms", T.LONG, f"{_NOT_YET} (no compaction): the youngest a "
-                   "record may be and still be compacted.", at_least(0), acted_on=False),
+    TopicConfigDef("min.cleanable.dirty.ratio", T.DOUBLE, "The share of the log that must be "
+                   "uncompacted before it is cleaned.", Range(0, 1)),
+    TopicConfigDef("min.compaction.lag.ms", T.LONG, "The youngest a record may be and still be "
+                   "compacted.", at_least(0)),
     TopicConfigDef("min.insync.replicas", T.INT, "Replicas that must be in sync for an acks=all "
                    "produce to succeed.", at_least(1)),
     TopicConfigDef("preallocate", T.BOOLEAN, f"{_NOT_YET}: Kafka preallocates each new segment file "

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 
 from server_common.config.broker_config import BrokerConfig
 from server_common.config.definitions import (
-    CLEANUP_DELETE,
     DEFINITIONS,
     TOPIC_BY_NAME,
     TOPIC_DEFINITIONS,
@@ -122,16 +121,11 @@ def effective_topic_configs(overrides: Mapping[str, str], broker: BrokerConfig) 
 def to_log_config(overrides: Mapping[str, str], broker: BrokerConfig) -> LogConfig:
     """The storage settings of a topic's partitions.
 
-    A cleanup policy without ``delete`` turns retention off (time and size), because in Kafka only
-    the delete policy removes segments; compaction itself is not implemented. The keys declared
-    ``acted_on=False`` are not part of it (nothing reads them yet).
+    The log applies the cleanup policy itself (:attr:`LogConfig.delete`, :attr:`LogConfig.compact`):
+    without ``delete`` it keeps no time or size retention, with ``compact`` the log cleaner takes it.
+    The keys declared ``acted_on=False`` are not part of it (nothing reads them yet).
     """
     props = effective_topic_configs(overrides, broker)
-    policy = TOPIC_BY_NAME["cleanup.policy"].parse(props["cleanup.policy"])
-    assert isinstance(policy, list)
-    if CLEANUP_DELETE not in policy:
-        props["retention.ms"] = "-1"
-        props["retention.bytes"] = "-1"
     try:
         return LogConfig.from_properties(props)
     except ValueError as exc:

@@ -424,12 +424,22 @@ def test_ignored_thread_pool_keys_warn() -> None:
     assert all("no effect" in w for w in warnings)
 
 
-def test_compact_policy_is_accepted_with_a_warning() -> None:
-    cfg, warnings = load_config(None, ["log.cleanup.policy=compact,delete"])
+def test_compact_policy_and_cleaner_keys_are_acted_on() -> None:
+    cfg, warnings = load_config(
+        None,
+        [
+            "log.cleanup.policy=compact,delete",
+            "log.cleaner.threads=2",
+            "log.cleaner.backoff.ms=100",
+            "log.cleaner.io.max.bytes.per.second=1e6",
+        ],
+    )
     assert cfg.log_cleanup_policy == ["compact", "delete"]
-    assert len(warnings) == 1 and "not implement" in warnings[0]
-    _, warnings = load_config(None, ["log.cleanup.policy=compact"])
-    assert "nothing is ever deleted" in warnings[0]
+    assert (cfg.log_cleaner_threads, cfg.log_cleaner_backoff_ms) == (2, 100)
+    assert cfg.log_cleaner_io_max_bytes_per_second == 1e6 and cfg.log_cleaner_enable
+    assert warnings == []
+    with pytest.raises(ConfigError, match=r"log\.cleaner\.threads"):
+        load_config(None, ["log.cleaner.threads=-1"])
 
 
 def test_compaction_and_tiering_keys_are_accepted_with_a_warning() -> None:
@@ -451,8 +461,6 @@ def test_compaction_and_tiering_keys_are_accepted_with_a_warning() -> None:
     # compression.type (broker-side recompression) and the timestamp bounds (produce refuses records
     # outside them) are acted on: no warning for them.
     assert sorted(w.split()[0] for w in warnings) == [
-        "log.cleaner.delete.retention.ms",
-        "log.cleaner.min.cleanable.ratio",
         "log.local.retention.ms",
         "log.preallocate",
     ]

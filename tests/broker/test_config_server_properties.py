@@ -36,7 +36,7 @@ def test_uncommenting_every_key_still_loads() -> None:
     cfg, warnings = load_config(SERVER_PROPERTIES, shown)
     # Only the keys that are accepted but ignored draw a warning.
     ignored = sorted(d.name for d in DEFINITIONS if d.ignored)
-    assert {"num.io.threads", "num.network.threads", "log.cleaner.min.cleanable.ratio"} <= set(ignored)
+    assert {"num.io.threads", "num.network.threads", "log.local.retention.ms"} <= set(ignored)
     assert sorted(w.split()[0] for w in warnings) == ignored
     assert cfg.advertised_listeners[0].host == "broker1.example.com"
 

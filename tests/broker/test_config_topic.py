@@ -167,11 +167,15 @@ def test_log_config_defaults_match_storage_defaults() -> None:
     assert to_log_config({}, broker()) == LogConfig()
 
 
-def test_compact_only_policy_turns_retention_off() -> None:
-    log_config = to_log_config({"cleanup.policy": "compact", "retention.bytes": "100"}, broker())
-    assert (log_config.retention_ms, log_config.retention_bytes) == (-1, -1)
-    both = to_log_config({"cleanup.policy": "compact,delete", "retention.bytes": "100"}, broker())
-    assert both.retention_bytes == 100
+def test_cleanup_policy_reaches_the_log_config() -> None:
+    compact = to_log_config({"cleanup.policy": "compact", "retention.bytes": "100"}, broker())
+    assert compact.compact and not compact.delete and compact.retention_bytes == 100
+    both = to_log_config({"cleanup.policy": "compact,delete", "delete.retention.ms": "5"}, broker())
+    assert both.compact and both.delete and both.delete_retention_ms == 5
+    assert both.to_properties()["cleanup.policy"] == "compact,delete"
+    tuned = to_log_config({"min.cleanable.dirty.ratio": "0.1", "min.compaction.lag.ms": "7"}, broker())
+    assert (tuned.min_cleanable_dirty_ratio, tuned.min_compaction_lag_ms) == (0.1, 7)
+    assert not tuned.compact and tuned.delete
 
 
 def test_every_topic_default_is_valid_for_its_topic_key() -> None:
@@ -403,14 +407,10 @@ def test_log_config_carries_the_compression_settings() -> None:
 def test_keys_not_acted_on_are_marked_so_everywhere() -> None:
     not_acted_on = {d.name for d in TOPIC_DEFINITIONS if not d.acted_on}
     assert not_acted_on == {
-        "delete.retention.ms",
         "follower.replication.throttled.replicas",
         "leader.replication.throttled.replicas",
         "local.retention.bytes",
         "local.retention.ms",
-        "max.compaction.lag.ms",
-        "min.cleanable.dirty.ratio",
-        "min.compaction.lag.ms",
         "preallocate",
         "remote.log.copy.disable",
         "remote.log.delete.on.disable",

@@ -5,6 +5,7 @@ offsets (low watermark) or the timeout. Requests and responses go through the co
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import pathlib
 import uuid
 from typing import Any
@@ -16,7 +17,7 @@ from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager
 from metadata.topics import PartitionState, TopicState
 from protocol.data import MessageData
-from protocol.error_codes import ErrorCode
+from protocol.error_codes import ErrorCode, KafkaError
 from protocol.records import Record, build_batch
 from server_common.config import load_config, to_log_config
 from server_common.purgatory import DelayedOperationPurgatory
@@ -172,3 +173,19 @@ async def test_the_wait_ends_at_the_timeout(handler: DeleteRecordsHandler, repli
     response = await asyncio.wait_for(call(handler, 2, body([("orders", 1, 4)], timeout_ms=50)), 5)
     assert answers(response) == {("orders", 1): (ErrorCode.REQUEST_TIMED_OUT, 0)}
     assert partition.log_start_offset == 4
+
+
+async def test_a_compact_only_topic_refuses_with_policy_violation(
+    handler: DeleteRecordsHandler, replicas: ReplicaManager
+) -> None:
+    """Kafka's Partition.deleteRecordsOnLeader: only a cleanup.policy with delete lets records go."""
+    partition = _partition(replicas, 0)
+    partition.log.config = dataclasses.replace(partition.log.config, cleanup_policy=("compact",))
+    response = await call(handler, 2, body([("orders", 0, 3)]))
+    assert answers(response) == {("orders", 0): (ErrorCode.POLICY_VIOLATION, -1)}
+    assert partition.log_start_offset == 0 and len(partition.log.segments()) == 3
+    with pytest.raises(KafkaError, match="Records of partition orders-0 can not be deleted due to the"):
+        partition.delete_records(3)
+    partition.log.config = dataclasses.replace(partition.log.config, cleanup_policy=("compact", "delete"))
+    response = await call(handler, 2, body([("orders", 0, 3)]))
+    assert answers(response) == {("orders", 0): (ErrorCode.NONE, 3)}

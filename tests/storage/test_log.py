@@ -742,3 +742,24 @@ def test_roll_jitter_is_below_segment_jitter_and_segment_ms(tmp_path: pathlib.Pa
         log.append_as_leader(make_batch(1, 5, BASE_TIME + 100 * i), 0)
     jitters = [segment.roll_jitter_ms for segment in log.segments()]
     assert len(jitters) == 20 and all(0 <= jitter < 50 for jitter in jitters)
+
+
+def test_a_compact_only_log_has_no_size_or_time_retention(tmp_path: pathlib.Path, clock: FakeClock) -> None:
+    """Kafka's LogConfig.delete: without delete in cleanup.policy only the log start offset deletes."""
+    config = LogConfig(
+        segment_bytes=1000,
+        retention_bytes=100,
+        retention_ms=1,
+        file_delete_delay_ms=0,
+        max_index_size=4096,
+        cleanup_policy=("compact",),
+    )
+    log = open_log(tmp_path, clock, config)
+    for _ in range(20):
+        log.append_as_leader(make_batch(1, 100), 0)
+    log.update_high_watermark(log.log_end_offset)
+    clock.advance(10_000)
+    before = len(log.segments())
+    assert log.delete_old_segments() == 0 and len(log.segments()) == before
+    log.maybe_increment_log_start_offset(log.segments()[2].base_offset)
+    assert log.delete_old_segments() == 2
