@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import structlog
 
 from metadata.controller.cluster_control import BrokerSessions, ClusterControl, HeartbeatResult
+from metadata.controller.config_control import AlterConfigsResult, ConfigControl, ConfigResourceChange
 from metadata.controller.metadata_log import (
     AppendListener,
     ControllerFailedError,
@@ -139,6 +140,7 @@ class QuorumController:
         self._cluster = ClusterControl(
             self._image, self._writer, self._replication, self._sessions, cluster_id
         )
+        self._configs = ConfigControl(self._image, self._writer, self._config.config_validator)
         self.replay(records)
         if log_end_offset is not None:
             self._image.skip_to(log_end_offset - 1)
@@ -298,3 +300,17 @@ class QuorumController:
         self, broker_id: int, broker_epoch: int, partitions: Sequence[AlterPartitionItem]
     ) -> AlterPartitionResponse:
         return self._replication.alter_partition(broker_id, broker_epoch, partitions)
+
+    # -- configs ---------------------------------------------------------------------------------
+
+    def incremental_alter_configs(
+        self, resources: Sequence[ConfigResourceChange], *, validate_only: bool = False
+    ) -> list[AlterConfigsResult]:
+        """IncrementalAlterConfigs: one batch of ConfigRecords for every valid resource."""
+        return self._configs.incremental_alter_configs(resources, validate_only=validate_only)
+
+    def alter_configs(
+        self, resources: Sequence[ConfigResourceChange], *, validate_only: bool = False
+    ) -> list[AlterConfigsResult]:
+        """AlterConfigs: each valid resource's overrides replaced, in one batch."""
+        return self._configs.alter_configs(resources, validate_only=validate_only)

@@ -2,8 +2,9 @@
 
 :mod:`~server_common.config.properties` reads the Java properties format,
 :mod:`~server_common.config.definitions` declares every key, :mod:`~server_common.config.broker_config`
-builds the typed :class:`BrokerConfig`, and :mod:`~server_common.config.topic_config` handles
-topic-level keys (CreateTopics, DescribeConfigs, LogConfig)."""
+builds the typed :class:`BrokerConfig`, :mod:`~server_common.config.topic_config` handles
+topic-level keys (CreateTopics, DescribeConfigs, LogConfig), and :mod:`~server_common.config.dynamic`
+the dynamic broker configs layered over the static ones (IncrementalAlterConfigs, AlterConfigs)."""
 
 from server_common.config.broker_config import BrokerConfig, Listener, QuorumVoter, load_config
 from server_common.config.definitions import (
@@ -17,6 +18,13 @@ from server_common.config.definitions import (
     ConfigType,
     TopicConfigDef,
 )
+from server_common.config.dynamic import (
+    DYNAMIC_BROKER_KEYS,
+    BrokerConfigLayers,
+    NotDynamicError,
+    layers_of,
+    validate_broker_configs,
+)
 from server_common.config.properties import PropertiesError, parse_properties
 from server_common.config.topic_config import (
     describe_topic_configs,
@@ -27,8 +35,10 @@ from server_common.config.topic_config import (
 
 __all__ = [
     "DEFINITIONS",
+    "DYNAMIC_BROKER_KEYS",
     "TOPIC_DEFINITIONS",
     "BrokerConfig",
+    "BrokerConfigLayers",
     "ConfigDef",
     "ConfigEntry",
     "ConfigError",
@@ -36,13 +46,16 @@ __all__ = [
     "ConfigSynonym",
     "ConfigType",
     "Listener",
+    "NotDynamicError",
     "PropertiesError",
     "QuorumVoter",
     "TopicConfigDef",
     "describe_topic_configs",
     "effective_topic_configs",
+    "layers_of",
     "load_config",
     "parse_properties",
     "to_log_config",
+    "validate_broker_configs",
     "validate_topic_configs",
 ]

@@ -8,9 +8,9 @@ as in Kafka.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
-from server_common.config.broker_config import BrokerConfig
 from server_common.config.definitions import (
     DEFINITIONS,
     TOPIC_BY_NAME,
@@ -22,6 +22,16 @@ from server_common.config.definitions import (
     format_value,
 )
 from storage.config import LogConfig
+
+
+class BrokerDefaults(Protocol):
+    """Where a topic's defaults come from: a :class:`~server_common.config.BrokerConfig`, or the
+    same with the dynamic broker configs on top
+    (:class:`~server_common.config.dynamic.BrokerConfigLayers`)."""
+
+    def topic_defaults(self) -> dict[str, str]: ...
+
+    def synonyms(self, keys: Sequence[str]) -> tuple[ConfigSynonym, ...]: ...
 
 
 def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
@@ -78,7 +88,7 @@ def _kafka_default(key: str) -> object:
     return TOPIC_BY_NAME[key].resolve({d.name: d.default for d in DEFINITIONS})
 
 
-def describe_topic_configs(overrides: Mapping[str, str], broker: BrokerConfig) -> list[ConfigEntry]:
+def describe_topic_configs(overrides: Mapping[str, str], broker: BrokerDefaults) -> list[ConfigEntry]:
     """Every topic-level key of a topic, sorted by name, as DescribeConfigs reports it.
 
     An override is DYNAMIC_TOPIC_CONFIG; otherwise the value is the broker's derived default, with
@@ -113,12 +123,12 @@ def describe_topic_configs(overrides: Mapping[str, str], broker: BrokerConfig) -
     return entries
 
 
-def effective_topic_configs(overrides: Mapping[str, str], broker: BrokerConfig) -> dict[str, str]:
+def effective_topic_configs(overrides: Mapping[str, str], broker: BrokerDefaults) -> dict[str, str]:
     """The value of every topic-level key for a topic: its overrides over the broker's defaults."""
     return {**broker.topic_defaults(), **overrides}
 
 
-def to_log_config(overrides: Mapping[str, str], broker: BrokerConfig) -> LogConfig:
+def to_log_config(overrides: Mapping[str, str], broker: BrokerDefaults) -> LogConfig:
     """The storage settings of a topic's partitions.
 
     The log applies the cleanup policy itself (:attr:`LogConfig.delete`, :attr:`LogConfig.compact`):
