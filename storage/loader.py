@@ -2,8 +2,10 @@
 
 Order, as in Kafka's LogLoader:
 
-1. remove files of interrupted operations (``.deleted``, ``.cleaned``, index ``.swap``), restore a
-   ``.log.swap`` over the segments it replaced, delete indexes whose .log is gone;
+1. finish or undo an interrupted cleaner swap (:func:`storage.cleaner.recovery.recover_cleaner_files`,
+   Kafka's ``removeTempFilesAndCollectSwapFiles``): ``.deleted`` and ``.cleaned`` files go, a
+   ``.log.swap`` (with its ``.txnindex.swap``) replaces the segments in its offset range, other
+   ``.swap`` files go; then delete indexes whose .log is gone;
 2. open every segment; an index that is missing or fails its sanity check is rebuilt from the .log,
    and so is a segment whose .log does not end on a whole batch (it is cut at its last valid one);
 3. without a clean shutdown, re-validate every segment from the one holding the recovery point: at
@@ -19,7 +21,6 @@ Order, as in Kafka's LogLoader:
 
 from __future__ import annotations
 
-import os
 import pathlib
 from bisect import bisect_right
 from collections.abc import Callable
@@ -27,22 +28,18 @@ from typing import NamedTuple
 
 import structlog
 
-from protocol.records import ProtocolError
+from storage.cleaner.recovery import recover_cleaner_files
 from storage.config import LogConfig
 from storage.epoch import LeaderEpochFileCache
 from storage.errors import CorruptIndexError
 from storage.producer_snapshot import delete_snapshots_after
 from storage.segment import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
-    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
     parse_base_offset,
     segment_file_name,
-    walk_batches,
 )
 from storage.txn_index import TXN_INDEX_SUFFIX
 
@@ -72,8 +69,7 @@ def load_log(
     roll_jitter: Callable[[], int],
 ) -> LoadedLog:
     """Bring ``directory`` to a consistent state and open its segments (oldest first)."""
-    _remove_leftovers(directory)
-    _restore_swapped_segments(directory)
+    recover_cleaner_files(directory)
     _delete_orphan_indexes(directory)
     bases = _segment_bases(directory)
     recover_from = len(bases) if clean_shutdown else max(0, bisect_right(bases, recovery_point) - 1)
@@ -208,46 +204,6 @@ def _discard(
 def _segment_bases(directory: pathlib.Path) -> list[int]:
     bases = (parse_base_offset(path.name) for path in directory.glob("*" + LOG_SUFFIX))
     return sorted(base for base in bases if base is not None)
-
-
-def _remove_leftovers(directory: pathlib.Path) -> None:
-    """Delete files of interrupted deletions and cleanings, and swapped index files (rebuilt)."""
-    for path in directory.iterdir():
-        name = path.name
-        is_index_swap = name.endswith(SWAP_SUFFIX) and not name.endswith(LOG_SUFFIX + SWAP_SUFFIX)
-        if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)) or is_index_swap:
-            path.unlink(missing_ok=True)
-
-
-def _restore_swapped_segments(directory: pathlib.Path) -> None:
-    """A ``.log.swap`` replaces the segments whose base offsets fall inside its offset range."""
-    for swap in sorted(directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX)):
-        base = parse_base_offset(swap.name)
-        if base is None:
-            continue
-        last_offset = _last_offset_in(swap, base)
-        for replaced in _segment_bases(directory):
-            if base <= replaced <= last_offset:
-                for suffix in _SEGMENT_SUFFIXES:
-                    (directory / segment_file_name(replaced, suffix)).unlink(missing_ok=True)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # rebuilt when the segment is opened
-            (directory / segment_file_name(base, suffix)).unlink(missing_ok=True)
-        os.replace(swap, directory / segment_file_name(base, LOG_SUFFIX))
-        _log.info("restored swapped segment", segment=str(swap), base_offset=base, last_offset=last_offset)
-
-
-def _last_offset_in(path: pathlib.Path, base: int) -> int:
-    """Last offset of the readable batches of a .log file (``base`` when it has none)."""
-    last = base
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        for batch in walk_batches(fd, 0, os.fstat(fd).st_size):
-            last = batch.last_offset
-    except ProtocolError:
-        pass
-    finally:
-        os.close(fd)
-    return last
 
 
 def _delete_orphan_indexes(directory: pathlib.Path) -> None:

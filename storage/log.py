@@ -21,7 +21,7 @@ import re
 import shutil
 import uuid
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import structlog
@@ -57,7 +57,14 @@ from storage.errors import (
 )
 from storage.loader import load_log
 from storage.producer_snapshot import delete_snapshots_after
-from storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment, segment_file_name
+from storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    LogSegment,
+    segment_file_name,
+)
 from storage.slices import FileSlice
 from storage.timestamps import first_record_at_or_after
 from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
@@ -685,6 +692,82 @@ class PartitionLog:
         self._pending_deletions = [entry for entry in self._pending_deletions if entry[0] > now]
         for segment in due:
             segment.delete()
+
+    # -- compaction --------------------------------------------------------------------------------
+
+    def replace_segments(
+        self, replaced: Sequence[tuple[int, int]], *, step_hook: Callable[[str], None] | None = None
+    ) -> LogSegment | None:
+        """Install a cleaned segment in place of ``replaced`` ((base offset, size) of consecutive
+        inactive segments), Kafka's ``LocalLog.replaceSegments``; None when they changed meanwhile.
+
+        The cleaner wrote ``<base>.log.cleaned`` and ``<base>.txnindex.cleaned`` (fsynced) from the
+        segments as they were. When retention, DeleteRecords or a truncation removed or changed any
+        of them since, or one became the active segment, the cleaned files are deleted and nothing
+        else happens. Otherwise, in the order :mod:`storage.cleaner.recovery` finishes or undoes
+        after a crash: both files are renamed ``.cleaned`` -> ``.swap``; the old segments go to
+        ``.deleted`` and are removed after file.delete.delay.ms as retention does (readers may still
+        hold slices of them); the ``.swap`` files take their final names; the new segment is opened
+        (indexes built from the file) and takes the old ones' place in the segment list.
+        ``step_hook`` is called after each file operation (the crash tests raise there).
+        """
+        self._check_open()
+        directory = self.directory
+        base = replaced[0][0]
+        cleaned_log = directory / segment_file_name(base, LOG_SUFFIX + CLEANED_SUFFIX)
+        cleaned_txn = directory / segment_file_name(base, TXN_INDEX_SUFFIX + CLEANED_SUFFIX)
+        first = bisect_right(self._bases, base) - 1
+        old = self._segments[first : first + len(replaced)] if first >= 0 else []
+        unchanged = (
+            len(old) == len(replaced)
+            and first + len(old) < len(self._segments)  # never the active segment
+            and [(s.base_offset, s.size) for s in old] == [tuple(entry) for entry in replaced]
+        )
+        if not unchanged:
+            cleaned_log.unlink(missing_ok=True)
+            cleaned_txn.unlink(missing_ok=True)
+            _log.info(
+                "discarding cleaned segment: the segments it replaces changed",
+                topic=self.topic,
+                partition=self.partition,
+                base_offset=base,
+            )
+            return None
+
+        def step(name: str) -> None:
+            if step_hook is not None:
+                step_hook(name)
+
+        swap_log = directory / segment_file_name(base, LOG_SUFFIX + SWAP_SUFFIX)
+        swap_txn = directory / segment_file_name(base, TXN_INDEX_SUFFIX + SWAP_SUFFIX)
+        mtime = cleaned_log.stat().st_mtime_ns
+        os.replace(cleaned_txn, swap_txn)
+        step("txnindex cleaned -> swap")
+        os.replace(cleaned_log, swap_log)
+        fsync_directory(directory)
+        step("log cleaned -> swap")
+        now = self._clock.time_ms()
+        for segment in old:
+            self._remove_segments([segment], now)
+            step(f"segment {segment.base_offset} -> deleted")
+        fsync_directory(directory)
+        final_txn = directory / segment_file_name(base, TXN_INDEX_SUFFIX)
+        os.replace(swap_txn, final_txn)
+        step("txnindex swap -> final")
+        os.replace(swap_log, directory / segment_file_name(base, LOG_SUFFIX))
+        fsync_directory(directory)
+        step("log swap -> final")
+        if final_txn.stat().st_size == 0:
+            final_txn.unlink()
+        new = LogSegment(directory, base, self.config, created_ms=old[0].created_ms)
+        new.recover()  # builds the offset and time indexes
+        new.needs_recovery = False
+        new.on_becoming_inactive()
+        new.flush()
+        os.utime(new.log_path, ns=(mtime, mtime))
+        self._segments[first : first + len(old)] = [new]
+        self._bases[first : first + len(old)] = [base]
+        return new
 
     # -- inspection --------------------------------------------------------------------------------
 

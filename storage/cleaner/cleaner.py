@@ -32,6 +32,13 @@ Rules (Kafka 4, ``core/src/main/scala/kafka/log/LogCleaner.scala`` and ``MemoryR
   group empty when nothing after the group's last segment base would survive, so that crash
   recovery can tell which segments a swapped-in segment replaces (see :mod:`.recovery`).
 - A batch whose records all stay and needs no horizon is copied byte for byte.
+
+A round has two halves so that the expensive one can run in another process (the cleaner process,
+``cleaner/``) while the log's owner keeps appending: :func:`write_cleaned_segments` reads only
+inactive segments (immutable) through their files and writes fsynced ``.cleaned`` files described by
+a :class:`CleanTask` (plain data the owner builds with :func:`plan_clean`); the owner then installs
+each :class:`CleanedGroup` with :meth:`PartitionLog.replace_segments`, which refuses a group whose
+segments changed meanwhile. :func:`clean_log` runs both halves in one process (tests, tools).
 """
 
 from __future__ import annotations
@@ -39,9 +46,9 @@ from __future__ import annotations
 import os
 import pathlib
 import struct
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crc32c import crc32c
 
@@ -60,19 +67,20 @@ from protocol.records.reader import DecodedRecord, iter_records
 from protocol.sentinels import NO_TIMESTAMP
 from storage.checkpoint import fsync_directory
 from storage.cleaner.offset_map import OffsetMap
+from storage.cleaner.throttler import Throttler
 from storage.producer_state import ProducerStateEntry
 from storage.segment import (
     CLEANED_SUFFIX,
     LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
-    SWAP_SUFFIX,
-    LogSegment,
     segment_file_name,
+    walk_batches,
 )
 from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 if TYPE_CHECKING:
     from storage.log import PartitionLog
+    from storage.segment import LogSegment
 
 DEFAULT_DELETE_RETENTION_MS = 86_400_000
 _HEAD = struct.Struct(">qiib")
@@ -100,6 +108,134 @@ class CleanResult:
     invalid_records: int = 0
     segments_replaced: list[list[int]] = field(default_factory=list)
     """Base offsets of each replaced group (the new segment takes the first one)."""
+    groups: list[CleanedGroup] = field(default_factory=list)
+    """The groups written as ``.cleaned`` files, for the owner to install, oldest first."""
+    map_utilization: float = 0.0
+    """How full the offset map got (Kafka's max-buffer-utilization-percent, as a fraction)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "end_offset": self.end_offset,
+            "bytes_read": self.bytes_read,
+            "bytes_written": self.bytes_written,
+            "records_read": self.records_read,
+            "records_kept": self.records_kept,
+            "records_removed": self.records_removed,
+            "invalid_records": self.invalid_records,
+            "map_utilization": self.map_utilization,
+            "groups": [group.to_json() for group in self.groups],
+        }
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> CleanResult:
+        groups = [CleanedGroup.from_json(g) for g in body.get("groups", [])]
+        return cls(
+            end_offset=int(body["end_offset"]),
+            bytes_read=int(body["bytes_read"]),
+            bytes_written=int(body["bytes_written"]),
+            records_read=int(body["records_read"]),
+            records_kept=int(body["records_kept"]),
+            records_removed=int(body["records_removed"]),
+            invalid_records=int(body["invalid_records"]),
+            segments_replaced=[[base for base, _ in g.replaced] for g in groups],
+            groups=groups,
+            map_utilization=float(body.get("map_utilization", 0.0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """What the cleaner needs of one inactive segment, as its owner saw it."""
+
+    base_offset: int
+    size: int
+    offset_index_bytes: int
+    time_index_bytes: int
+
+    @classmethod
+    def of(cls, segment: LogSegment) -> SegmentInfo:
+        return cls(
+            segment.base_offset,
+            segment.size,
+            segment.offset_index.size_in_bytes,
+            segment.time_index.size_in_bytes,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CleanedGroup:
+    """One ``<base>.log.cleaned`` (and ``.txnindex.cleaned``) replacing ``replaced`` ((base, size) each)."""
+
+    replaced: tuple[tuple[int, int], ...]
+
+    @property
+    def base_offset(self) -> int:
+        return self.replaced[0][0]
+
+    def to_json(self) -> list[list[int]]:
+        return [list(entry) for entry in self.replaced]
+
+    @classmethod
+    def from_json(cls, body: Sequence[Sequence[int]]) -> CleanedGroup:
+        return cls(tuple((int(base), int(size)) for base, size in body))
+
+
+@dataclass(frozen=True, slots=True)
+class CleanTask:
+    """Everything a cleaning round needs, as plain data the owner of the log builds (:func:`plan_clean`).
+
+    ``segments`` are the log's inactive segments below ``upper_bound`` (a segment base, at most the
+    active segment's); ``aborted`` the aborted transactions overlapping them; ``active_producers``
+    the producer state's last record per producer.
+    """
+
+    directory: str
+    segments: tuple[SegmentInfo, ...]
+    first_dirty_offset: int
+    upper_bound: int
+    now_ms: int
+    delete_retention_ms: int
+    max_segment_bytes: int
+    max_index_size: int
+    aborted: tuple[AbortedTxn, ...] = ()
+    active_producers: Mapping[int, LastRecord] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "directory": self.directory,
+            "segments": [
+                [s.base_offset, s.size, s.offset_index_bytes, s.time_index_bytes] for s in self.segments
+            ],
+            "first_dirty_offset": self.first_dirty_offset,
+            "upper_bound": self.upper_bound,
+            "now_ms": self.now_ms,
+            "delete_retention_ms": self.delete_retention_ms,
+            "max_segment_bytes": self.max_segment_bytes,
+            "max_index_size": self.max_index_size,
+            "aborted": [list(txn) for txn in self.aborted],
+            "active_producers": [
+                [pid, last.last_data_offset, last.producer_epoch]
+                for pid, last in self.active_producers.items()
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> CleanTask:
+        return cls(
+            directory=str(body["directory"]),
+            segments=tuple(SegmentInfo(*(int(v) for v in entry)) for entry in body["segments"]),
+            first_dirty_offset=int(body["first_dirty_offset"]),
+            upper_bound=int(body["upper_bound"]),
+            now_ms=int(body["now_ms"]),
+            delete_retention_ms=int(body["delete_retention_ms"]),
+            max_segment_bytes=int(body["max_segment_bytes"]),
+            max_index_size=int(body["max_index_size"]),
+            aborted=tuple(AbortedTxn(*(int(v) for v in entry)) for entry in body["aborted"]),
+            active_producers={
+                int(pid): LastRecord(None if last is None else int(last), int(epoch))
+                for pid, last, epoch in body["active_producers"]
+            },
+        )
 
 
 class CrashPoint(Exception):
@@ -167,26 +303,52 @@ class _TxnMetadata:
 # -- reading ---------------------------------------------------------------------------------------
 
 
-def _batches(segment: LogSegment) -> Iterator[tuple[RecordBatchHeader, bytes, bool]]:
-    """(header, bytes, is the segment's last batch) of each batch, one batch in memory at a time."""
-    fd = segment.file.fileno()
-    positions = list(segment.iter_batches(0))  # headers only
-    for i, batch in enumerate(positions):
-        data = os.pread(fd, batch.size, batch.position)
-        yield read_header(data), data, i == len(positions) - 1
+def _batches(
+    directory: pathlib.Path, segment: SegmentInfo, throttler: Throttler | None = None
+) -> Iterator[tuple[RecordBatchHeader, bytes, bool]]:
+    """(header, bytes, is the segment's last batch) of each batch, one batch in memory at a time.
+
+    Reads the file by name up to the size the owner reported: an inactive segment never changes,
+    so this is safe while the owner appends to its active segment. A segment removed meanwhile
+    (retention, truncation) fails the round with FileNotFoundError; its owner discards the rest.
+    """
+    fd = os.open(directory / segment_file_name(segment.base_offset, LOG_SUFFIX), os.O_RDONLY)
+    try:
+        positions = list(walk_batches(fd, 0, segment.size))  # headers only
+        for i, batch in enumerate(positions):
+            data = os.pread(fd, batch.size, batch.position)
+            if len(data) != batch.size:
+                raise FileNotFoundError(f"segment {segment.base_offset} of {directory} shrank while cleaned")
+            if throttler is not None:
+                throttler.maybe_throttle(len(data))
+            yield read_header(data), data, i == len(positions) - 1
+    finally:
+        os.close(fd)
 
 
-def build_offset_map(log: PartitionLog, start: int, end: int, offset_map: OffsetMap) -> None:
-    """Fill ``offset_map`` from the keyed, non-aborted records in [start, end); stops when full."""
+def _overlapping(aborted: Sequence[AbortedTxn], start: int, end: int) -> list[AbortedTxn]:
+    return [txn for txn in aborted if txn.last_offset >= start and txn.first_offset < end]
+
+
+def build_offset_map(
+    task: CleanTask, end: int, offset_map: OffsetMap, throttler: Throttler | None = None
+) -> None:
+    """Fill ``offset_map`` from the keyed, non-aborted records in [first dirty, end); stops when full."""
+    start = task.first_dirty_offset
+    directory = pathlib.Path(task.directory)
     offset_map.clear()
+    segments = list(task.segments)
     dirty = [
-        s for s in log.segments() if s.base_offset < end and (s.next_offset > start or s.base_offset >= start)
+        (s, segments[i + 1].base_offset if i + 1 < len(segments) else task.upper_bound)
+        for i, s in enumerate(segments)
+        if s.base_offset < end
     ]
+    dirty = [(s, nxt) for s, nxt in dirty if nxt > start or s.base_offset >= start]
     txn = _TxnMetadata()
-    txn.add_aborted(log.collect_aborted_transactions(start, end))
-    for i, segment in enumerate(dirty):
-        next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-        for header, data, _last in _batches(segment):
+    txn.add_aborted(_overlapping(task.aborted, start, end))
+    for i, (segment, _) in enumerate(dirty):
+        next_start = dirty[i + 1][0].base_offset if i + 1 < len(dirty) else end
+        for header, data, _last in _batches(directory, segment, throttler):
             if header.last_offset < start:
                 continue
             if header.base_offset >= end:
@@ -207,31 +369,31 @@ def build_offset_map(log: PartitionLog, start: int, end: int, offset_map: Offset
 
 
 def group_segments_by_size(
-    segments: list[LogSegment], max_size: int, max_index_size: int, first_uncleanable_offset: int
-) -> list[list[LogSegment]]:
+    segments: Sequence[SegmentInfo], max_size: int, max_index_size: int, first_uncleanable_offset: int
+) -> list[list[SegmentInfo]]:
     """Consecutive segments whose sum of .log sizes and index sizes fit one segment, within 2^31 offsets."""
-    groups: list[list[LogSegment]] = []
+    groups: list[list[SegmentInfo]] = []
     rest = list(segments)
     while rest:
         group = [rest.pop(0)]
         size = group[0].size
-        index = group[0].offset_index.size_in_bytes
-        time_index = group[0].time_index.size_in_bytes
+        index = group[0].offset_index_bytes
+        time_index = group[0].time_index_bytes
         while rest:
             nxt = rest[0]
             last_offset = rest[1].base_offset - 1 if len(rest) > 1 else first_uncleanable_offset - 1
             fits = (
                 size + nxt.size <= max_size
-                and index + nxt.offset_index.size_in_bytes <= max_index_size
-                and time_index + nxt.time_index.size_in_bytes <= max_index_size
+                and index + nxt.offset_index_bytes <= max_index_size
+                and time_index + nxt.time_index_bytes <= max_index_size
                 and (nxt.size == 0 or last_offset - group[-1].base_offset <= MAX_RELATIVE_OFFSET)
             )
             if not fits:
                 break
             group.append(rest.pop(0))
             size += nxt.size
-            index += nxt.offset_index.size_in_bytes
-            time_index += nxt.time_index.size_in_bytes
+            index += nxt.offset_index_bytes
+            time_index += nxt.time_index_bytes
         groups.append(group)
     return groups
 
@@ -383,73 +545,54 @@ def _fsync_file(path: pathlib.Path) -> None:
         os.close(fd)
 
 
-def _clean_group(
-    log: PartitionLog, group: list[LogSegment], state: _Round, hook: StepHook | None
-) -> LogSegment:
-    """Write the group's cleaned segment, swap it in for the group (see :mod:`.recovery`), return it."""
-    directory = log.directory
+def _write_group(
+    task: CleanTask,
+    group: list[SegmentInfo],
+    upper: int,
+    state: _Round,
+    throttler: Throttler | None,
+    hook: StepHook | None,
+) -> CleanedGroup:
+    """Write the group's cleaned segment as ``.cleaned`` files (fsynced, with the group's last mtime)."""
+    directory = pathlib.Path(task.directory)
     base = group[0].base_offset
     cleaned_log = directory / segment_file_name(base, LOG_SUFFIX + CLEANED_SUFFIX)
     cleaned_txn = directory / segment_file_name(base, TXN_INDEX_SUFFIX + CLEANED_SUFFIX)
     try:
-        _write_cleaned(log, group, state, cleaned_log, cleaned_txn)
+        _write_cleaned(task, group, upper, state, cleaned_log, cleaned_txn, throttler)
+        mtime = (directory / segment_file_name(group[-1].base_offset, LOG_SUFFIX)).stat().st_mtime_ns
     except CrashPoint:
         raise
     except BaseException:
         cleaned_log.unlink(missing_ok=True)  # Kafka deletes the .cleaned segment of an aborted round
         cleaned_txn.unlink(missing_ok=True)
         raise
-    mtime = group[-1].log_path.stat().st_mtime_ns
     os.utime(cleaned_log, ns=(mtime, mtime))
     fsync_directory(directory)
     _step(hook, "cleaned written")
-    swap_log = directory / segment_file_name(base, LOG_SUFFIX + SWAP_SUFFIX)
-    swap_txn = directory / segment_file_name(base, TXN_INDEX_SUFFIX + SWAP_SUFFIX)
-    os.replace(cleaned_txn, swap_txn)
-    _step(hook, "txnindex cleaned -> swap")
-    os.replace(cleaned_log, swap_log)
-    fsync_directory(directory)
-    _step(hook, "log cleaned -> swap")
-    now = log.clock.time_ms()
-    for segment in group:
-        # renamed to .deleted now, removed after file.delete.delay.ms (readers may hold slices)
-        log._remove_segments([segment], now)
-        _step(hook, f"segment {segment.base_offset} -> deleted")
-    fsync_directory(directory)
-    final_txn = directory / segment_file_name(base, TXN_INDEX_SUFFIX)
-    os.replace(swap_txn, final_txn)
-    _step(hook, "txnindex swap -> final")
-    os.replace(swap_log, directory / segment_file_name(base, LOG_SUFFIX))
-    fsync_directory(directory)
-    _step(hook, "log swap -> final")
-    if final_txn.stat().st_size == 0:
-        final_txn.unlink()
-    new = LogSegment(directory, base, log.config, created_ms=group[0].created_ms)
-    new.recover()  # builds the offset and time indexes
-    new.needs_recovery = False
-    new.on_becoming_inactive()
-    new.flush()
-    os.utime(new.log_path, ns=(mtime, mtime))
-    _install(log, group, new)
-    return new
+    return CleanedGroup(tuple((s.base_offset, s.size) for s in group))
 
 
 def _write_cleaned(
-    log: PartitionLog,
-    group: list[LogSegment],
+    task: CleanTask,
+    group: list[SegmentInfo],
+    upper: int,
     state: _Round,
     cleaned_log: pathlib.Path,
     cleaned_txn: pathlib.Path,
+    throttler: Throttler | None,
 ) -> None:
     """The retained batches of ``group`` into ``cleaned_log``, its aborted transactions into
-    ``cleaned_txn`` (always written, empty when there are none); both fsynced."""
+    ``cleaned_txn`` (always written, empty when there are none); both fsynced. ``upper`` is the
+    base offset of the segment after the group (or the round's upper bound)."""
+    directory = pathlib.Path(task.directory)
     state.txn.kept_aborted = []
     written_next = group[0].base_offset
     with open(cleaned_log, "wb") as out:
         for i, segment in enumerate(group):
-            upper = group[i + 1].base_offset if i + 1 < len(group) else segment.next_offset
-            state.txn.add_aborted(log.collect_aborted_transactions(segment.base_offset, upper))
-            for header, data, last_of_segment in _batches(segment):
+            segment_upper = group[i + 1].base_offset if i + 1 < len(group) else upper
+            state.txn.add_aborted(_overlapping(task.aborted, segment.base_offset, segment_upper))
+            for header, data, last_of_segment in _batches(directory, segment, throttler):
                 state.result.bytes_read += len(data)
                 last_of_group = i == len(group) - 1 and last_of_segment
                 force = last_of_group and len(group) > 1 and written_next <= group[-1].base_offset
@@ -457,6 +600,8 @@ def _write_cleaned(
                 if output is not None:
                     out.write(output)
                     state.result.bytes_written += len(output)
+                    if throttler is not None:
+                        throttler.maybe_throttle(len(output))
                     written_next = header.next_offset
         out.flush()
         os.fsync(out.fileno())
@@ -464,21 +609,106 @@ def _write_cleaned(
     _fsync_file(cleaned_txn)
 
 
-def _install(log: PartitionLog, old: list[LogSegment], new: LogSegment) -> None:
-    """Put ``new`` in place of ``old`` in the log's segment list.
-
-    Kipling's PartitionLog has no replaceSegments yet; until it does, this and the call of its
-    ``_remove_segments`` above are the places that reach into it (the handover makes the cleaner
-    the log's only user meanwhile).
-    """
-    segments = log._segments
-    bases = log._bases
-    first = segments.index(old[0])
-    segments[first : first + len(old)] = [new]
-    bases[first : first + len(old)] = [new.base_offset]
+def remove_cleaned_files(directory: pathlib.Path, group: CleanedGroup) -> None:
+    """Drop a group's ``.cleaned`` files (its install was refused, or the round failed)."""
+    for suffix in (LOG_SUFFIX, TXN_INDEX_SUFFIX):
+        (directory / segment_file_name(group.base_offset, suffix + CLEANED_SUFFIX)).unlink(missing_ok=True)
 
 
 # -- a round ---------------------------------------------------------------------------------------
+
+
+def plan_clean(
+    log: PartitionLog,
+    *,
+    first_dirty_offset: int,
+    first_uncleanable_offset: int,
+    now_ms: int,
+    delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
+    active_producers: Mapping[int, LastRecord] | None = None,
+    max_segment_bytes: int | None = None,
+    max_index_size: int | None = None,
+) -> CleanTask:
+    """The owner's half before a round: the task for ``log`` as it is now.
+
+    ``first_uncleanable_offset`` is rounded down to the base of the segment holding it (and never
+    passes the active segment), so only inactive, immutable segments are in the task.
+    """
+    segments = log.segments()
+    upper = min(first_uncleanable_offset, segments[-1].base_offset)
+    upper = (
+        max(s.base_offset for s in segments if s.base_offset <= upper)
+        if upper >= segments[0].base_offset
+        else 0
+    )
+    inactive = [s for s in segments if s.base_offset < upper]
+    start = inactive[0].base_offset if inactive else upper
+    return CleanTask(
+        directory=str(log.directory),
+        segments=tuple(SegmentInfo.of(s) for s in inactive),
+        first_dirty_offset=first_dirty_offset,
+        upper_bound=upper,
+        now_ms=now_ms,
+        delete_retention_ms=delete_retention_ms,
+        max_segment_bytes=max_segment_bytes if max_segment_bytes is not None else log.config.segment_bytes,
+        max_index_size=max_index_size if max_index_size is not None else log.config.max_index_size,
+        aborted=tuple(log.collect_aborted_transactions(start, upper)) if inactive else (),
+        active_producers=dict(active_producers or {}),
+    )
+
+
+def write_cleaned_segments(
+    task: CleanTask,
+    *,
+    offset_map: OffsetMap | None = None,
+    throttler: Throttler | None = None,
+    step_hook: StepHook | None = None,
+    on_group: Callable[[CleanedGroup], None] | None = None,
+) -> CleanResult:
+    """The cleaner's half: build the offset map and write every group's ``.cleaned`` files.
+
+    Reads only ``task``'s segments (inactive: immutable while the owner appends). ``on_group`` is
+    called after each group is written (the in-process :func:`clean_log` installs it there). A
+    failure removes the ``.cleaned`` files of the groups written so far and raises.
+    """
+    offset_map = offset_map if offset_map is not None else OffsetMap()
+    result = CleanResult(end_offset=task.first_dirty_offset)
+    if task.first_dirty_offset >= task.upper_bound or not task.segments:
+        return result
+    build_offset_map(task, task.upper_bound, offset_map, throttler)
+    result.map_utilization = offset_map.utilization
+    end = offset_map.latest_offset + 1
+    result.end_offset = max(end, task.first_dirty_offset)
+    state = _Round(
+        offset_map,
+        task.now_ms,
+        task.delete_retention_ms,
+        task.upper_bound,
+        task.active_producers,
+        _TxnMetadata(),
+        result,
+    )
+    to_clean = [s for s in task.segments if s.base_offset < end]
+    groups = group_segments_by_size(to_clean, task.max_segment_bytes, task.max_index_size, task.upper_bound)
+    directory = pathlib.Path(task.directory)
+    bases = [s.base_offset for s in task.segments]
+    try:
+        for group in groups:
+            after = bases.index(group[-1].base_offset) + 1
+            upper = bases[after] if after < len(bases) else task.upper_bound
+            cleaned = _write_group(task, group, upper, state, throttler, step_hook)
+            result.groups.append(cleaned)
+            result.segments_replaced.append([s.base_offset for s in group])
+            if on_group is not None:
+                on_group(cleaned)
+    except CrashPoint:
+        raise
+    except BaseException:
+        if on_group is None:
+            for cleaned in result.groups:
+                remove_cleaned_files(directory, cleaned)
+        raise
+    return result
 
 
 def clean_log(
@@ -494,38 +724,26 @@ def clean_log(
     max_index_size: int | None = None,
     step_hook: StepHook | None = None,
 ) -> CleanResult:
-    """Clean ``log`` from its start up to where the offset map reaches in [first dirty, first uncleanable).
+    """Clean ``log`` in this process: plan, write and install each group as soon as it is written.
 
     ``first_uncleanable_offset`` is rounded down to the base of the segment holding it (and never
     passes the active segment). ``active_producers`` is the producer state's last record per
     producer id (``UnifiedLog.lastRecordsOfActiveProducers``). ``step_hook`` is called after each
     file operation of a swap (tests raise :class:`CrashPoint` there).
     """
-    segments = log.segments()
-    upper = min(first_uncleanable_offset, segments[-1].base_offset)
-    upper = (
-        max(s.base_offset for s in segments if s.base_offset <= upper)
-        if upper >= segments[0].base_offset
-        else 0
+    task = plan_clean(
+        log,
+        first_dirty_offset=first_dirty_offset,
+        first_uncleanable_offset=first_uncleanable_offset,
+        now_ms=now_ms,
+        delete_retention_ms=delete_retention_ms,
+        active_producers=active_producers,
+        max_segment_bytes=max_segment_bytes,
+        max_index_size=max_index_size,
     )
-    offset_map = offset_map if offset_map is not None else OffsetMap()
-    result = CleanResult(end_offset=first_dirty_offset)
-    if first_dirty_offset >= upper:
-        return result
-    build_offset_map(log, first_dirty_offset, upper, offset_map)
-    end = offset_map.latest_offset + 1
-    result.end_offset = max(end, first_dirty_offset)
-    state = _Round(
-        offset_map, now_ms, delete_retention_ms, upper, active_producers or {}, _TxnMetadata(), result
-    )
-    to_clean = [s for s in log.segments() if s.base_offset < end]
-    groups = group_segments_by_size(
-        to_clean,
-        max_segment_bytes if max_segment_bytes is not None else log.config.segment_bytes,
-        max_index_size if max_index_size is not None else log.config.max_index_size,
-        upper,
-    )
-    for group in groups:
-        _clean_group(log, group, state, step_hook)
-        result.segments_replaced.append([s.base_offset for s in group])
-    return result
+
+    def install(group: CleanedGroup) -> None:
+        if log.replace_segments(group.replaced, step_hook=step_hook) is None:
+            raise RuntimeError(f"segments {group.replaced} of {log.directory} changed during cleaning")
+
+    return write_cleaned_segments(task, offset_map=offset_map, step_hook=step_hook, on_group=install)

@@ -1,6 +1,7 @@
 """Finishing or undoing an interrupted segment replacement when a partition directory is opened.
 
-The cleaner replaces a group of segments in this order (:func:`storage.cleaner.swap.replace_segments`):
+The cleaner writes step 1 (:func:`storage.cleaner.cleaner.write_cleaned_segments`) and the log's owner
+replaces a group of segments in this order (:meth:`storage.log.PartitionLog.replace_segments`):
 
 1. write ``<base>.log.cleaned`` and ``<base>.txnindex.cleaned`` (always, empty when the segment
    holds no aborted transaction), fsync;

@@ -8,7 +8,14 @@ import pytest
 
 from protocol.records.batch import DELETE_HORIZON_MASK
 from protocol.records.compression import CompressionType
-from storage.cleaner import CleanerOffsetCheckpoint, LastRecord, OffsetMap, clean_log, group_segments_by_size
+from storage.cleaner import (
+    CleanerOffsetCheckpoint,
+    LastRecord,
+    OffsetMap,
+    SegmentInfo,
+    clean_log,
+    group_segments_by_size,
+)
 from storage.cleaner.checkpoint import CLEANER_OFFSET_CHECKPOINT
 from tests.storage.cleaner.helpers import BASE_TIME, Writer, open_log, read_batches, read_records
 
@@ -245,7 +252,7 @@ def test_grouping_by_size(tmp_path: pathlib.Path) -> None:
     for i in range(4):
         w.put([(b"k%d" % i, b"x" * 100)])
         log.roll()
-    segments = log.segments()[:-1]
+    segments = [SegmentInfo.of(s) for s in log.segments()[:-1]]
     size = segments[0].size
     groups = group_segments_by_size(segments, 2 * size, 10_000, log.log_end_offset)
     assert [[s.base_offset for s in g] for g in groups] == [[0, 1], [2, 3]]
