@@ -21,6 +21,7 @@ from broker.cluster.controller_channel import ControllerChannel
 from broker.cluster.metadata_loader import MetadataLoader
 from broker.cluster.producer_id_blocks import ControllerProducerIdManager
 from broker.handlers.allocate_producer_ids import AllocateProducerIdsHandler
+from broker.handlers.alter_configs import AlterConfigsHandler
 from broker.handlers.alter_partition import AlterPartitionHandler
 from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.base import Handler
@@ -34,6 +35,10 @@ from broker.handlers.describe_configs import DescribeConfigsHandler
 from broker.handlers.describe_log_dirs import DescribeLogDirsHandler
 from broker.handlers.fetch import FetchHandler
 from broker.handlers.forwarding import ForwardedApi, ForwardingHandler, effect_of
+from broker.handlers.incremental_alter_configs import (
+    ForwardedAlterConfigsHandler,
+    IncrementalAlterConfigsHandler,
+)
 from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.metadata import BrokerEndpoint, MetadataHandler, TopicCreator
@@ -97,6 +102,8 @@ def controller_handlers(
             CreateTopicsHandler(admin, config),
             DeleteTopicsHandler(admin, config.delete_topic_enable),
             CreatePartitionsHandler(admin),
+            IncrementalAlterConfigsHandler(active),
+            AlterConfigsHandler(active),
         ]
     )
 
@@ -133,6 +140,8 @@ def broker_handlers(
                 auto_create=auto_create,
             ),
             *forwarded,
+            ForwardedAlterConfigsHandler(IncrementalAlterConfigsHandler, channel, loader, config.node_id),
+            ForwardedAlterConfigsHandler(AlterConfigsHandler, channel, loader, config.node_id),
             DescribeConfigsHandler(image, config),
             DescribeLogDirsHandler(config.log_dirs, replicas.log_manager),
             ProduceHandler(plane.produce_service),
