@@ -44,6 +44,10 @@ from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.metadata import BrokerEndpoint, MetadataHandler, TopicCreator
 from broker.handlers.metadata_fetch import MetadataFetchHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
+from broker.handlers.partition_reassignments import (
+    AlterPartitionReassignmentsHandler,
+    ListPartitionReassignmentsHandler,
+)
 from broker.handlers.produce import ProduceHandler
 from broker.handlers.quorum import (
     BeginQuorumEpochHandler,
@@ -66,6 +70,11 @@ __all__ = ["broker_handlers", "controller_handlers", "registry_of"]
 
 FORWARDED_APIS: tuple[ForwardedApi, ...] = (CreateTopicsHandler, DeleteTopicsHandler, CreatePartitionsHandler)
 """Admin APIs only the controller may carry out: a broker forwards them (KIP-590)."""
+REASSIGNMENT_APIS: tuple[ForwardedApi, ...] = (
+    AlterPartitionReassignmentsHandler,
+    ListPartitionReassignmentsHandler,
+)
+"""Partition reassignment (KIP-455): forwarded like the admin APIs above."""
 
 
 def registry_of(handlers: Iterable[Handler]) -> HandlerRegistry:
@@ -99,6 +108,8 @@ def controller_handlers(
             BrokerHeartbeatHandler(active, heartbeat_connections),
             AlterPartitionHandler(active),
             AllocateProducerIdsHandler(active),
+            AlterPartitionReassignmentsHandler(active),
+            ListPartitionReassignmentsHandler(active),
             CreateTopicsHandler(admin, config),
             DeleteTopicsHandler(admin, config.delete_topic_enable),
             CreatePartitionsHandler(admin),
@@ -127,7 +138,10 @@ def broker_handlers(
 ) -> HandlerRegistry:
     """The client listeners' APIs: the data plane, groups, transactions, metadata, and forwarded
     admin requests."""
-    forwarded = [ForwardingHandler(api, channel, loader, effect_of(api.api_key)) for api in FORWARDED_APIS]
+    forwarded = [
+        ForwardingHandler(api, channel, loader, effect_of(api.api_key))
+        for api in (*FORWARDED_APIS, *REASSIGNMENT_APIS)
+    ]
     return registry_of(
         [
             ForwardedDescribeQuorumHandler(channel),

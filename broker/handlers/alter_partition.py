@@ -42,7 +42,7 @@ class AlterPartitionHandler(Handler):
         response = self._active().alter_partition(request.broker_id, request.broker_epoch, items)
         topics: dict[Any, list[dict[str, Any]]] = {}
         for result in response.partitions:
-            topics.setdefault(result.topic, []).append(_partition(result))
+            topics.setdefault(result.topic, []).append(_partition(result, ctx.api_version))
         key = "topic_id" if by_id else "topic_name"
         return {
             "throttle_time_ms": 0,
@@ -66,10 +66,13 @@ def _item(topic: Any, partition: MessageData, version: int) -> AlterPartitionIte
     )
 
 
-def _partition(result: AlterPartitionResult) -> dict[str, Any]:
+def _partition(result: AlterPartitionResult, version: int) -> dict[str, Any]:
+    error = result.error
+    if error is ErrorCode.NEW_LEADER_ELECTED and version < TOPIC_ID_VERSION:
+        error = ErrorCode.FENCED_LEADER_EPOCH  # v0-1 predate NEW_LEADER_ELECTED, as in Kafka
     return {
         "partition_index": result.partition,
-        "error_code": int(result.error),
+        "error_code": int(error),
         "leader_id": result.leader_id,
         "leader_epoch": result.leader_epoch,
         "isr": list(result.isr),

@@ -120,10 +120,45 @@ def _created_partitions(request: MessageData, response: MessageData) -> Effect:
     return effect
 
 
+def _reassigned_partitions(request: MessageData, response: MessageData) -> Effect:
+    """Each accepted partition shows its target replicas (as the target of a reassignment in
+    progress, or completed), or, for a cancel, no reassignment in progress."""
+    ok = {
+        (topic.name, p.partition_index)
+        for topic in response.responses
+        for p in topic.partitions
+        if p.error_code == ErrorCode.NONE
+    }
+    wanted = [
+        (topic.name, p.partition_index, None if p.replicas is None else list(p.replicas))
+        for topic in request.topics
+        for p in topic.partitions
+        if (topic.name, p.partition_index) in ok
+    ]
+
+    def effect(image: MetadataImage) -> bool:
+        for name, index, replicas in wanted:
+            topic = image.get(name)
+            state = topic.partitions.get(index) if topic is not None else None
+            if state is None:
+                continue
+            if state.target_replicas != replicas if replicas is not None else state.is_reassigning:
+                return False
+        return True
+
+    return effect
+
+
+def _no_change(request: MessageData, response: MessageData) -> Effect:
+    return lambda image: True
+
+
 def effect_of(api_key: ApiKey) -> EffectOf:
     """The metadata change that shows a forwarded request took effect."""
     return {
         ApiKey.CREATE_TOPICS: _created_topics,
         ApiKey.DELETE_TOPICS: _deleted_topics,
         ApiKey.CREATE_PARTITIONS: _created_partitions,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: _reassigned_partitions,
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: _no_change,
     }[api_key]

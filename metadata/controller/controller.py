@@ -59,6 +59,12 @@ from metadata.controller.metadata_log import (
     MetadataLog,
     MetadataWriter,
 )
+from metadata.controller.reassignment_control import (
+    OngoingReassignment,
+    ReassignablePartition,
+    ReassignmentControl,
+    ReassignmentResult,
+)
 from metadata.controller.replication_control import (
     AlterPartitionItem,
     AlterPartitionResponse,
@@ -141,6 +147,7 @@ class QuorumController:
             self._image, self._writer, self._replication, self._sessions, cluster_id
         )
         self._configs = ConfigControl(self._image, self._writer, self._config.config_validator)
+        self._reassignments = ReassignmentControl(self._image, self._writer, self._replication)
         self.replay(records)
         if log_end_offset is not None:
             self._image.skip_to(log_end_offset - 1)
@@ -300,6 +307,20 @@ class QuorumController:
         self, broker_id: int, broker_epoch: int, partitions: Sequence[AlterPartitionItem]
     ) -> AlterPartitionResponse:
         return self._replication.alter_partition(broker_id, broker_epoch, partitions)
+
+    def alter_partition_reassignments(
+        self, partitions: Sequence[ReassignablePartition], *, allow_replication_factor_change: bool = True
+    ) -> list[ReassignmentResult]:
+        """AlterPartitionReassignments: start, re-target or cancel (replicas None) reassignments."""
+        return self._reassignments.alter(
+            partitions, allow_replication_factor_change=allow_replication_factor_change
+        )
+
+    def list_partition_reassignments(
+        self, topics: Sequence[tuple[str, Sequence[int]]] | None = None
+    ) -> list[OngoingReassignment]:
+        """ListPartitionReassignments: the reassignments in progress (all, or of the named partitions)."""
+        return self._reassignments.list(topics)
 
     # -- configs ---------------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from typing import Protocol
 
 import structlog
 
-from metadata.controller import topic_rules
+from metadata.controller import reassignment, topic_rules
 from metadata.controller.metadata_log import MetadataWriter
 from metadata.controller.topic_rules import ClusterBrokers, ConfigValidator, ManualAssignment, TopicDefaults
 from metadata.image import MetadataImage, partition_state_of
@@ -440,6 +440,8 @@ class ReplicationControl:
                 error=error.name,
             )
             return error, None, None, None
+        if partition.is_reassigning:
+            return self._alter_reassigning(broker_id, topic, partition, item)
         leader = partition.leader_id
         if leader not in item.new_isr:
             leader = self._successor(partition, item.new_isr)
@@ -455,6 +457,39 @@ class ReplicationControl:
             )
         record = change_record(topic.topic_id, partition, leader, item.new_isr)
         state = partition if record is None else partition_state_of(record)
+        return ErrorCode.NONE, topic.topic_id, state, record
+
+    def _alter_reassigning(
+        self, broker_id: int, topic: TopicState, partition: PartitionState, item: AlterPartitionItem
+    ) -> tuple[ErrorCode, uuid.UUID | None, PartitionState | None, PartitionChangeRecord | None]:
+        """An ISR change of a partition being reassigned: it may complete the reassignment
+        (:func:`~metadata.controller.reassignment.build_change`), and then the leader may change
+        (it was being removed): the record is written and the leader told NEW_LEADER_ELECTED, as
+        Kafka does (the handler answers FENCED_LEADER_EPOCH below v2)."""
+
+        def acceptable(replica: int) -> bool:
+            if replica == partition.leader_id:
+                return replica in item.new_isr
+            return self.is_active(replica)
+
+        record = reassignment.build_change(topic.topic_id, partition, acceptable=acceptable, isr=item.new_isr)
+        if record is None:
+            return ErrorCode.NONE, topic.topic_id, partition, None
+        if record.leader == NO_LEADER:
+            return ErrorCode.INELIGIBLE_REPLICA, None, None, None
+        state = partition_state_of(record)
+        if not state.is_reassigning:
+            _log.info(
+                "AlterPartition completed the partition reassignment",
+                broker=broker_id,
+                topic=topic.name,
+                partition=item.partition,
+                replicas=state.replicas,
+                isr=state.isr,
+                leader=state.leader_id,
+            )
+        if record.leader != broker_id:
+            return ErrorCode.NEW_LEADER_ELECTED, topic.topic_id, state, record
         return ErrorCode.NONE, topic.topic_id, state, record
 
     def _successor(self, partition: PartitionState, new_isr: Sequence[int]) -> int:
