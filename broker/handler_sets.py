@@ -33,6 +33,7 @@ from broker.handlers.delete_records import DeleteRecordsHandler
 from broker.handlers.delete_topics import DeleteTopicsHandler
 from broker.handlers.describe_configs import DescribeConfigsHandler
 from broker.handlers.describe_log_dirs import DescribeLogDirsHandler
+from broker.handlers.elect_leaders import ElectLeadersHandler
 from broker.handlers.fetch import FetchHandler
 from broker.handlers.forwarding import ForwardedApi, ForwardingHandler, effect_of
 from broker.handlers.incremental_alter_configs import (
@@ -68,7 +69,12 @@ from storage.clock import Clock
 
 __all__ = ["broker_handlers", "controller_handlers", "registry_of"]
 
-FORWARDED_APIS: tuple[ForwardedApi, ...] = (CreateTopicsHandler, DeleteTopicsHandler, CreatePartitionsHandler)
+FORWARDED_APIS: tuple[ForwardedApi, ...] = (
+    CreateTopicsHandler,
+    DeleteTopicsHandler,
+    CreatePartitionsHandler,
+    ElectLeadersHandler,
+)
 """Admin APIs only the controller may carry out: a broker forwards them (KIP-590)."""
 REASSIGNMENT_APIS: tuple[ForwardedApi, ...] = (
     AlterPartitionReassignmentsHandler,
@@ -113,6 +119,7 @@ def controller_handlers(
             CreateTopicsHandler(admin, config),
             DeleteTopicsHandler(admin, config.delete_topic_enable),
             CreatePartitionsHandler(admin),
+            ElectLeadersHandler(active),
             IncrementalAlterConfigsHandler(active),
             AlterConfigsHandler(active),
         ]

@@ -1,13 +1,13 @@
 """Admin requests a broker forwards to the controller (KRaft's ForwardingManager, without Envelope).
 
-In a cluster the controller alone changes topics. A broker sends CreateTopics, DeleteTopics and
-CreatePartitions to it exactly as the client sent them (same version, same body), and answers
-the client with the controller's response once its own copy of the metadata shows the effect:
-the client's next Metadata request to this broker then sees the created topic, or no longer sees
-the deleted one. If the metadata does not catch up within the request's ``timeout_ms`` the
-controller's answer is returned anyway (the change is committed; it just has not reached this
-broker yet), as Kafka does. A controller that cannot be reached is REQUEST_TIMED_OUT for every
-topic of the request, which clients retry.
+In a cluster the controller alone changes topics. A broker sends CreateTopics, DeleteTopics,
+CreatePartitions and ElectLeaders to it exactly as the client sent them (same version, same body),
+and answers the client with the controller's response once its own copy of the metadata shows the
+effect: the client's next Metadata request to this broker then sees the created topic, no longer
+sees the deleted one, or sees the elected leaders. If the metadata does not catch up within the
+request's ``timeout_ms`` the controller's answer is returned anyway (the change is committed; it
+just has not reached this broker yet), as Kafka does. A controller that cannot be reached is
+REQUEST_TIMED_OUT for every topic of the request, which clients retry.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from broker.cluster.controller_channel import ControllerChannel, ControllerUnava
 from broker.cluster.metadata_loader import MetadataLoader
 from broker.handlers.base import Handler, RequestContext
 from metadata.image import MetadataImage
+from metadata.topics import NO_LEADER
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
@@ -120,6 +121,32 @@ def _created_partitions(request: MessageData, response: MessageData) -> Effect:
     return effect
 
 
+def _elected_leaders(request: MessageData, response: MessageData) -> Effect:
+    """Each partition elected (error NONE) shows its new leader: the preferred replica after a
+    preferred election, a leader at all after an unclean one (v0 requests are preferred)."""
+    preferred = getattr(request, "election_type", 0) == 0
+    elected = [
+        (result.topic, p.partition_id)
+        for result in response.replica_election_results
+        for p in result.partition_result
+        if p.error_code == ErrorCode.NONE
+    ]
+
+    def effect(image: MetadataImage) -> bool:
+        for name, index in elected:
+            topic = image.get(name)
+            partition = None if topic is None else topic.partitions.get(index)
+            if partition is None:
+                continue  # deleted meanwhile: nothing left to wait for
+            if preferred and partition.leader_id != (partition.replicas or [NO_LEADER])[0]:
+                return False
+            if not preferred and partition.leader_id == NO_LEADER:
+                return False
+        return True
+
+    return effect
+
+
 def _reassigned_partitions(request: MessageData, response: MessageData) -> Effect:
     """Each accepted partition shows its target replicas (as the target of a reassignment in
     progress, or completed), or, for a cancel, no reassignment in progress."""
@@ -161,4 +188,5 @@ def effect_of(api_key: ApiKey) -> EffectOf:
         ApiKey.CREATE_PARTITIONS: _created_partitions,
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: _reassigned_partitions,
         ApiKey.LIST_PARTITION_REASSIGNMENTS: _no_change,
+        ApiKey.ELECT_LEADERS: _elected_leaders,
     }[api_key]

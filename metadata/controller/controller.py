@@ -52,6 +52,7 @@ import structlog
 
 from metadata.controller.cluster_control import BrokerSessions, ClusterControl, HeartbeatResult
 from metadata.controller.config_control import AlterConfigsResult, ConfigControl, ConfigResourceChange
+from metadata.controller.leader_election import ElectionType, TopicElectionResult, plan_elections
 from metadata.controller.metadata_log import (
     AppendListener,
     ControllerFailedError,
@@ -307,6 +308,17 @@ class QuorumController:
         self, broker_id: int, broker_epoch: int, partitions: Sequence[AlterPartitionItem]
     ) -> AlterPartitionResponse:
         return self._replication.alter_partition(broker_id, broker_epoch, partitions)
+
+    def elect_leaders(
+        self, election_type: ElectionType, requested: Sequence[tuple[str, Sequence[int]]] | None
+    ) -> list[TopicElectionResult]:
+        """ElectLeaders (see :mod:`~metadata.controller.leader_election`): the elections it calls for,
+        in one batch; ``requested`` None means every partition."""
+        results, records = plan_elections(self._image, self._replication.is_active, election_type, requested)
+        if records:
+            self._writer.commit(records)
+            _log.info("leaders elected", election=election_type.name, partitions=len(records))
+        return results
 
     def alter_partition_reassignments(
         self, partitions: Sequence[ReassignablePartition], *, allow_replication_factor_change: bool = True
