@@ -31,6 +31,7 @@ from broker.handlers.create_partitions import CreatePartitionsHandler
 from broker.handlers.create_topics import CreateTopicsHandler
 from broker.handlers.delete_records import DeleteRecordsHandler
 from broker.handlers.delete_topics import DeleteTopicsHandler
+from broker.handlers.describe_cluster import ClusterNode, DescribeClusterHandler, EndpointType
 from broker.handlers.describe_configs import DescribeConfigsHandler
 from broker.handlers.describe_log_dirs import DescribeLogDirsHandler
 from broker.handlers.elect_leaders import ElectLeadersHandler
@@ -120,6 +121,12 @@ def controller_handlers(
             DeleteTopicsHandler(admin, config.delete_topic_enable),
             CreatePartitionsHandler(admin),
             ElectLeadersHandler(active),
+            DescribeClusterHandler(
+                EndpointType.CONTROLLER,
+                cluster_id,
+                lambda listener: _voter_nodes(config),
+                lambda: raft.leader_id if raft.leader_id is not None else -1,
+            ),
             IncrementalAlterConfigsHandler(active),
             AlterConfigsHandler(active),
         ]
@@ -163,6 +170,7 @@ def broker_handlers(
             *forwarded,
             ForwardedAlterConfigsHandler(IncrementalAlterConfigsHandler, channel, loader, config.node_id),
             ForwardedAlterConfigsHandler(AlterConfigsHandler, channel, loader, config.node_id),
+            DescribeClusterHandler(EndpointType.BROKER, cluster_id, _broker_nodes(image), controller_id),
             DescribeConfigsHandler(image, config),
             DescribeLogDirsHandler(config.log_dirs, replicas.log_manager),
             ProduceHandler(plane.produce_service),
@@ -175,6 +183,26 @@ def broker_handlers(
             *transaction_handlers(transactions, groups, image, replicas),
         ]
     )
+
+
+def _broker_nodes(image: MetadataImage) -> Callable[[str], list[ClusterNode]]:
+    """The unfenced brokers with their address on a listener, and their rack (DescribeCluster)."""
+
+    def nodes(listener: str) -> list[ClusterNode]:
+        return [
+            ClusterNode(registration.broker_id, endpoint.host, endpoint.port, registration.rack)
+            for registration in image.brokers()
+            if not registration.fenced
+            for endpoint in registration.endpoints
+            if endpoint.name == listener
+        ]
+
+    return nodes
+
+
+def _voter_nodes(config: BrokerConfig) -> list[ClusterNode]:
+    """The quorum's voters with their controller address (DescribeCluster to a controller)."""
+    return [ClusterNode(voter.node_id, voter.host, voter.port) for voter in config.quorum_voters]
 
 
 def _voter_endpoints(config: BrokerConfig) -> dict[int, list[tuple[str, str, int]]]:
