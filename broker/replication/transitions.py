@@ -16,6 +16,8 @@ processes. For every partition in a metadata delta that names this broker as a r
 * **no leader** (every ISR member fenced): a partition led here stops being led; its log stays
   with the broker until a leader is elected.
 * **deleted topic**: its partitions are removed wherever they are and their logs deleted.
+* **no longer a replica here** (a reassignment completed or was cancelled): the partition stops
+  being led or followed and its log is deleted.
 
 At start-up the broker first catches up with the whole metadata log, then applies one
 "everything exists" delta (:meth:`ReplicaTransitions.apply_initial`); logs on disk that the
@@ -92,7 +94,11 @@ class ReplicaTransitions:
             await self._apply_partitions(added.topic, added.partitions)
         for change in delta.partitions_changed:
             changed = image.get_by_id(change.topic_id)
-            if changed is not None:
+            if changed is None:
+                continue
+            if self._node_id in change.old.replicas and self._node_id not in change.new.replicas:
+                await self._remove_replica(changed, change.new.partition)
+            else:
                 await self._apply_partitions(changed, [change.new])
         moved = {registration.broker_id for registration in delta.brokers_registered}
         if moved:
@@ -227,6 +233,25 @@ class ReplicaTransitions:
 
     # -- deletion ----------------------------------------------------------------------------------
 
+    async def _remove_replica(self, topic: TopicState, index: int) -> None:
+        """A reassignment moved this partition off this broker: stop leading or following it and
+        delete its log (Kafka's stopPartitions with deletion, for a replica no longer assigned)."""
+        tp = (topic.name, index)
+        try:
+            if tp in self._supervisor.assignments:
+                handovers = await self._supervisor.remove_partitions([tp])
+                self._log_manager.adopt_log(handovers[tp], self._log_config(topic))
+            self._replicas.stop_leading(topic.name, index)
+            if self._log_manager.get_log(topic.name, index) is not None:
+                self._log_manager.delete_log(topic.name, index)
+            self._logger.info(
+                "replica removed by a reassignment: log deleted", topic=topic.name, partition=index
+            )
+        except Exception:  # disk, IPC: this partition only; its files stay and are a stray at restart
+            self._logger.exception("could not remove a reassigned replica", topic=topic.name, partition=index)
+        finally:
+            self._replicas.transition_done(topic.name, index)
+
     async def _delete_topic(self, topic: TopicState) -> None:
         followed = [
             (topic.name, index)
@@ -253,7 +278,15 @@ class ReplicaTransitions:
                 continue
             topic = image.get(log.topic)
             try:
-                if topic is None or log.partition not in topic.partitions:
+                state = topic.partitions.get(log.partition) if topic is not None else None
+                if state is not None and self._node_id not in state.replicas:
+                    self._logger.warning(
+                        "deleting the log of a partition not assigned here (reassigned away)",
+                        topic=log.topic,
+                        partition=log.partition,
+                    )
+                    self._log_manager.delete_log(log.topic, log.partition)
+                elif topic is None or log.partition not in topic.partitions:
                     self._logger.warning(
                         "deleting the log of a partition the metadata does not know",
                         topic=log.topic,
