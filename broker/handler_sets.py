@@ -34,6 +34,7 @@ from broker.handlers.delete_topics import DeleteTopicsHandler
 from broker.handlers.describe_cluster import ClusterNode, DescribeClusterHandler, EndpointType
 from broker.handlers.describe_configs import DescribeConfigsHandler
 from broker.handlers.describe_log_dirs import DescribeLogDirsHandler
+from broker.handlers.describe_topic_partitions import DescribeTopicPartitionsHandler
 from broker.handlers.elect_leaders import ElectLeadersHandler
 from broker.handlers.fetch import FetchHandler
 from broker.handlers.forwarding import ForwardedApi, ForwardingHandler, effect_of
@@ -171,6 +172,7 @@ def broker_handlers(
             ForwardedAlterConfigsHandler(IncrementalAlterConfigsHandler, channel, loader, config.node_id),
             ForwardedAlterConfigsHandler(AlterConfigsHandler, channel, loader, config.node_id),
             DescribeClusterHandler(EndpointType.BROKER, cluster_id, _broker_nodes(image), controller_id),
+            DescribeTopicPartitionsHandler(image),
             DescribeConfigsHandler(image, config),
             DescribeLogDirsHandler(config.log_dirs, replicas.log_manager),
             ProduceHandler(plane.produce_service),

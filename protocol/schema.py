@@ -143,6 +143,8 @@ class Field:
         if self.is_array:
             return None if self.default is None else []
         if self.is_struct:
+            if self.default is None:  # a nullable struct whose default is null
+                return None
             return {f.name: f.default_value() for f in self.fields}
         if self.default is not _MISSING:
             return _coerce_default(self.element_type, self.default)
@@ -179,6 +181,8 @@ def _fresh_default(f: Field) -> Callable[[], Any]:
             return lambda: None
         return list
     if f.is_struct:
+        if f.default is None:  # a nullable struct, null by default
+            return lambda: None
         if not any(m.is_struct or m.is_array for m in f.fields):
             template = f.default_value()  # flat: a C-level dict copy is a fresh default
             return lambda: MessageData(template)
@@ -212,6 +216,8 @@ def _field_construct(f: Field, version: int, flexible: bool, path: str = "") -> 
         element = _primitive(f.element_type, flexible=flexible, nullable=nullable and not f.is_array)
     if f.is_array:
         return t.Array(element, compact=flexible, nullable=nullable)
+    if f.is_struct and nullable:
+        return t.NullableStruct(element)
     return element
 
 

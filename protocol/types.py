@@ -178,6 +178,62 @@ class Array(Construct):  # type: ignore[misc]  # construct has no type hints: Co
         return f"{fname}(obj, io, this)"
 
 
+class NullableStruct(Construct):  # type: ignore[misc]  # construct has no type hints: Construct is Any
+    """A struct field that may be null: an int8 marker before it, -1 for null and 1 for a present
+    struct, as Kafka writes a nullable struct (DescribeTopicPartitions' ``cursor``)."""
+
+    def __init__(self, struct: Construct):
+        super().__init__()
+        self.struct = struct
+        self.min_size = 1
+
+    def _parse(self, stream: BytesIO, context: Any, path: str) -> MessageData | None:
+        marker = stream.read(1)
+        if not marker:
+            raise DecodeError("truncated input: missing the null marker of a struct")
+        if marker[0] >= 0x80:
+            return None
+        return self.struct._parsereport(stream, context, path)  # type: ignore[no-any-return]
+
+    def _build(self, obj: Any, stream: BytesIO, context: Any, path: str) -> Any:
+        if obj is None:
+            stream.write(b"\xff")
+            return obj
+        stream.write(b"\x01")
+        self.struct._build(obj, stream, context, path)
+        return obj
+
+    def _emitparse(self, code: Any) -> str:
+        code.append(_WIRE_IMPORT)
+        fname = f"parse_nullable_struct_{code.allocateId()}"
+        inner = self.struct._compileparse(code)
+        code.append(f"""
+            def {fname}(io, this):
+                marker = io.read(1)
+                if not marker:
+                    raise DecodeError('truncated input: missing the null marker of a struct')
+                if marker[0] >= 0x80:
+                    return None
+                return {inner}
+        """)
+        return f"{fname}(io, this)"
+
+    def _emitbuild(self, code: Any) -> str:
+        code.append(_WIRE_IMPORT)
+        fname = f"build_nullable_struct_{code.allocateId()}"
+        inner = self.struct._compilebuild(code)
+        code.append(f"""
+            def {fname}(obj, io, this):
+                if obj is None:
+                    io.write(b'\\xff')
+                    return obj
+                io.write(b'\\x01')
+                {inner}
+                return obj
+        """)
+        return f"{fname}(obj, io, this)"
+
+
 @dataclass(frozen=True, slots=True)
 class FieldCodec:
     """One field of a struct in one version: where it goes and what it holds when absent."""
