@@ -51,6 +51,7 @@ from broker.cluster.controller_locator import ControllerLocator
 from broker.cluster.lifecycle import BrokerLifecycleManager
 from broker.cluster.metadata_loader import MetadataLoader
 from broker.cluster.producer_id_blocks import ControllerProducerIdManager
+from broker.dynamic_config import DynamicBrokerConfig, DynamicConfigPublisher, then
 from broker.group_runtime import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_CONFIGS,
@@ -289,12 +290,13 @@ def build_node(config: BrokerConfig) -> Node:
     clock = SystemClock()
     cluster_id = ensure_meta_properties(config.all_log_dirs, config.node_id, config.cluster_id)
     image = MetadataImage()
+    dynamic = DynamicBrokerConfig(config, image)
 
     def log_config_by_name(name: str) -> LogConfig:
         if name == METADATA_TOPIC:
             return to_log_config(METADATA_LOG_CONFIG_OVERRIDES, config)
         topic = image.get(name)
-        return to_log_config(topic.configs if topic else {}, config)
+        return to_log_config(topic.configs if topic else {}, dynamic.layers())
 
     log_manager = LogManager(
         config.all_log_dirs,
@@ -358,8 +360,10 @@ def _build_broker(
     def broker_epoch() -> int:
         return lifecycle_ref[0].broker_epoch if lifecycle_ref else -1
 
+    dynamic = DynamicBrokerConfig(config, image)
+
     def topic_log_config(topic: TopicState) -> LogConfig:
-        return to_log_config(topic.configs, config)
+        return dynamic.topic_log_config(topic)
 
     alter_partitions = AlterPartitionManager(channel, broker_id=config.node_id, broker_epoch=broker_epoch)
     replicas = ReplicaManager(
@@ -370,6 +374,7 @@ def _build_broker(
         clock,
         alter_partition=alter_partitions,
         broker_eligibility=_eligibility(image),
+        broker_layers=dynamic.layers,
     )
     supervisor = FollowerSupervisor(
         config.node_id,
@@ -389,7 +394,7 @@ def _build_broker(
     loader = MetadataLoader(
         metadata_channel,
         image,
-        transitions.apply,
+        then(transitions.apply, DynamicConfigPublisher(dynamic, replicas, supervisor).apply),
         transitions.apply_initial,
         broker_id=config.node_id,
         observer_id=-1 if config.is_voter else config.node_id,

@@ -34,6 +34,9 @@ SET_BROKER_EPOCH = "set_broker_epoch"
 ADD_PARTITIONS = "add_partitions"
 REMOVE_PARTITIONS = "remove_partitions"
 METRICS_SNAPSHOT = "metrics_snapshot"
+UPDATE_LOG_CONFIGS = "update_log_configs"
+"""A dynamic config change: ``{"partitions": [{"topic", "partition", "log_config"}]}``, where
+``log_config`` is the partition's whole new LogConfig as topic properties."""
 SHUTDOWN = "shutdown"
 OFFSETS = "offsets"
 PARTITION_FAILED = "partition_failed"
@@ -156,6 +159,7 @@ __all__ = [
     "REMOVE_PARTITIONS",
     "SET_BROKER_EPOCH",
     "SHUTDOWN",
+    "UPDATE_LOG_CONFIGS",
     "FollowerSettings",
     "PartitionAssignment",
     "PartitionOffsets",

@@ -20,6 +20,7 @@ from client.replica_messages import (
     REMOVE_PARTITIONS,
     SET_BROKER_EPOCH,
     SHUTDOWN,
+    UPDATE_LOG_CONFIGS,
     FollowerSettings,
     PartitionAssignment,
 )
@@ -43,6 +44,7 @@ class FollowerRequestHandler:
             ADD_PARTITIONS: self._add_partitions,
             REMOVE_PARTITIONS: self._remove_partitions,
             METRICS_SNAPSHOT: self._metrics_snapshot,
+            UPDATE_LOG_CONFIGS: self._update_log_configs,
             SHUTDOWN: self._shutdown,
         }
         self._configured = False
@@ -77,6 +79,16 @@ class FollowerRequestHandler:
     async def _remove_partitions(self, body: JsonObject) -> JsonObject:
         tps = [_topic_partition(entry) for entry in body.get("partitions", [])]
         return _handovers(await self._service.remove_partitions(tps))
+
+    async def _update_log_configs(self, body: JsonObject) -> JsonObject:
+        configs = {
+            (str(entry["topic"]), int(entry["partition"])): {
+                str(k): str(v) for k, v in dict(entry["log_config"]).items()
+            }
+            for entry in body.get("partitions", [])
+        }
+        updated = self._service.update_log_configs(configs)
+        return {"updated": [list(tp) for tp in updated]}
 
     async def _metrics_snapshot(self, body: JsonObject) -> JsonObject:
         return self._service.snapshot()

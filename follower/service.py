@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -182,6 +182,24 @@ class FollowerService:
         except BaseException:
             partition_log.close()
             raise
+
+    def update_log_configs(self, configs: Mapping[TopicPartition, Mapping[str, str]]) -> list[TopicPartition]:
+        """A dynamic config change: give each followed log its new configuration (topic properties).
+
+        The log reads it at its next append, roll, flush check and retention pass; a partition not
+        followed here is skipped (the broker's table already carries the new config for when it is
+        added). Returns the partitions updated.
+        """
+        updated: list[TopicPartition] = []
+        for tp, props in configs.items():
+            followed = self._partitions.get(tp)
+            if followed is None:
+                continue
+            followed.log.log.reconfigure(LogConfig.from_properties(props))
+            updated.append(tp)
+        if updated:
+            _log.info("log configs updated", partitions=len(updated))
+        return updated
 
     async def remove_partitions(self, tps: Iterable[TopicPartition]) -> list[LogHandover]:
         """Stop following ``tps``, flush and close their logs; their handovers (unknown ones skipped)."""

@@ -788,6 +788,17 @@ class PartitionLog:
     def size_in_bytes(self) -> int:
         return sum(segment.size for segment in self._segments)
 
+    def reconfigure(self, config: LogConfig) -> None:
+        """Take a new configuration (a dynamic config change) without reopening the log.
+
+        Everything reads ``self.config`` when it acts, so the change applies from the next append
+        (max.message.bytes, timestamps, compression, flush.*), the next roll check (segment.bytes,
+        segment.ms) and the next retention pass (retention.*, file.delete.delay.ms). Settings a
+        segment fixed when it was created (index sizes and interval, its roll jitter) apply from
+        the next segment, as in Kafka.
+        """
+        self.config = config
+
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def close(self) -> None:

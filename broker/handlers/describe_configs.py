@@ -1,13 +1,17 @@
 """DescribeConfigs (32): the configuration of topics and of this broker, as Kafka's ConfigHelper.
 
 Resources, each answered on its own (an error in one never fails the others):
-- TOPIC (2): every topic-level key with its value and source (an override is TOPIC_CONFIG, else the
-  broker key behind it, else the default); synonyms list the override and the broker keys.
-  An illegal name is INVALID_TOPIC_EXCEPTION, a missing topic UNKNOWN_TOPIC_OR_PARTITION.
-- BROKER (4): the name is a broker id. This node's id gives every broker key (all read-only: kipling
-  has no dynamic broker configs). The empty name means the cluster-wide dynamic defaults, as in Kafka
-  (``kafka-configs --entity-default``): kipling has none, so the list is empty. Another id, or a name
-  that is not a number, is INVALID_REQUEST with Kafka's message.
+- TOPIC (2): every topic-level key with its value and source: an override is DYNAMIC_TOPIC_CONFIG
+  (KRaft's source for topic overrides), else the broker key behind it, which may itself be a
+  dynamic per-broker or cluster-default value; synonyms list the override, then the broker keys in
+  Kafka's order (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
+  DEFAULT_CONFIG). An illegal name is INVALID_TOPIC_EXCEPTION, a missing topic
+  UNKNOWN_TOPIC_OR_PARTITION.
+- BROKER (4): the name is a broker id. This node's id gives every broker key: the dynamic ones
+  (server_common.config.DYNAMIC_BROKER_KEYS) are writable and show where their value comes from,
+  the others are read-only. The empty name lists the cluster-wide dynamic defaults, as in Kafka
+  (``kafka-configs --entity-default``). Another id, or a name that is not a number, is
+  INVALID_REQUEST with Kafka's message.
 - any other type (BROKER_LOGGER, GROUP, CLIENT_METRICS, ...): INVALID_REQUEST.
 
 ``configuration_keys`` (null = all) filters by name; synonyms are sent only when asked for; v3+
@@ -27,7 +31,13 @@ from metadata.topics import TopicLookup
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
-from server_common.config import BrokerConfig, ConfigEntry, ConfigSource, describe_topic_configs
+from server_common.config import (
+    BrokerConfig,
+    BrokerConfigLayers,
+    ConfigEntry,
+    describe_topic_configs,
+    layers_of,
+)
 
 
 class ResourceType(IntEnum):
@@ -35,10 +45,10 @@ class ResourceType(IntEnum):
 
     UNKNOWN = 0
     TOPIC = 2
-    GROUP = 3
     BROKER = 4
     BROKER_LOGGER = 8
     CLIENT_METRICS = 16
+    GROUP = 32
 
 
 class DescribeConfigsHandler(Handler):
@@ -93,13 +103,19 @@ class DescribeConfigsHandler(Handler):
         topic = self._topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
-        return describe_topic_configs(topic.configs, self._config)
+        return describe_topic_configs(topic.configs, self._layers())
+
+    def _layers(self) -> BrokerConfigLayers:
+        """This broker's config with the dynamic overrides its metadata image holds."""
+        broker_configs = getattr(self._topics, "broker_configs", None)
+        if broker_configs is None:  # a lookup without configs (tests): the static config alone
+            return BrokerConfigLayers(self._config)
+        names = ("", str(self._config.node_id))
+        return layers_of(self._config, {name: broker_configs(name) for name in names}, self._config.node_id)
 
     def _broker_entries(self, name: str) -> list[ConfigEntry]:
         if name == "":
-            return [
-                e for e in self._config.describe() if e.source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
-            ]
+            return self._layers().describe_cluster_defaults()
         try:
             broker_id = int(name)
         except ValueError:
@@ -111,7 +127,7 @@ class DescribeConfigsHandler(Handler):
                 ErrorCode.INVALID_REQUEST,
                 f"Unexpected broker id, expected {self._config.node_id} or empty string, but received {name}",
             )
-        return self._config.describe()
+        return self._layers().describe()
 
 
 @dataclass(frozen=True)

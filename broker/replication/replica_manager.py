@@ -28,7 +28,13 @@ from broker.replication.replica_state import BrokerEligibility
 from metadata.topics import PartitionState, TopicLookup, TopicState
 from protocol.error_codes import ErrorCode
 from protocol.errors import ProtocolError
-from server_common.config import BrokerConfig, ConfigError, effective_topic_configs, to_log_config
+from server_common.config import (
+    BrokerConfig,
+    BrokerConfigLayers,
+    ConfigError,
+    effective_topic_configs,
+    to_log_config,
+)
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.errors import StorageError
@@ -55,15 +61,19 @@ class ReplicaManager:
         *,
         alter_partition: AlterPartitionSender | None = None,
         broker_eligibility: BrokerEligibility | None = None,
+        broker_layers: Callable[[], BrokerConfigLayers] | None = None,
     ) -> None:
         """``alter_partition`` and ``broker_eligibility`` go to every partition (see :class:`Partition`);
-        ``topics`` (the broker's metadata image) answers lookups."""
+        ``topics`` (the broker's metadata image) answers lookups. ``broker_layers`` gives the broker
+        config with the dynamic configs on top (default: the static config alone), which topics'
+        settings resolve over."""
         self._log_manager = log_manager
         self._alter_partition = alter_partition
         self._broker_eligibility = broker_eligibility
         self._topics = topics
         self._node_id = node_id
         self._config = broker_config
+        self._broker_layers = broker_layers or (lambda: BrokerConfigLayers(broker_config))
         self._clock = clock
         self._partitions: dict[TopicPartition, Partition] = {}
         self._by_id: dict[tuple[uuid.UUID, int], Partition] = {}
@@ -206,9 +216,31 @@ class ReplicaManager:
             self._create_partition(topic, state, log_config, min_isr)
 
     def _topic_settings(self, topic: TopicState) -> tuple[LogConfig, int]:
-        log_config = to_log_config(topic.configs, self._config)
-        min_isr = int(effective_topic_configs(topic.configs, self._config)["min.insync.replicas"])
+        layers = self._broker_layers()
+        log_config = to_log_config(topic.configs, layers)
+        min_isr = int(effective_topic_configs(topic.configs, layers)["min.insync.replicas"])
         return log_config, min_isr
+
+    def reconfigure_topic(self, topic: TopicState) -> int:
+        """A dynamic config change of ``topic`` (or of the broker defaults it inherits): the
+        partitions led here take the new LogConfig and min.insync.replicas at once (the log reads
+        it at its next append, roll or retention pass; an acks=-1 produce checks the new minimum
+        from its next append). Returns how many partitions changed."""
+        led = [p for (name, _), p in self._partitions.items() if name == topic.name]
+        if not led:
+            return 0
+        try:
+            log_config, min_isr = self._topic_settings(topic)
+        except ConfigError:
+            _log.exception("invalid topic configuration: keeping the current one", topic=topic.name)
+            return 0
+        changed = 0
+        for partition in led:
+            if partition.log.config != log_config or partition.configured_min_insync_replicas != min_isr:
+                partition.log.reconfigure(log_config)
+                partition.configured_min_insync_replicas = min_isr
+                changed += 1
+        return changed
 
     def _create_partition(
         self, topic: TopicState, state: PartitionState, log_config: LogConfig, min_isr: int

@@ -29,7 +29,8 @@ from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
 from protocol.messages import REQUESTS, RESPONSES
 from protocol.sentinels import ZERO_UUID
-from server_common.config import BrokerConfig
+from server_common.config import BrokerConfig, BrokerConfigLayers
+from server_common.config.dynamic import DYNAMIC_ONLY_DEFINITIONS
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.log_manager import LogManager
@@ -606,7 +607,9 @@ async def test_describe_broker_configs(env: Env, version: int) -> None:
 async def test_describe_all_broker_configs(env: Env) -> None:
     body = {"resources": [resource(ResourceType.BROKER, str(NODE))]}
     response = await call(DescribeConfigsHandler(env.topics, env.config), 4, body)
-    assert len(response.results[0].configs) == len(env.config.describe())
+    # every static key, plus the dynamic-only ones (the replication throttle rates)
+    assert len(response.results[0].configs) == len(BrokerConfigLayers(env.config).describe())
+    assert len(response.results[0].configs) == len(env.config.describe()) + len(DYNAMIC_ONLY_DEFINITIONS)
 
 
 async def test_describe_configs_errors_per_resource(env: Env) -> None:

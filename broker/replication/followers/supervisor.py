@@ -59,6 +59,7 @@ from client.replica_messages import (
     REMOVE_PARTITIONS,
     SET_BROKER_EPOCH,
     SHUTDOWN,
+    UPDATE_LOG_CONFIGS,
     FollowerSettings,
     PartitionAssignment,
     PartitionOffsets,
@@ -590,6 +591,35 @@ class FollowerSupervisor:
             except (IpcError, TimeoutError) as exc:
                 self._logger.warning(
                     "could not send the broker epoch", fetcher_id=slot.fetcher_id, error=repr(exc)
+                )
+
+    async def update_log_configs(self, configs: Mapping[TopicPartition, LogConfig]) -> None:
+        """A dynamic config change reaches the followed logs: the table takes the new configs (a
+        restarted process opens its logs with them) and each running process gets its own."""
+        by_slot: dict[int, list[JsonObject]] = {}
+        for tp, config in configs.items():
+            entry = self._assignments.get(tp)
+            if entry is None or entry.log_config == config:
+                continue
+            self._assignments[tp] = replace(entry, log_config=config)
+            by_slot.setdefault(self.fetcher_id_for(*tp), []).append(
+                {"topic": tp[0], "partition": tp[1], "log_config": config.to_properties()}
+            )
+        await asyncio.gather(
+            *(self._send_log_configs(self._slots[fid], entries) for fid, entries in by_slot.items())
+        )
+
+    async def _send_log_configs(self, slot: _Slot, entries: list[JsonObject]) -> None:
+        async with slot.lock:
+            if slot.process is None:
+                return  # down or not launched: its launch sends the table, new configs included
+            try:
+                await slot.process.request(
+                    UPDATE_LOG_CONFIGS, {"partitions": entries}, self._request_timeout_s
+                )
+            except (IpcError, TimeoutError) as exc:
+                self._logger.warning(
+                    "could not send new log configs", fetcher_id=slot.fetcher_id, error=repr(exc)
                 )
 
     async def snapshot(self, fetcher_id: int) -> JsonObject:
