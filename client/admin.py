@@ -204,6 +204,63 @@ class AbortTransactionSpec:
         )
 
 
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+"""Kafka's ConfigResource.Type ids of the resources kipling configures."""
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+"""Kafka's AlterConfigOp.OpType ids."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigResource:
+    """A config resource (Kafka's ConfigResource); ``keys`` narrows DescribeConfigs (None: all)."""
+
+    type: int
+    name: str
+    keys: tuple[str, ...] | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigOp:
+    """One key's change in IncrementalAlterConfigs (``op``: OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT)."""
+
+    name: str
+    value: str | None
+    op: int = OP_SET
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSynonymDescription:
+    name: str
+    value: str | None
+    source: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntryDescription:
+    """One described config; ``source`` is DescribeConfigs' ConfigSource id."""
+
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    is_sensitive: bool
+    synonyms: tuple[ConfigSynonymDescription, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDescription:
+    error: ErrorCode
+    message: str | None
+    entries: tuple[ConfigEntryDescription, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigAlterResult:
+    error: ErrorCode
+    message: str | None
+
+
 class AdminClient:
     """Admin operations over one connection (it does not reconnect; see ReconnectingConnection)."""
 
@@ -486,6 +543,98 @@ class AdminClient:
             )
             for r in response.results
         }
+
+    # -- configs -----------------------------------------------------------------------------------
+
+    async def describe_configs(
+        self,
+        resources: Sequence[ConfigResource],
+        *,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+    ) -> dict[ConfigResource, ConfigDescription]:
+        """DescribeConfigs: every config of each resource (``configs`` narrows to those keys)."""
+        version = self._connection.version_for(ApiKey.DESCRIBE_CONFIGS)
+        body = {
+            "resources": [
+                {"resource_type": r.type, "resource_name": r.name, "configuration_keys": r.keys}
+                for r in resources
+            ],
+            "include_synonyms": include_synonyms,
+            "include_documentation": include_documentation,
+        }
+        response = await self._connection.request(
+            ApiKey.DESCRIBE_CONFIGS, version, body, self._request_timeout_s()
+        )
+        result: dict[ConfigResource, ConfigDescription] = {}
+        for r in response.results:
+            entries = tuple(
+                ConfigEntryDescription(
+                    c.name,
+                    c.value,
+                    c.config_source,
+                    c.read_only,
+                    c.is_sensitive,
+                    tuple(ConfigSynonymDescription(s.name, s.value, s.source) for s in c.synonyms),
+                )
+                for c in r.configs
+            )
+            resource = ConfigResource(r.resource_type, r.resource_name)
+            result[resource] = ConfigDescription(error_code(r.error_code), r.error_message, entries)
+        return result
+
+    async def incremental_alter_configs(
+        self, changes: Mapping[ConfigResource, Sequence[AlterConfigOp]], *, validate_only: bool = False
+    ) -> dict[ConfigResource, ConfigAlterResult]:
+        """IncrementalAlterConfigs: per resource, SET/DELETE/APPEND/SUBTRACT of single keys."""
+        version = self._connection.version_for(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+        body = {
+            "resources": [
+                {
+                    "resource_type": resource.type,
+                    "resource_name": resource.name,
+                    "configs": [
+                        {"name": op.name, "config_operation": op.op, "value": op.value} for op in ops
+                    ],
+                }
+                for resource, ops in changes.items()
+            ],
+            "validate_only": validate_only,
+        }
+        response = await self._connection.request(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS, version, body, self._request_timeout_s()
+        )
+        return _alter_results(response)
+
+    async def alter_configs(
+        self, configs: Mapping[ConfigResource, Mapping[str, str]], *, validate_only: bool = False
+    ) -> dict[ConfigResource, ConfigAlterResult]:
+        """AlterConfigs (legacy): each resource's overrides become exactly ``configs[resource]``."""
+        version = self._connection.version_for(ApiKey.ALTER_CONFIGS)
+        body = {
+            "resources": [
+                {
+                    "resource_type": resource.type,
+                    "resource_name": resource.name,
+                    "configs": [{"name": k, "value": v} for k, v in values.items()],
+                }
+                for resource, values in configs.items()
+            ],
+            "validate_only": validate_only,
+        }
+        response = await self._connection.request(
+            ApiKey.ALTER_CONFIGS, version, body, self._request_timeout_s()
+        )
+        return _alter_results(response)
+
+
+def _alter_results(response: Any) -> dict[ConfigResource, ConfigAlterResult]:
+    return {
+        ConfigResource(r.resource_type, r.resource_name): ConfigAlterResult(
+            error_code(r.error_code), r.error_message
+        )
+        for r in response.responses
+    }
 
 
 def _creatable(topic: NewTopic) -> dict[str, Any]:

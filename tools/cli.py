@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from tools.commands import (
     broker,
+    configs,
     consume,
     decode_frame,
     delete_records,
@@ -39,6 +40,7 @@ COMMANDS = (
     log_dirs,
     transactions,
     delete_records,
+    configs,
 )
 
 
