@@ -187,6 +187,33 @@ class LogDirDescription:
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    """DescribeCluster's answer; ``authorized_operations`` is None when not asked for."""
+
+    cluster_id: str
+    controller_id: int
+    brokers: tuple[BrokerInfo, ...]
+    authorized_operations: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionResult:
+    """One partition's outcome of ElectLeaders (error NONE: elected)."""
+
+    error: ErrorCode
+    message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartitionsPage:
+    """One DescribeTopicPartitions response: topics in name order, and where the next page starts
+    (None: nothing left)."""
+
+    topics: tuple[TopicDescription, ...]
+    next_cursor: TopicPartitionKey | None
+
+
+@dataclass(frozen=True, slots=True)
 class AbortTransactionSpec:
     """Kafka's AbortTransactionSpec: the marker that ends a producer's transaction on a partition."""
 
@@ -544,6 +571,71 @@ class AdminClient:
             for r in response.results
         }
 
+    # -- cluster and leaders (ElectLeaders, DescribeCluster, DescribeTopicPartitions) --------------
+
+    async def elect_leaders(
+        self, election_type: int, partitions: Mapping[str, Sequence[int]] | None
+    ) -> dict[TopicPartitionKey, ElectionResult]:
+        """ElectLeaders (0: preferred, 1: unclean) for ``partitions`` (topic → indexes; None: every
+        partition, answered only where an election was needed). The broker forwards it to the
+        controller. A top-level error (v1+) raises KafkaResponseError, as Kafka's admin fails every
+        partition with it; v0 can only ask for a preferred election."""
+        version = self._connection.version_for(ApiKey.ELECT_LEADERS, wanted_min=1 if election_type else None)
+        body = {
+            "election_type": election_type,
+            "topic_partitions": None
+            if partitions is None
+            else [{"topic": t, "partitions": list(indexes)} for t, indexes in partitions.items()],
+            "timeout_ms": self._timeout_ms,
+        }
+        response = await self._connection.request(
+            ApiKey.ELECT_LEADERS, version, body, self._request_timeout_s()
+        )
+        if version >= 1:
+            raise_for_error(response.error_code, context="elect leaders")
+        return {
+            TopicPartitionKey(r.topic, p.partition_id): ElectionResult(
+                error_code(p.error_code), p.error_message
+            )
+            for r in response.replica_election_results
+            for p in r.partition_result
+        }
+
+    async def describe_cluster(self, *, include_authorized_operations: bool = False) -> ClusterDescription:
+        """DescribeCluster at this connection's broker: cluster id, controller id, brokers (with rack)."""
+        version = self._connection.version_for(ApiKey.DESCRIBE_CLUSTER)
+        body = {"include_cluster_authorized_operations": include_authorized_operations, "endpoint_type": 1}
+        response = await self._connection.request(ApiKey.DESCRIBE_CLUSTER, version, body)
+        raise_for_error(response.error_code, response.error_message, context="describe cluster")
+        return ClusterDescription(
+            response.cluster_id,
+            response.controller_id,
+            tuple(BrokerInfo(b.broker_id, b.host, b.port, b.rack) for b in response.brokers),
+            response.cluster_authorized_operations if include_authorized_operations else None,
+        )
+
+    async def describe_topic_partitions(
+        self,
+        topics: Sequence[str],
+        *,
+        limit: int = 2000,
+        cursor: TopicPartitionKey | None = None,
+    ) -> TopicPartitionsPage:
+        """One page of DescribeTopicPartitions (``topics`` empty: every topic), from ``cursor``."""
+        body = {
+            "topics": [{"name": t} for t in topics],
+            "response_partition_limit": limit,
+            "cursor": None
+            if cursor is None
+            else {"topic_name": cursor.topic, "partition_index": cursor.partition},
+        }
+        response = await self._connection.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, body)
+        following = response.next_cursor
+        return TopicPartitionsPage(
+            tuple(_description(t) for t in response.topics),
+            None if following is None else TopicPartitionKey(following.topic_name, following.partition_index),
+        )
+
     # -- configs -----------------------------------------------------------------------------------
 
     async def describe_configs(
@@ -675,14 +767,17 @@ __all__ = [
     "AbortTransactionSpec",
     "AdminClient",
     "BrokerInfo",
+    "ClusterDescription",
     "ClusterMetadata",
     "CoordinatorNode",
+    "ElectionResult",
     "NewTopic",
     "PartitionInfo",
     "PartitionProducers",
     "ProducerState",
     "TopicDescription",
     "TopicPartitionKey",
+    "TopicPartitionsPage",
     "TopicResult",
     "TransactionDescription",
     "TransactionListing",

@@ -20,6 +20,7 @@ from tools.commands import (
     dev_cluster,
     dump_log,
     groups,
+    leader_election,
     log_dirs,
     metadata_quorum,
     produce,
@@ -40,6 +41,7 @@ COMMANDS = (
     log_dirs,
     transactions,
     delete_records,
+    leader_election,
     configs,
 )
 
