@@ -62,6 +62,7 @@ from broker.handler_sets import broker_handlers, controller_handlers
 from broker.handlers.broker_heartbeat import HeartbeatConnections
 from broker.handlers.metadata import BrokerEndpoint
 from broker.handlers.registry import HandlerRegistry
+from broker.log_cleaner import LogCleaner, build_log_cleaner
 from broker.meta_properties import ensure_meta_properties
 from broker.metrics.endpoint import MetricsEndpoint
 from broker.metrics.raft import RaftMetrics
@@ -164,6 +165,7 @@ class BrokerNode:
     groups: GroupCoordinatorRuntime
     transactions: TransactionCoordination
     tasks: list[PeriodicTask] = field(default_factory=list)
+    cleaner: LogCleaner | None = None
 
     async def start(self, config: BrokerConfig) -> None:
         await self.supervisor.start()
@@ -185,6 +187,8 @@ class BrokerNode:
             await bound("listeners", [str(listener)], server.start())
         for task in self.tasks:
             task.start()
+        if self.cleaner is not None:
+            self.cleaner.start()
 
     async def _join_cluster(self) -> None:
         """Registered, caught up with the metadata log and unfenced, as Kafka's broker starts."""
@@ -217,6 +221,8 @@ class BrokerNode:
         await self.metadata_channel.close()
 
     async def close_logs(self, log_manager: LogManager) -> None:
+        if self.cleaner is not None:
+            await self.cleaner.stop()  # no install may land on a closing log
         self.replicas.shutdown()
         for handover in (await self.supervisor.stop()).values():
             log_manager.external_log_closed(handover)
@@ -476,6 +482,7 @@ def _build_broker(
         groups.runtime,
         transactions,
         tasks,
+        build_log_cleaner(config, replicas, clock, registry),
     )
 
 

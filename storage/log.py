@@ -776,6 +776,11 @@ class PartitionLog:
         return list(self._segments)
 
     @property
+    def closed(self) -> bool:
+        """Closed (or deleted): its owner let it go; a cleaned segment must not be installed."""
+        return self._closed
+
+    @property
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
 

@@ -22,6 +22,7 @@ KIPLING_PACKAGES = {
     "coordinator",
     "broker",
     "follower",
+    "cleaner",
     "tools",
     "pipeline",
     "bench",
@@ -53,6 +54,7 @@ RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
         set(),
     ),
     "follower": ({"protocol", "storage", "client"}, COMPRESSION | THIRD_PARTY_IO - {"pyspark"}, set()),
+    "cleaner": ({"protocol", "storage", "client"}, COMPRESSION | {"structlog", "uvloop"}, set()),
     "tools": (EVERY_PACKAGE, COMPRESSION | THIRD_PARTY_IO - {"pyspark", "pyarrow"}, set()),
     "pipeline": ({"protocol", "client", "storage"}, COMPRESSION | THIRD_PARTY_IO, set()),
 }

@@ -1,0 +1,157 @@
+"""Which compacted log to clean next, and the cleaner's bookkeeping (Kafka's ``LogCleanerManager``).
+
+Synchronous and clock-driven, so tests run it on a fake clock. The broker's cleaner service
+(:mod:`broker.log_cleaner.service`) asks :meth:`LogCleanerManager.grab_filthiest` for a log of one
+log dir, sends the round to a cleaner process and reports back with :meth:`done_cleaning`,
+:meth:`abort_cleaning` or :meth:`mark_uncleanable`.
+
+- Candidates are the compacted logs this process owns (the broker's led partitions; a log owned
+  by a follower process is not offered), with their last stable offset (Kafka's first uncleanable
+  offset is bounded by it and by the active segment).
+- The first dirty offset of each comes from the log dir's ``cleaner-offset-checkpoint``, reset to
+  the log start offset when it is out of the log's range (:func:`storage.cleaner.cleanable_range`).
+- A log is dirty when it must be cleaned now (``max.compaction.lag.ms`` passed for some dirty
+  record and there are cleanable bytes) or its dirty ratio exceeds ``min.cleanable.dirty.ratio``;
+  the filthiest (highest ratio) dirty log is taken and stays *in progress* until reported back.
+- A log whose round failed in the cleaner itself (not because a segment went away) is marked
+  uncleanable and skipped until the broker restarts, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import structlog
+
+from storage.cleaner import CleanableRange, CleanerOffsetCheckpoint, LastRecord, cleanable_range
+from storage.clock import Clock
+from storage.log import PartitionLog
+
+_log = structlog.get_logger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class CleanableLog:
+    """A compacted log its owner offers for cleaning, with what the round needs from the owner."""
+
+    topic_partition: TopicPartition
+    log_dir: pathlib.Path
+    log: PartitionLog
+    last_stable_offset: int
+    active_producers: Callable[[], Mapping[int, LastRecord]]
+    is_current: Callable[[], bool]
+    """Whether this owner still holds ``log`` (led here, not handed over, not closed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogToClean:
+    """A log taken for cleaning and its range."""
+
+    candidate: CleanableLog
+    range: CleanableRange
+
+
+@dataclass(slots=True)
+class _DirState:
+    checkpoint: CleanerOffsetCheckpoint
+    uncleanable: dict[TopicPartition, int] = field(default_factory=dict)
+    """Partition -> its size when marked uncleanable."""
+
+
+class LogCleanerManager:
+    """The cleaner's choice of logs, its checkpoints and the figures its metrics report."""
+
+    def __init__(self, log_dirs: Iterable[pathlib.Path], clock: Clock) -> None:
+        self._clock = clock
+        self._dirs = {pathlib.Path(d): _DirState(CleanerOffsetCheckpoint(pathlib.Path(d))) for d in log_dirs}
+        self._in_progress: set[TopicPartition] = set()
+        self.max_dirty_percent = 0
+        self.max_compaction_delay_ms = 0
+        self._last_run_ms = clock.time_ms()
+
+    @property
+    def log_dirs(self) -> list[pathlib.Path]:
+        return list(self._dirs)
+
+    @property
+    def time_since_last_run_ms(self) -> int:
+        return self._clock.time_ms() - self._last_run_ms
+
+    def in_progress(self, topic_partition: TopicPartition) -> bool:
+        return topic_partition in self._in_progress
+
+    def first_dirty_offsets(self, log_dir: pathlib.Path) -> dict[TopicPartition, int]:
+        return self._dirs[pathlib.Path(log_dir)].checkpoint.read()
+
+    def grab_filthiest(self, log_dir: pathlib.Path, candidates: Iterable[CleanableLog]) -> LogToClean | None:
+        """The dirtiest cleanable log of ``log_dir`` now, marked in progress; None when none is dirty."""
+        log_dir = pathlib.Path(log_dir)
+        state = self._dirs[log_dir]
+        now = self._clock.time_ms()
+        self._last_run_ms = now
+        checkpointed = state.checkpoint.read()
+        best: LogToClean | None = None
+        max_ratio = 0.0
+        max_delay = 0
+        for candidate in candidates:
+            tp = candidate.topic_partition
+            if pathlib.Path(candidate.log_dir) != log_dir or tp in self._in_progress:
+                continue
+            if tp in state.uncleanable or not candidate.log.config.compact:
+                continue
+            config = candidate.log.config
+            found = cleanable_range(
+                candidate.log,
+                now,
+                last_clean_offset=checkpointed.get(tp),
+                last_stable_offset=candidate.last_stable_offset,
+                min_compaction_lag_ms=config.min_compaction_lag_ms,
+                max_compaction_lag_ms=config.max_compaction_lag_ms,
+                min_cleanable_ratio=config.min_cleanable_dirty_ratio,
+            )
+            if found.checkpoint_reset and tp in checkpointed:
+                _log.warning(
+                    "cleaner checkpoint out of the log's range; cleaning from the log start offset",
+                    topic=tp[0],
+                    partition=tp[1],
+                    checkpointed=checkpointed[tp],
+                    log_start_offset=candidate.log.log_start_offset,
+                )
+            if found.total_bytes > 0:
+                max_ratio = max(max_ratio, found.dirty_ratio)
+            max_delay = max(max_delay, found.max_compaction_delay_ms)
+            dirty = found.should_clean and found.cleanable_bytes > 0
+            if dirty and (best is None or found.dirty_ratio > best.range.dirty_ratio):
+                best = LogToClean(candidate, found)
+        self.max_dirty_percent = int(100 * max_ratio)
+        self.max_compaction_delay_ms = max_delay
+        if best is not None:
+            self._in_progress.add(best.candidate.topic_partition)
+        return best
+
+    def done_cleaning(self, taken: LogToClean, end_offset: int) -> None:
+        """A round was installed: its end offset is the log's new first dirty offset."""
+        tp = taken.candidate.topic_partition
+        self._in_progress.discard(tp)
+        self._dirs[pathlib.Path(taken.candidate.log_dir)].checkpoint.update(tp[0], tp[1], end_offset)
+
+    def abort_cleaning(self, taken: LogToClean) -> None:
+        """A round that changed nothing (its segments changed, or its owner let the log go)."""
+        self._in_progress.discard(taken.candidate.topic_partition)
+
+    def mark_uncleanable(self, taken: LogToClean) -> None:
+        """The cleaner failed on this log: skip it until restart (Kafka's markPartitionUncleanable)."""
+        tp = taken.candidate.topic_partition
+        self._in_progress.discard(tp)
+        state = self._dirs[pathlib.Path(taken.candidate.log_dir)]
+        state.uncleanable[tp] = taken.candidate.log.size_in_bytes
+
+    def uncleanable_partitions_count(self, log_dir: pathlib.Path) -> int:
+        return len(self._dirs[pathlib.Path(log_dir)].uncleanable)
+
+    def uncleanable_bytes(self, log_dir: pathlib.Path) -> int:
+        return sum(self._dirs[pathlib.Path(log_dir)].uncleanable.values())
