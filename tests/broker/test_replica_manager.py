@@ -221,3 +221,35 @@ def test_partitions_get_the_lag_max_and_the_alter_partition_sender(tmp_path: pat
     assert replicas.maybe_shrink_isr() == 0  # in flight: nothing more
     assert sender.answer() and led.isr == [NODE] and led.high_watermark == 1
     logs.shutdown()
+
+
+def test_reconfigure_topic_applies_log_config_and_min_isr_to_led_partitions(tmp_path: pathlib.Path) -> None:
+    """A dynamic config change: the partitions led here take the topic's new settings in place."""
+    from dataclasses import replace
+
+    from server_common.config import BrokerConfigLayers
+
+    config = load_config(None, [f"log.dirs={tmp_path / 'logs'}", f"node.id={NODE}"])[0]
+    defaults = {"log.segment.bytes": "8192"}
+    clock = FakeClock(NOW)
+    log_manager = LogManager(config.log_dirs, to_log_config({}, config), clock)
+    topics = LocalTopics(NODE)
+    replicas = ReplicaManager(
+        log_manager, topics, NODE, config, clock, broker_layers=lambda: BrokerConfigLayers(config, defaults)
+    )
+    topics.subscribe(replicas)
+    try:
+        topic = topics.create_topic("orders", 2, 1, {})
+        partition = replicas.get_partition("orders", 0)
+        assert partition is not None and partition.log.config.segment_bytes == 8192  # the dynamic default
+        changed = replace(topic, configs={"segment.bytes": "4096", "min.insync.replicas": "2"})
+        assert replicas.reconfigure_topic(changed) == 2
+        assert partition.log.config.segment_bytes == 4096
+        assert partition.configured_min_insync_replicas == 2
+        assert replicas.reconfigure_topic(changed) == 0  # nothing left to change
+        defaults["log.segment.bytes"] = "1024"  # the layers are read at each call
+        assert replicas.reconfigure_topic(topic) == 2
+        assert partition.log.config.segment_bytes == 1024
+    finally:
+        replicas.shutdown()
+        log_manager.shutdown()
