@@ -1,7 +1,8 @@
 """A small admin client: create and delete topics, add partitions, read cluster and topic metadata,
 find coordinators, inspect and abort transactions (KIP-664's DescribeTransactions,
-ListTransactions, DescribeProducers, and WriteTxnMarkers to abort a hanging transaction), and
-describe a broker's log dirs (DescribeLogDirs).
+ListTransactions, DescribeProducers, and WriteTxnMarkers to abort a hanging transaction),
+describe a broker's log dirs (DescribeLogDirs), and move partitions (AlterPartitionReassignments,
+ListPartitionReassignments).
 
 Single broker for now: every request goes to the connection it is given (the bootstrap broker, which
 kipling's single-broker setup makes the controller too). Results are plain dataclasses, and per-topic
@@ -184,6 +185,16 @@ class LogDirDescription:
     total_bytes: int | None = None
     """The volume's size (v4+); None when the broker did not say."""
     usable_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A reassignment in progress (ListPartitionReassignments): all replicas, and those being added
+    and removed."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -569,6 +580,66 @@ class AdminClient:
                 r.usable_bytes if known and r.usable_bytes >= 0 else None,
             )
             for r in response.results
+        }
+
+    # -- partition reassignment ----------------------------------------------------------------------
+
+    async def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartitionKey, Sequence[int] | None]
+    ) -> dict[TopicPartitionKey, tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments: move each partition to its target replicas (None cancels its
+        reassignment in progress); each partition's (error, message). A top-level error stands for
+        every partition."""
+        version = self._connection.version_for(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, replicas in reassignments.items():
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "replicas": None if replicas is None else list(replicas)}
+            )
+        body = {
+            "timeout_ms": self._timeout_ms,
+            "allow_replication_factor_change": True,
+            "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+        }
+        response = await self._connection.request(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS, version, body, self._request_timeout_s()
+        )
+        top = error_code(response.error_code)
+        out: dict[TopicPartitionKey, tuple[ErrorCode, str | None]] = {
+            tp: (top, response.error_message) for tp in reassignments
+        }
+        if top is ErrorCode.NONE:
+            for topic in response.responses:
+                for p in topic.partitions:
+                    out[TopicPartitionKey(topic.name, p.partition_index)] = (
+                        error_code(p.error_code),
+                        p.error_message,
+                    )
+        return out
+
+    async def list_partition_reassignments(
+        self, partitions: Sequence[TopicPartitionKey] | None = None
+    ) -> dict[TopicPartitionKey, PartitionReassignment]:
+        """ListPartitionReassignments: the reassignments in progress (of ``partitions``, or all);
+        a top-level error raises KafkaResponseError."""
+        version = self._connection.version_for(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+        topics: list[dict[str, Any]] | None = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            topics = [{"name": name, "partition_indexes": indexes} for name, indexes in by_topic.items()]
+        body = {"timeout_ms": self._timeout_ms, "topics": topics}
+        response = await self._connection.request(
+            ApiKey.LIST_PARTITION_REASSIGNMENTS, version, body, self._request_timeout_s()
+        )
+        raise_for_error(response.error_code, response.error_message, context="list partition reassignments")
+        return {
+            TopicPartitionKey(topic.name, p.partition_index): PartitionReassignment(
+                tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas)
+            )
+            for topic in response.topics
+            for p in topic.partitions
         }
 
     # -- cluster and leaders (ElectLeaders, DescribeCluster, DescribeTopicPartitions) --------------

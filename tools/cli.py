@@ -24,6 +24,7 @@ from tools.commands import (
     log_dirs,
     metadata_quorum,
     produce,
+    reassign_partitions,
     topics,
     transactions,
 )
@@ -42,6 +43,7 @@ COMMANDS = (
     transactions,
     delete_records,
     leader_election,
+    reassign_partitions,
     configs,
 )
 
