@@ -821,7 +821,8 @@ def _eligibility(image: MetadataImage) -> Callable[[int, int], bool]:
 def _offsets_topic_creator(
     channel: ControllerChannel, loader: MetadataLoader, config: BrokerConfig
 ) -> Callable[[], Any]:
-    """``__consumer_offsets`` with offsets.topic.num.partitions and .replication.factor, compacted."""
+    """``__consumer_offsets`` with offsets.topic.num.partitions, .replication.factor and
+    .segment.bytes, compacted."""
     create = _topic_creator(
         channel,
         loader,
@@ -829,7 +830,7 @@ def _offsets_topic_creator(
         internal_topic_replication_factor(
             OFFSETS_TOPIC, config.offsets_topic_replication_factor, not config.controller_quorum_voters
         ),
-        OFFSETS_TOPIC_CONFIGS,
+        {**OFFSETS_TOPIC_CONFIGS, "segment.bytes": str(config.offsets_topic_segment_bytes)},
     )
 
     async def create_offsets_topic() -> None:

@@ -185,6 +185,7 @@ class BrokerConfig:
     producer_id_expiration_ms: int
     offsets_topic_num_partitions: int
     offsets_topic_replication_factor: int
+    offsets_topic_segment_bytes: int
     offsets_retention_minutes: int
     group_initial_rebalance_delay_ms: int
     group_min_session_timeout_ms: int

@@ -593,6 +593,8 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
               "once the topic exists.", at_least(1)),
     ConfigDef("offsets.topic.replication.factor", T.SHORT, 3, H, "Replication factor of "
               "__consumer_offsets; it is not created until that many brokers are up.", at_least(1)),
+    ConfigDef("offsets.topic.segment.bytes", T.INT, 104857600, H, "Segment size of __consumer_offsets "
+              "(kept small, its compaction and the coordinator's load stay fast).", at_least(1)),
     ConfigDef("offsets.retention.minutes", T.INT, 10080, H, "Committed offsets of a group that has no "
               "members are dropped after this long.", at_least(1)),
     ConfigDef("group.initial.rebalance.delay.ms", T.INT, 3000, M, "How long the first rebalance of an "
