@@ -137,3 +137,29 @@ def test_changes_apply_on_leader_and_followers_without_restart(cluster: Cluster)
             wait_until(lambda node=node: len(segments(cluster, node)) <= 2, 20, f"retention on broker {node}")
     finally:
         admin.close()
+
+
+def test_a_per_broker_config_applies_to_that_brokers_replicas_only(cluster: Cluster) -> None:
+    """log.segment.bytes set for broker 2 alone (kafka-python sends it to broker 2): broker 2's
+    follower process rolls at it, the leader and the other follower keep the default."""
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=20_000)
+    try:
+        admin.create_topics([NewTopic(TOPIC, -1, -1, replica_assignments={0: [1, 2, 3]})])
+        result = admin.alter_configs(
+            [KpConfigResource(KpResourceType.BROKER, "2", {"log.segment.bytes": str(SEGMENT_BYTES)})]
+        )
+        assert result == {"broker": {"2": "OK"}}
+        described = admin.describe_configs(
+            [KpConfigResource(KpResourceType.BROKER, "2", ["log.segment.bytes"])], config_filter="all"
+        )["broker"]["2"]["log.segment.bytes"]
+        assert (described["value"], described["config_source"]) == (
+            str(SEGMENT_BYTES),
+            "DYNAMIC_BROKER_CONFIG",
+        )
+        assert produce(cluster.bootstrap, 30, 300) == [None] * 30
+        wait_until(lambda: len(segments(cluster, 2)) >= 4, 20, "broker 2 rolling at its own segment.bytes")
+        for node in (1, 3):
+            wait_until(lambda node=node: segments(cluster, node), 20, f"the log on broker {node}")
+            assert len(segments(cluster, node)) == 1, node
+    finally:
+        admin.close()
