@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
-from broker.fetch.service import FetchService
+from broker.fetch.service import FetchService, LeaderQuota
 from broker.fetch_session.cache import FetchSessionCache
 from broker.fetch_session.context import FetchManager
 from broker.fetch_session.metrics import FetchSessionCacheMetrics
@@ -93,6 +93,8 @@ def build_data_plane(
     clock: Clock,
     replicas: ReplicaManager,
     topics: TopicLookup,
+    *,
+    leader_quota: LeaderQuota | None = None,
 ) -> DataPlane:
     """Fetch and produce services over ``replicas``, woken by every partition change."""
     loop = asyncio.get_running_loop()
@@ -115,6 +117,7 @@ def build_data_plane(
         fetch_purgatory,
         fetch_max_bytes=config.fetch_max_bytes,
         expiration_meter=DelayedFetchMetrics(registry).record_expiration,
+        leader_quota=leader_quota,
     )
     replicas.add_partition_listener(fetch_service.on_partition_changed)
     produce_service = ProduceService(

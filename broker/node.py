@@ -66,6 +66,7 @@ from broker.log_cleaner import LogCleaner, build_log_cleaner
 from broker.meta_properties import ensure_meta_properties
 from broker.metrics.endpoint import MetricsEndpoint
 from broker.metrics.raft import RaftMetrics
+from broker.metrics.replication_quota import ReplicationQuotaMetrics
 from broker.metrics.requests import RequestMetrics
 from broker.metrics.socket_server import SocketServerMetrics
 from broker.metrics.transactions import register_transaction_metrics
@@ -76,6 +77,7 @@ from broker.quorum.snapshots import MetadataSnapshots
 from broker.replication.followers import FollowerSupervisor
 from broker.replication.followers.settings import follower_settings
 from broker.replication.replica_manager import ReplicaManager
+from broker.replication.replication_quota import FollowerQuotaPublisher, LeaderReplicationQuota
 from broker.replication.transitions import ReplicaTransitions
 from broker.server.connection_quotas import ConnectionQuotas, resolve_overrides
 from broker.server.dispatcher import RequestDispatcher
@@ -397,15 +399,24 @@ def _build_broker(
         inter_broker_listener=config.inter_broker_listener_name or "PLAINTEXT",
         log_config=topic_log_config,
     )
+    follower_quota = FollowerQuotaPublisher(config.node_id, supervisor.update_replication_quota)
+
+    async def publish_initial(published: MetadataImage, *, delete_strays: bool = True) -> None:
+        await transitions.apply_initial(published, delete_strays=delete_strays)
+        await follower_quota.apply_image(published)
+
     loader = MetadataLoader(
         metadata_channel,
         image,
-        then(transitions.apply, DynamicConfigPublisher(dynamic, replicas, supervisor).apply),
-        transitions.apply_initial,
+        then(
+            then(transitions.apply, DynamicConfigPublisher(dynamic, replicas, supervisor).apply),
+            follower_quota.apply,
+        ),
+        publish_initial,
         broker_id=config.node_id,
         observer_id=-1 if config.is_voter else config.node_id,
         local=_local_metadata_copy(config, log_manager, controller),
-        publish_local_initial=functools.partial(transitions.apply_initial, delete_strays=False),
+        publish_local_initial=functools.partial(publish_initial, delete_strays=False),
         delete_strays=transitions.delete_strays,
     )
 
@@ -429,7 +440,9 @@ def _build_broker(
     )
     lifecycle_ref.append(lifecycle)
     locator.on_new_leader(lifecycle.nudge)  # heartbeat a new controller at once, well within its grace
-    plane = build_data_plane(config, registry, clock, replicas, image)
+    leader_quota = LeaderReplicationQuota(image, config.node_id, clock.time_ms)
+    ReplicationQuotaMetrics(registry, leader_quota.rate)
+    plane = build_data_plane(config, registry, clock, replicas, image, leader_quota=leader_quota)
     register_transaction_metrics(
         registry, replicas.partitions, clock.time_ms, config.transaction_max_timeout_ms
     )

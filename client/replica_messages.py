@@ -35,6 +35,8 @@ ADD_PARTITIONS = "add_partitions"
 REMOVE_PARTITIONS = "remove_partitions"
 METRICS_SNAPSHOT = "metrics_snapshot"
 UPDATE_LOG_CONFIGS = "update_log_configs"
+UPDATE_REPLICATION_QUOTA = "update_replication_quota"
+"""The follower replication quota: ``{"rate": bytes/s, "throttled": {topic: "*" | [partitions]}}``."""
 """A dynamic config change: ``{"partitions": [{"topic", "partition", "log_config"}]}``, where
 ``log_config`` is the partition's whole new LogConfig as topic properties."""
 SHUTDOWN = "shutdown"
@@ -160,6 +162,7 @@ __all__ = [
     "SET_BROKER_EPOCH",
     "SHUTDOWN",
     "UPDATE_LOG_CONFIGS",
+    "UPDATE_REPLICATION_QUOTA",
     "FollowerSettings",
     "PartitionAssignment",
     "PartitionOffsets",

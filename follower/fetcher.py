@@ -37,6 +37,7 @@ from dataclasses import replace
 
 import structlog
 
+from client.replication_quota import ReplicationQuota
 from follower.fetch_state import (
     InitialFetchState,
     LeaderEpoch,
@@ -93,6 +94,7 @@ class ReplicaFetcher:
         *,
         backoff_ms: int = DEFAULT_BACKOFF_MS,
         on_failed: Callable[[TopicPartition, str], None] | None = None,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         """``name`` is the client id (Kafka's ``ReplicaFetcherThread-<fetcherId>-<sourceBrokerId>``).
 
@@ -100,6 +102,9 @@ class ReplicaFetcher:
         production, see fetch_state.MonotonicClock) times the backoff deadlines. ``on_failed`` is
         told (partition, reason) when a partition is marked failed, so that the owner of the
         fetcher can report it (the follower process tells its broker).
+        ``quota`` is the follower side of the replication quota (KIP-73): while it is exceeded, the
+        partitions it throttles that are not in sync are left out of the fetch (Kafka's
+        ``shouldFollowerThrottle``), and the bytes appended to throttled partitions count against it.
         """
         self.name = name
         self._leader = leader
@@ -108,6 +113,9 @@ class ReplicaFetcher:
         self._stats = stats
         self._backoff_ms = backoff_ms
         self._on_failed = on_failed
+        self._quota = quota
+        self._left_out: frozenset[TopicPartition] = frozenset()
+        """The partitions the last request left out for the follower quota."""
         self._partitions = PartitionStates()
         self._failed: set[TopicPartition] = set()
         self._out_of_space: set[TopicPartition] = set()
@@ -306,12 +314,35 @@ class ReplicaFetcher:
 
     def _build_fetch(self) -> FollowerFetchRequest | None:
         changed = self._partitions.take_changed()
+        ready: Mapping[TopicPartition, FetchPartitionParams] = self._partitions.ready
+        left_out = self._throttled_out(ready)
+        if left_out or self._left_out:
+            # a partition leaving or rejoining the fetch is a change of the fetch session
+            changed = changed | left_out | self._left_out
+            ready = {tp: params for tp, params in ready.items() if tp not in left_out}
         try:
-            return self._leader.build_fetch(self._partitions.ready, changed)
+            request = self._leader.build_fetch(ready, changed)
         except Exception:
             for tp in changed:  # the endpoint saw none of them: offer them again next time
                 self._partitions.mark_changed(tp)
             raise
+        self._left_out = left_out
+        return request
+
+    def _throttled_out(
+        self, ready: Mapping[TopicPartition, FetchPartitionParams]
+    ) -> frozenset[TopicPartition]:
+        """Kafka's shouldFollowerThrottle: the throttled partitions not in sync, while over quota."""
+        quota = self._quota
+        if quota is None or not quota.throttled or not quota.is_quota_exceeded():
+            return frozenset()
+        out = set()
+        for tp in ready:
+            state = self._partitions.get(tp)
+            in_sync = state is not None and state.lag is not None and state.lag <= 0
+            if not in_sync and quota.is_throttled(*tp):
+                out.add(tp)
+        return frozenset(out)
 
     async def _process_fetch_request(self, request: FollowerFetchRequest) -> None:
         loop = asyncio.get_running_loop()
@@ -405,6 +436,8 @@ class ReplicaFetcher:
             self._mark_failed(tp, f"append failed: {exc!r}")
             return True
         appended = end != params.fetch_offset
+        if appended and self._quota is not None and self._quota.is_throttled(*tp):
+            self._quota.record(len(data.records))
         if appended and tp in self._out_of_space:
             self._out_of_space.discard(tp)
             self._logger.info(

@@ -21,6 +21,7 @@ from client.replica_messages import (
     SET_BROKER_EPOCH,
     SHUTDOWN,
     UPDATE_LOG_CONFIGS,
+    UPDATE_REPLICATION_QUOTA,
     FollowerSettings,
     PartitionAssignment,
 )
@@ -45,6 +46,7 @@ class FollowerRequestHandler:
             REMOVE_PARTITIONS: self._remove_partitions,
             METRICS_SNAPSHOT: self._metrics_snapshot,
             UPDATE_LOG_CONFIGS: self._update_log_configs,
+            UPDATE_REPLICATION_QUOTA: self._update_replication_quota,
             SHUTDOWN: self._shutdown,
         }
         self._configured = False
@@ -89,6 +91,13 @@ class FollowerRequestHandler:
         }
         updated = self._service.update_log_configs(configs)
         return {"updated": [list(tp) for tp in updated]}
+
+    async def _update_replication_quota(self, body: JsonObject) -> JsonObject:
+        throttled: dict[str, frozenset[int] | str] = {}
+        for topic, partitions in dict(body.get("throttled", {})).items():
+            throttled[str(topic)] = partitions if partitions == "*" else frozenset(int(p) for p in partitions)
+        self._service.update_replication_quota(int(body["rate"]), throttled)
+        return {}
 
     async def _metrics_snapshot(self, body: JsonObject) -> JsonObject:
         return self._service.snapshot()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -32,6 +33,7 @@ from client.replica_messages import (
     PartitionAssignment,
     PartitionOffsets,
 )
+from client.replication_quota import ReplicationQuota
 from follower.fetch_state import TopicPartition
 from follower.metrics import FetcherMetrics
 from follower.replica_log import ReplicaLog
@@ -90,6 +92,8 @@ class FollowerService:
         self._logs: dict[TopicPartition, ReplicaLog] = {}
         """Shared by every fetcher: a partition's log is here exactly while it is followed."""
         self._fetchers: dict[SourceBroker, SourceBrokerFetcher] = {}
+        self.replication_quota = ReplicationQuota(lambda: int(time.monotonic() * 1000))
+        """The follower side of the replication quota, shared by every fetcher of this process."""
         self._housekeeping: list[asyncio.Task[None]] = []
         self._event_tasks: set[asyncio.Task[None]] = set()
         self.stopped = asyncio.Event()
@@ -183,6 +187,12 @@ class FollowerService:
             partition_log.close()
             raise
 
+    def update_replication_quota(self, rate: int, throttled: Mapping[str, frozenset[int] | str]) -> None:
+        """The broker's follower replication quota (this process's share of the rate, and the
+        partitions it throttles) changed."""
+        self.replication_quota.update(rate, throttled)
+        _log.info("replication quota", rate=rate, throttled=sorted(throttled))
+
     def update_log_configs(self, configs: Mapping[TopicPartition, Mapping[str, str]]) -> list[TopicPartition]:
         """A dynamic config change: give each followed log its new configuration (topic properties).
 
@@ -239,6 +249,7 @@ class FollowerService:
                 stats=self._metrics.fetcher(name),
                 on_failed=self._on_partition_failed,
                 connect=connect,
+                quota=self.replication_quota,
             )
             self._fetchers[source] = fetcher
             fetcher.start()

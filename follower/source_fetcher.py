@@ -23,6 +23,7 @@ import structlog
 from client.connection import KafkaConnection
 from client.errors import ConnectError
 from client.replica_messages import FollowerSettings, fetcher_client_id
+from client.replication_quota import ReplicationQuota
 from client.tasks import cancel_and_wait
 from follower.fetch_state import (
     InitialFetchState,
@@ -160,8 +161,10 @@ class SourceBrokerFetcher:
         stats: FetcherStats,
         on_failed: FailureCallback,
         connect: Connect | None = None,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         self.name = fetcher_name(fetcher_id, source.broker_id)
+        self._quota = quota
         self.source = source
         self._logs = logs
         self._settings = settings
@@ -265,6 +268,7 @@ class SourceBrokerFetcher:
             self._stats,
             backoff_ms=settings.replica_fetch_backoff_ms,
             on_failed=self._on_failed,
+            quota=self._quota,
         )
         pending, self._pending = self._pending, {}
         self._fetcher.add_partitions(

@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from broker.fetch.read_rules import diverging_epoch
 from broker.fetch_session.partition import PartitionFetchParams
@@ -187,6 +187,7 @@ class DelayedFetch(DelayedOperation, Generic[R]):
         "_response_callback",
         "_session",
         "_session_partitions",
+        "_throttled",
         "_woken",
         "completion_reason",
         "fetch_partition_status",
@@ -205,8 +206,12 @@ class DelayedFetch(DelayedOperation, Generic[R]):
         session: SessionWaiterHolder | None = None,
         session_partitions: Callable[[], Iterable[FetchPartitionStatus]] | None = None,
         expiration_meter: Callable[[bool], None] | None = None,
+        throttled: Callable[[Any], bool] | None = None,
     ) -> None:
         """Build a parked fetch.
+
+        ``throttled(partition)`` True: the partition's bytes do not count towards min_bytes (a
+        follower's replication-throttled partition while the leader's quota is exceeded).
 
         ``session`` makes the fetch wake up through ``session.waiter`` (installed when the purgatory
         watches it, removed when it completes). ``session_partitions`` returns, on each check, the
@@ -223,6 +228,7 @@ class DelayedFetch(DelayedOperation, Generic[R]):
         self._session = session
         self._session_partitions = session_partitions
         self._expiration_meter = expiration_meter
+        self._throttled = throttled
         self._woken = False
         self.completion_reason: FetchCompletion | None = None
 
@@ -298,6 +304,8 @@ class DelayedFetch(DelayedOperation, Generic[R]):
             )
         if diverging_epoch(partition, request.last_fetched_epoch, fetch_offset) is not None:
             return FetchCompletion.DIVERGING_EPOCH  # F
+        if available > 0 and self._throttled is not None and self._throttled(partition):
+            return 0
         return max(available, 0)  # D
 
     def on_watch(self) -> None:

@@ -44,7 +44,8 @@ their cached offset; the session cache reports each idle stretch once, when it e
 :meth:`FetchService._credit_idle_follower` hands it to the partition (see
 :mod:`broker.fetch_session.cache`). An incremental follower fetch therefore stays O(changed).
 
-Deliberate limits: no quotas (throttle 0), no preferred read replica (Kafka's default selector),
+Deliberate limits: no client quotas (throttle 0; replication quotas are applied, see
+:class:`LeaderQuota`), no preferred read replica (Kafka's default selector),
 no transactions (the last stable offset is the high watermark, aborted transactions are always
 empty). UNSUPPORTED_COMPRESSION_TYPE for fetch v<10 is detected from the attributes of the first
 batch returned (one 2-byte pread), where Kafka looks at the topic's ``compression.type``: kipling
@@ -58,7 +59,7 @@ import os
 import uuid
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import structlog
 
@@ -190,6 +191,16 @@ class _ReadPass:
     """Collected on a follower's first read only: the fetch state updates to make."""
 
 
+class LeaderQuota(Protocol):
+    """The leader side of the replication quota (broker/replication/replication_quota.py)."""
+
+    def is_throttled(self, topic: str, partition: int) -> bool: ...
+
+    def should_throttle(self, topic: str, partition: int, replica_in_sync: bool) -> bool: ...
+
+    def record(self, size: int) -> None: ...
+
+
 class FetchService:
     """Answers Fetch requests for the partitions this broker leads (see the module docstring)."""
 
@@ -202,9 +213,12 @@ class FetchService:
         *,
         fetch_max_bytes: int,
         expiration_meter: Callable[[bool], None] | None = None,
+        leader_quota: LeaderQuota | None = None,
     ) -> None:
         """``purgatory`` is the Fetch purgatory (scheduled on the event loop); ``fetch_max_bytes``
-        is the broker's ``fetch.max.bytes``; ``expiration_meter(is_follower)`` counts expiries."""
+        is the broker's ``fetch.max.bytes``; ``expiration_meter(is_follower)`` counts expiries;
+        ``leader_quota`` throttles follower fetches of throttled partitions (KIP-73)."""
+        self._leader_quota = leader_quota
         self._manager = manager
         self._replicas = replicas
         self._topics = topics
@@ -238,11 +252,34 @@ class FetchService:
         if self._answer_now(request, params, context, first):
             response = context.update_and_generate_response(first.results)
             self._update_follower_states(request, first)
+            self._record_leader_quota(request, first)
             return response
         self._update_follower_states(request, first)
         await self._wait(request, params, context, first)
         again = self._read_all(context.partitions_to_read(), request, params)
+        self._record_leader_quota(request, again)
         return context.update_and_generate_response(again.results)
+
+    # -- replication quota -----------------------------------------------------------------------
+
+    def _leader_throttled(self, partition: Partition, replica_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle for one partition of a follower's fetch."""
+        quota = self._leader_quota
+        return quota is not None and quota.should_throttle(
+            partition.topic, partition.index, replica_id in partition.isr
+        )
+
+    def _record_leader_quota(self, request: FetchRequest, read: _ReadPass) -> None:
+        """The bytes of throttled partitions sent to a follower count against the leader's rate."""
+        quota = self._leader_quota
+        if quota is None or not request.is_from_follower or read.bytes_read == 0:
+            return
+        size = 0
+        for key, result in read.results.items():
+            partition = self._lookup(key) if result.records_size > 0 else None
+            if partition is not None and quota.is_throttled(partition.topic, partition.index):
+                size += result.records_size
+        quota.record(size)
 
     def on_partition_changed(self, partition: Partition) -> None:
         """A partition listener: its LEO, HW, log start offset, epoch or leadership changed.
@@ -347,6 +384,8 @@ class FetchService:
             error = _follower_error(partition, request.replica_id, fetch.current_leader_epoch)
             if error != ErrorCode.NONE:
                 return self._error_result(key, error, request.version)
+            if self._leader_throttled(partition, request.replica_id):
+                limit, min_one_batch = 0, False  # the offsets and HW, no records (Kafka's empty read)
         try:
             read = partition.read(
                 fetch.fetch_offset,
@@ -464,6 +503,7 @@ class FetchService:
                 session=context.session,
                 session_partitions=lambda: self._session_statuses(context, skip),
                 expiration_meter=self._expiration_meter,
+                throttled=self._throttled_for(request),
             )
         statuses = [
             FetchPartitionStatus(partition.key, fetch)
@@ -479,6 +519,17 @@ class FetchService:
             answer,
             get_partition=self._fetchable,
             expiration_meter=self._expiration_meter,
+            throttled=self._throttled_for(request),
+        )
+
+    def _throttled_for(self, request: FetchRequest) -> Callable[[Any], bool] | None:
+        """For a parked follower fetch: whether a partition's bytes must not count towards min_bytes
+        (Kafka's DelayedFetch leaves out throttled partitions while the quota is exceeded)."""
+        if self._leader_quota is None or not request.is_from_follower:
+            return None
+        replica_id = request.replica_id
+        return lambda partition: (
+            isinstance(partition, Partition) and self._leader_throttled(partition, replica_id)
         )
 
     def _session_statuses(

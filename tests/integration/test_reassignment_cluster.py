@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
 from kafka import KafkaAdminClient, TopicPartition
-from kafka.admin import NewTopic
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 
 from tests.integration.cluster import Cluster, consume_values, wait_until
 from tools.cli import main
@@ -191,5 +192,78 @@ def test_kafka_python_list_and_cancel(cluster: Cluster) -> None:
         producer.stop()
         consumed = consume_values(cluster.bootstrap, MOVED, len(producer.acked[MOVED]))
         assert producer.acked[MOVED] <= set(consumed)
+    finally:
+        admin.close()
+
+
+def topic_overrides(admin: KafkaAdminClient, topic: str) -> dict[str, str]:
+    """The topic's config overrides (kafka-python's describe_configs, non-default keys only)."""
+    described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+    for by_name in described.values():
+        for name, configs in by_name.items():
+            if name == topic:
+                return {
+                    key: data["value"] if isinstance(data, dict) else data for key, data in configs.items()
+                }
+    return {}
+
+
+def test_a_throttled_move_is_held_to_the_rate_and_verify_removes_the_throttles(
+    cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30_000)
+    try:
+        admin.create_topics([NewTopic(MOVED, -1, -1, replica_assignments={0: [1, 2]})])
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 20})
+        for i in range(4000):
+            producer.produce(MOVED, value=f"{i:06d}".encode() + b"x" * 1000, partition=0)
+            if i % 500 == 0:
+                producer.poll(0)
+        assert producer.flush(60) == 0
+        rate = (
+            150_000  # ~4 MB to copy: ~1.5 MB pass at once (Kafka's 10 s minimum window), the rest at the rate
+        )
+        plan = tmp_path / "plan.json"
+        plan.write_text(
+            json.dumps(
+                {"version": 1, "partitions": [{"topic": MOVED, "partition": 0, "replicas": [1, 2, 3]}]}
+            )
+        )
+        bootstrap = cluster.brokers[1].bootstrap
+        code, out, err = run_tool(
+            capsys,
+            "--bootstrap-server",
+            bootstrap,
+            "--execute",
+            "--reassignment-json-file",
+            str(plan),
+            "--throttle",
+            str(rate),
+        )
+        assert code == 0, err
+        assert "The inter-broker throttle limit was set to 150000 B/s" in out
+        listed = topic_overrides(admin, MOVED)
+        assert listed["leader.replication.throttled.replicas"] == "0:1,0:2"
+        assert listed["follower.replication.throttled.replicas"] == "0:3"
+
+        def verify() -> str:
+            code, out, err = run_tool(
+                capsys, "--bootstrap-server", bootstrap, "--verify", "--reassignment-json-file", str(plan)
+            )
+            assert code == 0, err
+            return out
+
+        time.sleep(6)
+        assert "is still in progress." in verify(), "a 4 MB copy at 150 kB/s cannot be done in 6 s"
+        assert cluster.brokers[1].metric("kafka_server_leaderreplication_byte_rate") > 0
+        wait_until(lambda: "is completed." in verify(), 90, "the throttled move completes", interval_s=2.0)
+        out = verify()
+        assert "Clearing broker-level throttles on brokers 1,2,3,4" in out
+        assert "Clearing topic-level throttles on topic moved" in out
+        listed = topic_overrides(admin, MOVED)
+        assert "leader.replication.throttled.replicas" not in listed
+        assert "follower.replication.throttled.replicas" not in listed
+        consumed = consume_values(cluster.bootstrap, MOVED, 4000)
+        assert len(consumed) == 4000
     finally:
         admin.close()

@@ -60,11 +60,13 @@ from client.replica_messages import (
     SET_BROKER_EPOCH,
     SHUTDOWN,
     UPDATE_LOG_CONFIGS,
+    UPDATE_REPLICATION_QUOTA,
     FollowerSettings,
     PartitionAssignment,
     PartitionOffsets,
     fetcher_client_id,
 )
+from client.replication_quota import UNBOUNDED
 from client.tasks import cancel_and_wait
 from storage.config import LogConfig
 from storage.handover import LogHandover
@@ -169,6 +171,8 @@ class FollowerSupervisor:
         self.broker_id = broker_id
         self.num_fetchers = num_fetchers
         self._settings = settings
+        self._replication_quota: JsonObject | None = None
+        """The last follower replication quota sent (a launched process gets it too)."""
         self._python = python_executable
         self._on_offsets = on_offsets
         self._on_partition_failed = on_partition_failed
@@ -367,6 +371,10 @@ class FollowerSupervisor:
         sent: list[TopicPartition] = []
         try:
             await process.request(CONFIGURE, self._settings.to_json(), self._request_timeout_s)
+            if self._replication_quota is not None:
+                await process.request(
+                    UPDATE_REPLICATION_QUOTA, self._replication_quota, self._request_timeout_s
+                )
             entries = [self._assignments[tp] for tp in self._partitions_of(slot)]
             if entries:
                 sent = [entry.topic_partition for entry in entries]
@@ -591,6 +599,31 @@ class FollowerSupervisor:
             except (IpcError, TimeoutError) as exc:
                 self._logger.warning(
                     "could not send the broker epoch", fetcher_id=slot.fetcher_id, error=repr(exc)
+                )
+
+    async def update_replication_quota(
+        self, rate: int, throttled: Mapping[str, frozenset[int] | str]
+    ) -> None:
+        """The follower side of the replication quota for every process: each gets an equal share
+        of the broker's rate (Kafka's one follower quota spans all its fetcher threads) and the
+        throttled partitions; a process launched later gets them after its configure."""
+        share = rate if rate >= UNBOUNDED else max(1, rate // max(1, len(self._slots)))
+        body: JsonObject = {
+            "rate": share,
+            "throttled": {t: p if isinstance(p, str) else sorted(p) for t, p in throttled.items()},
+        }
+        self._replication_quota = body
+        await asyncio.gather(*(self._send_quota(slot, body) for slot in self._slots))
+
+    async def _send_quota(self, slot: _Slot, body: JsonObject) -> None:
+        async with slot.lock:
+            if slot.process is None:
+                return  # its launch sends the quota
+            try:
+                await slot.process.request(UPDATE_REPLICATION_QUOTA, body, self._request_timeout_s)
+            except Exception:
+                _log.warning(
+                    "could not send the replication quota", fetcher_id=slot.fetcher_id, exc_info=True
                 )
 
     async def update_log_configs(self, configs: Mapping[TopicPartition, LogConfig]) -> None:
