@@ -27,6 +27,7 @@ from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.base import Handler
 from broker.handlers.broker_heartbeat import BrokerHeartbeatHandler, HeartbeatConnections
 from broker.handlers.broker_registration import BrokerRegistrationHandler
+from broker.handlers.client_quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
 from broker.handlers.create_partitions import CreatePartitionsHandler
 from broker.handlers.create_topics import CreateTopicsHandler
 from broker.handlers.delete_records import DeleteRecordsHandler
@@ -62,6 +63,7 @@ from broker.handlers.quorum import (
 )
 from broker.handlers.registry import HandlerRegistry
 from broker.quorum.raft_manager import RaftManager
+from broker.quotas.enforcement import BrokerQuotas
 from broker.replication.replica_manager import ReplicaManager
 from metadata.controller.active import ActiveController
 from metadata.controller.admin import ControllerTopicAdmin
@@ -76,6 +78,7 @@ FORWARDED_APIS: tuple[ForwardedApi, ...] = (
     DeleteTopicsHandler,
     CreatePartitionsHandler,
     ElectLeadersHandler,
+    AlterClientQuotasHandler,
 )
 """Admin APIs only the controller may carry out: a broker forwards them (KIP-590)."""
 REASSIGNMENT_APIS: tuple[ForwardedApi, ...] = (
@@ -122,6 +125,7 @@ def controller_handlers(
             DeleteTopicsHandler(admin, config.delete_topic_enable),
             CreatePartitionsHandler(admin),
             ElectLeadersHandler(active),
+            AlterClientQuotasHandler(active),
             DescribeClusterHandler(
                 EndpointType.CONTROLLER,
                 cluster_id,
@@ -150,6 +154,7 @@ def broker_handlers(
     controller_id: Callable[[], int],
     auto_create: TopicCreator,
     client_listener: str,
+    quotas: BrokerQuotas | None = None,
 ) -> HandlerRegistry:
     """The client listeners' APIs: the data plane, groups, transactions, metadata, and forwarded
     admin requests."""
@@ -173,10 +178,11 @@ def broker_handlers(
             ForwardedAlterConfigsHandler(AlterConfigsHandler, channel, loader, config.node_id),
             DescribeClusterHandler(EndpointType.BROKER, cluster_id, _broker_nodes(image), controller_id),
             DescribeTopicPartitionsHandler(image),
+            DescribeClientQuotasHandler(image),
             DescribeConfigsHandler(image, config),
             DescribeLogDirsHandler(config.log_dirs, replicas.log_manager),
-            ProduceHandler(plane.produce_service),
-            FetchHandler(plane.fetch_service, brokers=lambda: brokers(client_listener)),
+            ProduceHandler(plane.produce_service, quotas),
+            FetchHandler(plane.fetch_service, brokers=lambda: brokers(client_listener), quotas=quotas),
             ListOffsetsHandler(replicas),
             DeleteRecordsHandler(replicas, plane.delete_records_purgatory),
             OffsetForLeaderEpochHandler(replicas),

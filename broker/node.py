@@ -74,6 +74,7 @@ from broker.quorum.controller_role import CommitGate, ControllerRole, RaftMetada
 from broker.quorum.peers import QuorumPeers
 from broker.quorum.raft_manager import RaftManager
 from broker.quorum.snapshots import MetadataSnapshots
+from broker.quotas.enforcement import BrokerQuotas, ChannelThrottles
 from broker.replication.followers import FollowerSupervisor
 from broker.replication.followers.settings import follower_settings
 from broker.replication.replica_manager import ReplicaManager
@@ -463,6 +464,9 @@ def _build_broker(
         producer_ids,
         _transaction_state_topic_creator(channel, loader, config),
     )
+    client_quotas = BrokerQuotas(
+        image.client_quota, samples=config.quota_window_num, window_s=config.quota_window_size_seconds
+    )
     handler_registry = broker_handlers(
         config,
         cluster_id=cluster_id,
@@ -478,8 +482,11 @@ def _build_broker(
         controller_id=lambda: _any_live_broker(image, config.node_id),
         auto_create=_auto_creator(channel, loader),
         client_listener=_client_listener(config).name,
+        quotas=client_quotas,
     )
-    servers.extend(_client_servers(config, handler_registry, request_metrics, registry))
+    servers.extend(
+        _client_servers(config, handler_registry, request_metrics, registry, client_quotas.throttles)
+    )
     tasks = [*housekeeping_tasks(config, replicas, log_manager), *groups.tasks, *transactions.tasks]
     return BrokerNode(
         replicas,
@@ -752,6 +759,7 @@ def _client_servers(
     handlers: HandlerRegistry,
     request_metrics: RequestMetrics,
     registry: CollectorRegistry,
+    throttles: ChannelThrottles | None = None,
 ) -> list[BrokerServer]:
     """One server per client listener, all sharing the broker's request memory pool and
     connection quotas (per broker, as in Kafka)."""
@@ -767,7 +775,7 @@ def _client_servers(
     )
     return [
         BrokerServer(
-            RequestDispatcher(handlers, request_metrics, listener.name),
+            RequestDispatcher(handlers, request_metrics, listener.name, throttles=throttles),
             [(listener.host, listener.port)],
             request_metrics,
             max_frame_size=config.socket_request_max_bytes,

@@ -707,6 +707,61 @@ class AdminClient:
             None if following is None else TopicPartitionKey(following.topic_name, following.partition_index),
         )
 
+    # -- client quotas (DescribeClientQuotas, AlterClientQuotas) ----------------------------------
+
+    async def describe_client_quotas(
+        self, components: Sequence[tuple[str, int, str | None]], *, strict: bool = False
+    ) -> list[tuple[tuple[tuple[str, str | None], ...], dict[str, float]]]:
+        """The entities matching the filter ((entity type, match type, match) components: 0 exact,
+        1 default, 2 any name) with their quotas; a top-level error raises KafkaResponseError."""
+        version = self._connection.version_for(ApiKey.DESCRIBE_CLIENT_QUOTAS)
+        body = {
+            "components": [{"entity_type": t, "match_type": m, "match": n} for t, m, n in components],
+            "strict": strict,
+        }
+        response = await self._connection.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, version, body)
+        raise_for_error(response.error_code, response.error_message, context="describe client quotas")
+        return [
+            (
+                tuple((e.entity_type, e.entity_name) for e in entry.entity),
+                {v.key: v.value for v in entry["values"]},
+            )
+            for entry in response.entries or []
+        ]
+
+    async def alter_client_quotas(
+        self,
+        alterations: Sequence[tuple[Sequence[tuple[str, str | None]], Mapping[str, float | None]]],
+        *,
+        validate_only: bool = False,
+    ) -> list[tuple[tuple[tuple[str, str | None], ...], ErrorCode, str | None]]:
+        """Set (a value) or remove (None) quota keys of each entity; each entity's (error, message)."""
+        version = self._connection.version_for(ApiKey.ALTER_CLIENT_QUOTAS)
+        body = {
+            "entries": [
+                {
+                    "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+                    "ops": [
+                        {"key": k, "value": 0.0 if v is None else v, "remove": v is None}
+                        for k, v in ops.items()
+                    ],
+                }
+                for entity, ops in alterations
+            ],
+            "validate_only": validate_only,
+        }
+        response = await self._connection.request(
+            ApiKey.ALTER_CLIENT_QUOTAS, version, body, self._request_timeout_s()
+        )
+        return [
+            (
+                tuple((e.entity_type, e.entity_name) for e in r.entity),
+                error_code(r.error_code),
+                r.error_message,
+            )
+            for r in response.entries
+        ]
+
     # -- configs -----------------------------------------------------------------------------------
 
     async def describe_configs(

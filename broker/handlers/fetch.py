@@ -4,11 +4,15 @@ Thin: the request becomes a :class:`~broker.fetch.service.FetchRequest` (topic n
 topic ids from v13; the replica id, and the follower's broker epoch, from ReplicaState from v15),
 the :class:`FetchService` serves it, and the response is encoded around the records' file slices
 (:mod:`broker.fetch.response`).
+A consumer over its ``consumer_byte_rate`` quota gets an empty response with the throttle time
+and its connection muted for that long (:mod:`broker.quotas.enforcement`); followers are never
+throttled by client quotas.
 v4 is the lowest version served: it is the first with record batch v2, which kipling stores.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -22,6 +26,7 @@ from broker.fetch_session import (
 )
 from broker.fetch_session.session import INVALID_SESSION_ID
 from broker.handlers.base import Handler, RequestContext
+from broker.quotas.enforcement import BrokerQuotas
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -38,20 +43,34 @@ class FetchHandler(Handler):
     min_version = 4
     max_version = 17
 
-    def __init__(self, service: FetchService, *, brokers: BrokerList | None = None) -> None:
+    def __init__(
+        self, service: FetchService, *, brokers: BrokerList | None = None, quotas: BrokerQuotas | None = None
+    ) -> None:
         """``brokers`` lists the advertised endpoints, for NodeEndpoints (v16+)."""
         self._service = service
         self._brokers = brokers
+        self._quotas = quotas
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         fetch = fetch_request(ctx.api_version, request)
+        if self._quotas is not None and fetch.replica_id < 0:
+            capped = self._quotas.fetch_max_bytes(ctx.client_id, fetch.max_bytes)
+            if capped != fetch.max_bytes:
+                fetch = dataclasses.replace(fetch, max_bytes=capped)
         parts = await self._service.fetch(fetch)
+        throttle_ms = 0
+        if self._quotas is not None and fetch.replica_id < 0:
+            size = sum(result.records_size for _, result in parts.partitions)
+            throttle_ms = self._quotas.fetch_throttle_ms(ctx.connection_id, ctx.client_id, size)
+            if throttle_ms > 0:
+                parts = _throttled(fetch, parts)
         body = response_body(
             ctx.api_version,
             parts,
             read_committed=fetch.isolation_level == IsolationLevel.READ_COMMITTED,
             brokers=self._brokers,
         )
+        body["throttle_time_ms"] = throttle_ms
         return encode_response(ctx.api_version, body)
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
@@ -69,6 +88,13 @@ class FetchHandler(Handler):
             return None
         parts = FetchResponseParts(code, INVALID_SESSION_ID, partitions)
         return response_body(version, parts, read_committed=False)
+
+
+def _throttled(fetch: FetchRequest, parts: FetchResponseParts) -> FetchResponseParts:
+    """Kafka's throttled fetch response: no partitions; an incremental session keeps its id (the
+    partitions stay dirty until the client fetches them again), a full fetch answers no session."""
+    incremental = fetch.session_id != INVALID_SESSION_ID and fetch.session_epoch > 0
+    return FetchResponseParts(parts.error_code, parts.session_id if incremental else INVALID_SESSION_ID, [])
 
 
 def fetch_request(version: int, request: MessageData) -> FetchRequest:

@@ -6,6 +6,9 @@ watermark; its module docstring lists the request-level and per-partition rules)
 response is built from the per-partition outcomes, with CurrentLeader for NOT_LEADER_OR_FOLLOWER
 at v10+.
 
+A client over its ``producer_byte_rate`` quota gets the throttle time in the response and its
+connection muted for that long (:mod:`broker.quotas.enforcement`).
+
 acks=0 gets no response; if any partition failed, the connection is closed instead (Kafka does
 the same, since the producer reads no response and would never learn of the error otherwise).
 """
@@ -18,6 +21,7 @@ import structlog
 
 from broker.handlers.base import NO_RESPONSE, Handler, RequestContext
 from broker.produce.service import PartitionOutcome, ProducePartitionData, ProduceRequest, ProduceService
+from broker.quotas.enforcement import BrokerQuotas
 from broker.server.dispatcher import CloseConnection
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
@@ -34,11 +38,17 @@ class ProduceHandler(Handler):
     min_version = 3
     max_version = 11
 
-    def __init__(self, service: ProduceService) -> None:
+    def __init__(self, service: ProduceService, quotas: BrokerQuotas | None = None) -> None:
         self._service = service
+        self._quotas = quotas
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
-        outcomes = await self._service.produce(produce_request(ctx, request))
+        produced = produce_request(ctx, request)
+        outcomes = await self._service.produce(produced)
+        throttle_ms = 0
+        if self._quotas is not None:
+            size = sum(len(p.records) for p in produced.partitions if p.records is not None)
+            throttle_ms = self._quotas.produce_throttle_ms(ctx.connection_id, ctx.client_id, size)
         if request.acks == 0:
             failed = [o for o in outcomes if o.error_code is not ErrorCode.NONE]
             if failed:
@@ -46,7 +56,7 @@ class ProduceHandler(Handler):
                 _log.info("closing connection", peer=ctx.peer, reason=reason)
                 raise CloseConnection(reason)
             return NO_RESPONSE
-        return self._response(ctx.api_version, request, outcomes)
+        return self._response(ctx.api_version, request, outcomes, throttle_ms)
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         """Every partition gets ``code``; acks=0 (or an unreadable body) closes the connection."""
@@ -58,14 +68,14 @@ class ProduceHandler(Handler):
     # -- response --------------------------------------------------------------------------------
 
     def _response(
-        self, version: int, request: MessageData, outcomes: list[PartitionOutcome]
+        self, version: int, request: MessageData, outcomes: list[PartitionOutcome], throttle_ms: int = 0
     ) -> dict[str, Any]:
         by_topic: list[dict[str, Any]] = []
         remaining = iter(outcomes)
         for topic in request.topic_data:
             partitions = [self._partition_response(version, next(remaining)) for _ in topic.partition_data]
             by_topic.append({"name": topic.name, "partition_responses": partitions})
-        return {"responses": by_topic, "throttle_time_ms": 0}
+        return {"responses": by_topic, "throttle_time_ms": throttle_ms}
 
     def _partition_response(self, version: int, outcome: PartitionOutcome) -> dict[str, Any]:
         result = outcome.result

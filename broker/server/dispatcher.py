@@ -22,6 +22,7 @@ from broker.handlers.api_versions import api_versions_body
 from broker.handlers.base import NO_RESPONSE, EncodedResponse, Handler, RequestContext
 from broker.handlers.registry import HandlerRegistry
 from broker.metrics.requests import RequestMetrics, api_name
+from broker.quotas.throttle import ChannelThrottles
 from protocol.api import read_request_header
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode, KafkaError
@@ -63,6 +64,7 @@ class RequestDispatcher:
         metrics: RequestMetrics,
         listener: str = "",
         gate: ResponseGate | None = None,
+        throttles: ChannelThrottles | None = None,
     ) -> None:
         """``listener`` names the listener whose connections this dispatcher serves (it goes into
         every RequestContext, so that Metadata answers with that listener's addresses)."""
@@ -70,9 +72,14 @@ class RequestDispatcher:
         self._metrics = metrics
         self._listener = listener
         self._gate = gate
+        self._throttles = throttles
 
     async def dispatch(self, frame: memoryview, peer: str, connection_id: int) -> Reply | None:
-        """Handle one request frame. Returns None when no response is due (acks=0)."""
+        """Handle one request frame. Returns None when no response is due (acks=0).
+
+        A connection muted for a client quota (``throttles``) is served once the mute is over."""
+        if self._throttles is not None:
+            await self._throttles.wait(connection_id)
         started = time.perf_counter()
         ctx, handler, body = self._decode(frame, peer, connection_id)
         if handler is None:

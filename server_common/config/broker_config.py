@@ -203,6 +203,8 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int
     transaction_remove_expired_transaction_cleanup_interval_ms: int
     transaction_partition_verification_enable: bool
+    quota_window_num: int
+    quota_window_size_seconds: int
     values: Mapping[str, object] = field(repr=False, compare=False)
     """Every defined key's own typed value (as given, else its default), for DescribeConfigs."""
     explicit_keys: frozenset[str] = field(repr=False, compare=False)

@@ -631,6 +631,11 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     ConfigDef("transaction.partition.verification.enable", T.BOOLEAN, True, L, "A partition leader asks "
               "the transaction coordinator whether a transactional batch belongs to an ongoing "
               "transaction before appending it (KIP-890).", None),
+    # -- client quotas
+    ConfigDef("quota.window.num", T.INT, 11, L, "Samples a client quota's rate is measured over.",
+              at_least(1)),
+    ConfigDef("quota.window.size.seconds", T.INT, 1, L, "Length of each sample of a client quota's "
+              "rate.", at_least(1)),
 )
 # fmt: on
 

@@ -1,0 +1,70 @@
+"""The broker's client quotas in one object the produce and fetch handlers and the dispatcher share.
+
+* Produce: the request's record bytes are recorded against the client's ``producer_byte_rate``;
+  over the quota, the response carries the throttle time and the connection is muted for it
+  (Kafka's handleProduceRequest; the records are appended all the same).
+* Fetch (consumers only; replication is never throttled by client quotas): ``max_bytes`` is capped
+  to the quota over ``quota.window.num - 1`` windows; the response's record bytes are recorded
+  against ``consumer_byte_rate``; over the quota they are taken back and the
+  client gets an empty response with the throttle time, then a muted connection (Kafka's
+  handleFetchRequest with its throttled fetch response).
+
+Kafka records the whole request size for produce; kipling records the record batches' bytes, the
+bulk of it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from broker.quotas.client_quota_manager import (
+    DEFAULT_QUOTA_WINDOW_NUM,
+    DEFAULT_QUOTA_WINDOW_SIZE_SECONDS,
+    ClientQuotaManager,
+    QuotaLookup,
+)
+from broker.quotas.throttle import ChannelThrottles
+from metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+
+__all__ = ["BrokerQuotas", "ChannelThrottles"]
+
+
+class BrokerQuotas:
+    """Produce and fetch byte-rate quotas over the quotas of the broker's metadata image."""
+
+    def __init__(
+        self,
+        quotas: QuotaLookup,
+        *,
+        samples: int = DEFAULT_QUOTA_WINDOW_NUM,
+        window_s: int = DEFAULT_QUOTA_WINDOW_SIZE_SECONDS,
+        throttles: ChannelThrottles | None = None,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, quotas, samples=samples, window_s=window_s)
+        self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, quotas, samples=samples, window_s=window_s)
+        self.throttles = throttles if throttles is not None else ChannelThrottles()
+        self._clock_ms = clock_ms
+
+    def produce_throttle_ms(self, connection_id: int, client_id: str | None, size: int) -> int:
+        """Record a produce request's bytes; the throttle time (the connection muted for it)."""
+        throttle_ms = self.produce.record_and_get_throttle_ms(client_id, size, self._clock_ms())
+        self.throttles.mute(connection_id, throttle_ms)
+        return throttle_ms
+
+    def fetch_max_bytes(self, client_id: str | None, max_bytes: int) -> int:
+        """A consumer fetch's ``max_bytes`` capped to what its quota allows in one window, as Kafka
+        caps it, so that a fetch is not throttled merely for being large."""
+        allowed = self.fetch.max_value_in_window(client_id)
+        return max_bytes if allowed is None else min(max_bytes, max(int(allowed), 1))
+
+    def fetch_throttle_ms(self, connection_id: int, client_id: str | None, size: int) -> int:
+        """Record a consumer fetch response's bytes; when throttled they are taken back (the response
+        goes out empty) and the connection is muted."""
+        now_ms = self._clock_ms()
+        throttle_ms = self.fetch.record_and_get_throttle_ms(client_id, size, now_ms)
+        if throttle_ms > 0:
+            self.fetch.unrecord(client_id, size, now_ms)
+            self.throttles.mute(connection_id, throttle_ms)
+        return throttle_ms

@@ -1,0 +1,208 @@
+"""Client quotas on a real broker: AlterClientQuotas / DescribeClientQuotas through kafka-python's
+own request classes (kafka-python 3.0.12 has no admin call for them; confluent-kafka 2.16.1 and
+aiokafka 0.14.0 have none either) and kipling's AdminClient, and their enforcement: a producer or
+consumer over its byte-rate quota gets a throttle time in its response and its connection muted
+for that long; a client without a quota is never throttled.
+
+Quotas are measured over ``quota.window.num`` (11) windows of one second: a first request is
+measured over ten seconds, so 250 kB against a 20 kB/s producer quota is 25 kB/s, 25 % over, and
+throttled for a quarter of the ten seconds (Kafka's throttle time), 2.5 s.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
+
+from client.admin import AdminClient
+from protocol.api_keys import ApiKey
+from protocol.records import Record, build_batch
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.wire_client import WireClient
+from tools.commands.topics import ClusterConnections, bootstrap_servers, run_async
+
+pytestmark = [pytest.mark.timeout(180)]
+
+PRODUCE_VERSION = 9
+FETCH_VERSION = 12
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path_factory.mktemp("client-quotas")).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(node: BrokerProcess) -> Iterator[KafkaAdminClient]:
+    client = KafkaAdminClient(bootstrap_servers=node.bootstrap, client_id="quota-admin")
+    yield client
+    client.close()
+
+
+def set_quota(admin: KafkaAdminClient, entity: list[tuple[str, str | None]], key: str, value: float) -> Any:
+    entry = AlterClientQuotasRequest.EntryData
+    request = AlterClientQuotasRequest(
+        entries=[
+            entry(
+                entity=[entry.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                ops=[entry.OpData(key=key, value=value, remove=False)],
+            )
+        ],
+        validate_only=False,
+    )
+    return admin._manager.run(admin._manager.send, request)
+
+
+def batch(size: int, count: int = 1) -> bytes:
+    return build_batch([Record(key=None, value=b"x" * (size // count), timestamp=0) for _ in range(count)])
+
+
+def produce(client: WireClient, topic: str, records: bytes, client_id: str) -> Any:
+    body = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+    }
+    return client.request(int(ApiKey.PRODUCE), PRODUCE_VERSION, body, client_id=client_id).body
+
+
+def fetch(
+    client: WireClient, topic: str, offset: int, client_id: str, max_bytes: int = 50 * 1024 * 1024
+) -> Any:
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": max_bytes,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    return client.request(int(ApiKey.FETCH), FETCH_VERSION, body, client_id=client_id).body
+
+
+def test_kafka_python_alters_and_describes_quotas(admin: KafkaAdminClient) -> None:
+    response = set_quota(admin, [("user", "alice"), ("client-id", "app")], "producer_byte_rate", 1024.0)
+    assert [(e.error_code, e.error_message) for e in response.entries] == [(0, None)]
+    refused = set_quota(admin, [("user", "alice")], "producer_byte_rate", 1.5)
+    assert [(e.error_code, e.error_message) for e in refused.entries] == [
+        (42, "Configuration producer_byte_rate must be a Long value")
+    ]
+    component = DescribeClientQuotasRequest.ComponentData
+    request = DescribeClientQuotasRequest(
+        components=[component(entity_type="user", match_type=0, match="alice")], strict=False
+    )
+    described = admin._manager.run(admin._manager.send, request)
+    assert described.error_code == 0
+    [entry] = described.entries
+    assert sorted((e.entity_type, e.entity_name) for e in entry.entity) == [
+        ("client-id", "app"),
+        ("user", "alice"),
+    ]
+    assert [(v.key, v.value) for v in entry.values] == [("producer_byte_rate", 1024.0)]
+
+
+async def _kipling_admin(node: BrokerProcess) -> None:
+    cluster = ClusterConnections(bootstrap_servers(node.bootstrap), client_id="kipling-admin")
+    try:
+        admin = AdminClient(await cluster.any_connection())
+        [(entity, error, message)] = await admin.alter_client_quotas(
+            [((("client-id", None),), {"consumer_byte_rate": 5e6})]
+        )
+        assert (entity, error.name, message) == ((("client-id", None),), "NONE", None)
+        described = await admin.describe_client_quotas([("client-id", 1, None)], strict=True)
+        assert described == [((("client-id", None),), {"consumer_byte_rate": 5e6})]
+        [(_, error, _)] = await admin.alter_client_quotas(
+            [((("client-id", None),), {"consumer_byte_rate": None})]
+        )
+        assert error.name == "NONE"
+        assert await admin.describe_client_quotas([("client-id", 1, None)], strict=True) == []
+    finally:
+        await cluster.close()
+
+
+def test_kipling_admin_sets_describes_and_removes_a_default_quota(node: BrokerProcess) -> None:
+    run_async(_kipling_admin(node))
+
+
+def test_a_producer_over_its_quota_is_throttled_and_muted(
+    node: BrokerProcess, admin: KafkaAdminClient
+) -> None:
+    admin.create_topics([NewTopic("quota-produce", 1, 1)])
+    assert (
+        set_quota(admin, [("client-id", "slow-producer")], "producer_byte_rate", 20_000.0)
+        .entries[0]
+        .error_code
+        == 0
+    )
+    records = batch(250_000, count=10)
+    with WireClient(node.port) as free:
+        unthrottled = produce(free, "quota-produce", records, "free-producer")
+        assert unthrottled.throttle_time_ms == 0
+    with WireClient(node.port, timeout_s=30) as slow:
+        first = produce(slow, "quota-produce", records, "slow-producer")
+        assert first.responses[0].partition_responses[0].error_code == 0  # appended all the same
+        throttle_ms = first.throttle_time_ms
+        assert 2000 <= throttle_ms <= 3000  # (25 kB/s - 20 kB/s) / 20 kB/s x 10 s
+        started = time.monotonic()
+        produce(slow, "quota-produce", batch(100), "slow-producer")  # served once the mute is over
+        assert time.monotonic() - started >= throttle_ms / 1000 - 0.2
+
+
+def test_a_consumer_over_its_quota_gets_an_empty_throttled_fetch(
+    node: BrokerProcess, admin: KafkaAdminClient
+) -> None:
+    admin.create_topics([NewTopic("quota-fetch", 1, 1)])
+    with WireClient(node.port) as producer:
+        for _ in range(15):
+            produce(producer, "quota-fetch", batch(20_000, count=4), "loader")
+    assert (
+        set_quota(admin, [("client-id", "slow-consumer")], "consumer_byte_rate", 20_000.0)
+        .entries[0]
+        .error_code
+        == 0
+    )
+    with WireClient(node.port, timeout_s=30) as consumer:
+        # max_bytes is capped to the quota over 10 windows (200 kB): the first fetch is not throttled
+        first = fetch(consumer, "quota-fetch", 0, "slow-consumer")
+        assert first.throttle_time_ms == 0
+        first_bytes = len(first.responses[0].partitions[0].records)
+        assert 100_000 <= first_bytes <= 200_000 + 25_000
+        # the rest takes the rate over the quota: nothing is returned, the throttle time says why
+        second = fetch(consumer, "quota-fetch", 1, "slow-consumer")
+        assert second.throttle_time_ms > 0
+        assert second.responses == []
+        started = time.monotonic()
+        third = fetch(consumer, "quota-fetch", 1, "slow-consumer")
+        assert time.monotonic() - started >= second.throttle_time_ms / 1000 - 0.2
+        assert third.throttle_time_ms >= 0
+    with WireClient(node.port) as free:
+        everything = fetch(free, "quota-fetch", 0, "free-consumer")
+        assert everything.throttle_time_ms == 0
+        assert len(everything.responses[0].partitions[0].records) > 250_000
