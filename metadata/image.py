@@ -30,6 +30,7 @@ from typing import Any
 
 from metadata.records import (
     BrokerEndpointRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     FenceBrokerRecord,
@@ -52,6 +53,15 @@ at or below :attr:`MetadataImage.offset` are skipped), not protocol.sentinels.UN
 NO_EPOCH = -1
 """The controller epoch of an image that has applied no record."""
 INITIAL_NEXT_PRODUCER_ID = 0
+
+QuotaEntity = tuple[tuple[str, str | None], ...]
+"""A client quota entity: its (entity type, entity name) pairs sorted by type; a None name is the
+type's default entity."""
+
+
+def quota_entity(pairs: Iterable[tuple[str, str | None]]) -> QuotaEntity:
+    """The canonical form of an entity given in any order."""
+    return tuple(sorted(pairs, key=lambda pair: pair[0]))
 
 
 class MetadataReplayError(Exception):
@@ -138,6 +148,7 @@ class MetadataImage:
         self._by_name: dict[str, TopicState] = {}
         self._by_id: dict[uuid.UUID, TopicState] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}
+        self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._next_producer_id = INITIAL_NEXT_PRODUCER_ID
         self._offset = NO_OFFSET
         self._epoch = NO_EPOCH
@@ -279,6 +290,14 @@ class MetadataImage:
         """The first producer id of the next block the controller will hand out."""
         return self._next_producer_id
 
+    def client_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
+        """Every entity with client quotas, and its quotas by key (copies)."""
+        return {entity: dict(values) for entity, values in self._client_quotas.items()}
+
+    def client_quota(self, entity: QuotaEntity) -> dict[str, float]:
+        """The quotas of one entity (pairs sorted by entity type), by key; empty when it has none."""
+        return self._client_quotas.get(entity, {})
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MetadataImage):
             return NotImplemented
@@ -299,6 +318,7 @@ class MetadataImage:
             self._by_name,
             self._by_id,
             self._broker_configs,
+            self._client_quotas,
             self._next_producer_id,
             self._offset,
             self._epoch,
@@ -405,6 +425,19 @@ class MetadataImage:
             return None
         return f"unsupported config resource type {record.resource_type}"
 
+    def _set_client_quota(self, record: ClientQuotaRecord, offset: int) -> str | None:
+        if not record.entity:
+            return "a client quota without an entity"
+        entity = quota_entity(record.entity)
+        quotas = self._client_quotas.setdefault(entity, {})
+        if record.remove:
+            quotas.pop(record.key, None)
+        else:
+            quotas[record.key] = record.value
+        if not quotas:
+            del self._client_quotas[entity]
+        return None
+
     def _allocate_producer_ids(self, record: ProducerIdsRecord, offset: int) -> str | None:
         if record.next_producer_id <= self._next_producer_id:
             return (
@@ -426,6 +459,7 @@ _REPLAYERS: dict[type, _Replayer] = {
     FenceBrokerRecord: MetadataImage._fence_broker,
     UnfenceBrokerRecord: MetadataImage._unfence_broker,
     RemoveTopicRecord: MetadataImage._remove_topic,
+    ClientQuotaRecord: MetadataImage._set_client_quota,
     ProducerIdsRecord: MetadataImage._allocate_producer_ids,
 }
 

@@ -166,6 +166,22 @@ class RemoveTopicRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """A client quota of an entity is set to ``value``, or removed (``remove``; value unused).
+
+    ``entity`` is Kafka's entity: (entity type, entity name) pairs, types among ``user``,
+    ``client-id`` and ``ip``, a None name standing for the type's default entity.
+    """
+
+    RECORD_TYPE: ClassVar[int] = 14
+
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float
+    remove: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerIdsRecord:
     """A block of producer ids went to a broker; ``next_producer_id`` is the first id of the next block."""
 
@@ -186,6 +202,7 @@ MetadataRecord = (
     | FenceBrokerRecord
     | UnfenceBrokerRecord
     | RemoveTopicRecord
+    | ClientQuotaRecord
     | ProducerIdsRecord
 )
 """Any record of the metadata log."""
@@ -202,6 +219,7 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
         FenceBrokerRecord,
         UnfenceBrokerRecord,
         RemoveTopicRecord,
+        ClientQuotaRecord,
         ProducerIdsRecord,
     )
 }

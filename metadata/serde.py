@@ -78,6 +78,8 @@ def _to_wire(record: MetadataRecord) -> dict[str, Any]:
         value = getattr(record, f.name)
         if f.name == "endpoints":
             value = [dataclasses.asdict(e) for e in value]
+        elif f.name == "entity":  # a ClientQuotaRecord's (type, name) pairs
+            value = [{"entity_type": kind, "entity_name": name} for kind, name in value]
         elif isinstance(value, tuple):
             value = list(value)
         out[f.name] = value
@@ -87,6 +89,8 @@ def _to_wire(record: MetadataRecord) -> dict[str, Any]:
 def _from_wire(name: str, value: Any) -> Any:
     if name == "endpoints":
         return tuple(BrokerEndpointRecord(e.name, e.host, e.port, e.security_protocol) for e in value)
+    if name == "entity":
+        return tuple((e.entity_type, e.entity_name) for e in value)
     if isinstance(value, list):
         return tuple(value)
     return value

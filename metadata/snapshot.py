@@ -53,6 +53,7 @@ from typing import NamedTuple
 
 from metadata.image import MetadataImage
 from metadata.records import (
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     MetadataRecord,
@@ -173,8 +174,9 @@ def image_records(image: MetadataImage) -> list[tuple[int, MetadataRecord]]:
     Order, every group sorted so that equal images give equal bytes: the brokers by id (with their
     fencing and epochs); each topic by name with its partitions by index (leader, ISR and epochs as
     they are) and then its config overrides by key; broker config overrides by resource and key;
-    the producer id block's next id (as a ProducerIdsRecord of broker -1, epoch -1: the image does
-    not keep who took the last block), unless no block was ever handed out.
+    client quotas by entity and key; the producer id block's next id (as a ProducerIdsRecord of
+    broker -1, epoch -1: the image does not keep who took the last block), unless no block was ever
+    handed out.
     """
     at = image.offset
     records: list[tuple[int, MetadataRecord]] = []
@@ -213,6 +215,9 @@ def image_records(image: MetadataImage) -> list[tuple[int, MetadataRecord]]:
     for resource in image.broker_config_resources():
         for name, value in sorted(image.broker_configs(resource).items()):
             records.append((at, ConfigRecord(ConfigResourceType.BROKER, resource, name, value)))
+    for entity, quotas in sorted(image.client_quotas().items(), key=lambda item: repr(item[0])):
+        for key, quota in sorted(quotas.items()):
+            records.append((at, ClientQuotaRecord(entity, key, quota, False)))
     if image.next_producer_id != MetadataImage().next_producer_id:
         records.append((at, ProducerIdsRecord(-1, -1, image.next_producer_id)))
     return records

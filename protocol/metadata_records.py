@@ -47,6 +47,7 @@ PARTITION_CHANGE_RECORD = 5
 FENCE_BROKER_RECORD = 7
 UNFENCE_BROKER_RECORD = 8
 REMOVE_TOPIC_RECORD = 9
+CLIENT_QUOTA_RECORD = 14
 PRODUCER_IDS_RECORD = 15
 
 
@@ -127,6 +128,22 @@ PARTITION_CHANGE_RECORD_SPEC = _record(
 FENCE_BROKER_RECORD_SPEC = _broker_epoch_record(FENCE_BROKER_RECORD, "FenceBrokerRecord")
 UNFENCE_BROKER_RECORD_SPEC = _broker_epoch_record(UNFENCE_BROKER_RECORD, "UnfenceBrokerRecord")
 REMOVE_TOPIC_RECORD_SPEC = _record(REMOVE_TOPIC_RECORD, "RemoveTopicRecord", Field("topic_id", "uuid", "0+"))
+CLIENT_QUOTA_RECORD_SPEC = _record(
+    CLIENT_QUOTA_RECORD,
+    "ClientQuotaRecord",
+    Field(
+        "entity",
+        "[]EntityData",
+        "0+",
+        fields=(
+            Field("entity_type", "string", "0+"),
+            Field("entity_name", "string", "0+", nullable_versions="0+"),
+        ),
+    ),
+    Field("key", "string", "0+"),
+    Field("value", "float64", "0+"),
+    Field("remove", "bool", "0+"),
+)
 PRODUCER_IDS_RECORD_SPEC = _record(
     PRODUCER_IDS_RECORD,
     "ProducerIdsRecord",
@@ -147,6 +164,7 @@ METADATA_RECORDS: dict[int, MessageSpec] = {
         FENCE_BROKER_RECORD_SPEC,
         UNFENCE_BROKER_RECORD_SPEC,
         REMOVE_TOPIC_RECORD_SPEC,
+        CLIENT_QUOTA_RECORD_SPEC,
         PRODUCER_IDS_RECORD_SPEC,
     )
 }

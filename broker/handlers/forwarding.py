@@ -20,6 +20,7 @@ import structlog
 from broker.cluster.controller_channel import ControllerChannel, ControllerUnavailableError
 from broker.cluster.metadata_loader import MetadataLoader
 from broker.handlers.base import Handler, RequestContext
+from broker.handlers.client_quotas import altered_quotas_shown
 from metadata.image import MetadataImage
 from metadata.topics import NO_LEADER
 from protocol.api_keys import ApiKey
@@ -30,6 +31,9 @@ from protocol.sentinels import ZERO_UUID
 __all__ = ["ForwardingHandler", "effect_of"]
 
 MIN_WAIT_S = 0.05
+DEFAULT_WAIT_MS = 30_000
+"""How long a broker waits for its metadata to show the effect of a request without ``timeout_ms``
+(AlterClientQuotas): Kafka's default request timeout."""
 FORWARD_TIMEOUT_FLOOR_S = 5.0
 """The controller gets at least this long to answer, whatever the client's ``timeout_ms`` (which
 bounds only the wait for this broker's metadata to show the effect): a CreateTopics with
@@ -71,7 +75,7 @@ class ForwardingHandler(Handler):
         self._effect = effect
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
-        timeout_s = max(request.timeout_ms / 1000, MIN_WAIT_S)
+        timeout_s = max(getattr(request, "timeout_ms", DEFAULT_WAIT_MS) / 1000, MIN_WAIT_S)
         try:
             response = await self._channel.forward(
                 self.api_key, ctx.api_version, request, max(timeout_s, FORWARD_TIMEOUT_FLOOR_S)
@@ -189,4 +193,5 @@ def effect_of(api_key: ApiKey) -> EffectOf:
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: _reassigned_partitions,
         ApiKey.LIST_PARTITION_REASSIGNMENTS: _no_change,
         ApiKey.ELECT_LEADERS: _elected_leaders,
+        ApiKey.ALTER_CLIENT_QUOTAS: altered_quotas_shown,
     }[api_key]

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from metadata.client_quotas import AlterationResult, QuotaAlteration, plan_alterations
 from metadata.controller.cluster_control import BrokerSessions, ClusterControl, HeartbeatResult
 from metadata.controller.config_control import AlterConfigsResult, ConfigControl, ConfigResourceChange
 from metadata.controller.leader_election import ElectionType, TopicElectionResult, plan_elections
@@ -308,6 +309,17 @@ class QuorumController:
         self, broker_id: int, broker_epoch: int, partitions: Sequence[AlterPartitionItem]
     ) -> AlterPartitionResponse:
         return self._replication.alter_partition(broker_id, broker_epoch, partitions)
+
+    def alter_client_quotas(
+        self, alterations: Sequence[QuotaAlteration], *, validate_only: bool = False
+    ) -> list[AlterationResult]:
+        """AlterClientQuotas (see :mod:`metadata.client_quotas`): the changed keys of every valid
+        entity as ClientQuotaRecords, in one batch (none with ``validate_only``)."""
+        results, records = plan_alterations(self._image.client_quotas(), alterations)
+        if records and not validate_only:
+            self._writer.commit(records)
+            _log.info("client quotas altered", records=len(records))
+        return results
 
     def elect_leaders(
         self, election_type: ElectionType, requested: Sequence[tuple[str, Sequence[int]]] | None

@@ -121,6 +121,7 @@ def test_record_type_ids_are_kafkas() -> None:
         7: "FenceBrokerRecord",
         8: "UnfenceBrokerRecord",
         9: "RemoveTopicRecord",
+        14: "ClientQuotaRecord",
         15: "ProducerIdsRecord",
     }
     assert all(type_id == cls.RECORD_TYPE for type_id, cls in RECORD_CLASSES.items())

@@ -57,6 +57,7 @@ EXPECTED_FIELDS = {
     7: ["broker_id", "broker_epoch"],
     8: ["broker_id", "broker_epoch"],
     9: ["topic_id"],
+    14: ["entity", "key", "value", "remove"],
     15: ["broker_id", "broker_epoch", "next_producer_id"],
 }
 
@@ -81,10 +82,11 @@ def test_type_constants_match_kafka_numbering() -> None:
         mr.FENCE_BROKER_RECORD: "FenceBrokerRecord",
         mr.UNFENCE_BROKER_RECORD: "UnfenceBrokerRecord",
         mr.REMOVE_TOPIC_RECORD: "RemoveTopicRecord",
+        mr.CLIENT_QUOTA_RECORD: "ClientQuotaRecord",
         mr.PRODUCER_IDS_RECORD: "ProducerIdsRecord",
     }
     assert constants == {t: spec.name for t, spec in METADATA_RECORDS.items()}
-    assert list(constants) == [0, 1, 2, 3, 4, 5, 7, 8, 9, 15]
+    assert list(constants) == [0, 1, 2, 3, 4, 5, 7, 8, 9, 14, 15]
 
 
 def test_records_stay_out_of_the_message_registry() -> None:
