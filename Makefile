@@ -106,6 +106,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.startup
 	$(BIN)/python -m bench.throughput
 	$(BIN)/python -m bench.replication
+	$(BIN)/python -m bench.reassignment
 	$(BIN)/python -m bench.spark_read
 	$(BIN)/python -m bench.transactions
 

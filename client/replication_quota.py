@@ -8,9 +8,10 @@ broker, hence this module in ``client/``.
 
 The rate is Kafka's ``Rate`` over ``replication.quota.window.num`` (11) samples of
 ``replication.quota.window.size.seconds`` (1 s): the bytes recorded in the retained samples divided by
-the time they span, where that time counts at least ``num - 1`` whole windows. So a new quota lets
-about ten seconds' worth of bytes through at once before it bites, as Kafka's does; the bound is
-exceeded when the rate is above it.
+the time they span, where that time counts at least ``num - 1`` whole windows; the bound is
+exceeded when the rate is above it. So, as with Kafka's, a quota lets about ten seconds' worth of
+bytes through in a burst, then nothing until that sample leaves the window: a long throttled copy
+comes in bursts and averages about the bound.
 
 The throttled-replicas lists are ``*`` (every partition of the topic) or ``partition:broker`` pairs;
 a broker throttles the partitions listed with its own id (Kafka's ``parseThrottledPartitions``).
