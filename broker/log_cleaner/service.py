@@ -239,7 +239,7 @@ class LogCleaner:
             self.manager.abort_cleaning(taken)
             return False
         result = CleanResult.from_json(reply["result"])
-        installed = self._install(candidate, result)
+        installed = await self._install(candidate, result)
         if installed:
             self.manager.done_cleaning(taken, result.end_offset)
             self.rounds += 1
@@ -262,11 +262,15 @@ class LogCleaner:
             )
         return installed
 
-    def _install(self, candidate: CleanableLog, result: CleanResult) -> bool:
-        """Install every group on this loop; the first refused one discards it and the rest."""
+    async def _install(self, candidate: CleanableLog, result: CleanResult) -> bool:
+        """Install every group on this loop, yielding between groups (each costs a few fsyncs: a
+        round of many groups must not hold the loop); the first refused one discards it and the rest."""
         directory = candidate.log.directory
-        installing = candidate.is_current()
-        for group in result.groups:
+        installing = True
+        for i, group in enumerate(result.groups):
+            if i:
+                await asyncio.sleep(0)
+            installing = installing and candidate.is_current()
             if installing:
                 try:
                     installing = candidate.log.replace_segments(group.replaced) is not None

@@ -90,9 +90,9 @@ async def test_a_log_given_up_meanwhile_is_left_alone(tmp_path: pathlib.Path) ->
     cleaner = cleaner_for(tmp_path, clock, log, owned)
     original = cleaner._install
 
-    def give_up_first(candidate: CleanableLog, result: CleanResult) -> bool:
+    async def give_up_first(candidate: CleanableLog, result: CleanResult) -> bool:
         owned[0] = False  # e.g. leadership moved while the process was cleaning
-        return original(candidate, result)
+        return await original(candidate, result)
 
     cleaner._install = give_up_first  # type: ignore[method-assign]
     cleaner.start()
