@@ -344,12 +344,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def add_quota_arguments(parser: argparse.ArgumentParser) -> None:
-    """The client quotas module's own arguments, when it is installed."""
+    """The client quotas module's own arguments, when it is installed (its options that this parser
+    already declares, --entity-type and the like, stay as declared here)."""
     try:
         module: Any = importlib.import_module(QUOTA_MODULE)
     except ModuleNotFoundError:
         return
-    module.add_client_quota_arguments(parser)
+    adder = getattr(module, "add_client_quota_arguments", None)
+    if adder is None:
+        return
+    try:
+        adder(parser)
+    except argparse.ArgumentError:
+        pass  # a same-named option: the one declared here serves both
 
 
 def run(args: argparse.Namespace) -> int:
