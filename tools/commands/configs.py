@@ -24,6 +24,7 @@ it is installed; ``broker-loggers`` is not served by kipling.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 from collections.abc import Sequence
@@ -353,10 +354,8 @@ def add_quota_arguments(parser: argparse.ArgumentParser) -> None:
     adder = getattr(module, "add_client_quota_arguments", None)
     if adder is None:
         return
-    try:
+    with contextlib.suppress(argparse.ArgumentError):  # a same-named option: the one here serves both
         adder(parser)
-    except argparse.ArgumentError:
-        pass  # a same-named option: the one declared here serves both
 
 
 def run(args: argparse.Namespace) -> int:
