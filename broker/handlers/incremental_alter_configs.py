@@ -138,6 +138,15 @@ class ForwardedAlterConfigsHandler(Handler):
             if problem is not None:
                 refused[index] = problem
         kept = [r for i, r in enumerate(request.resources) if i not in refused]
+        _log.info(
+            "config change received",
+            api=self.api_key.name,
+            version=ctx.api_version,
+            client_id=ctx.client_id,
+            resources=len(request.resources),
+            forwarded=len(kept),
+            validate_only=request.validate_only,
+        )
         answers: list[dict[str, Any]] = []
         if kept:
             answers = await self._forward(ctx, request, kept)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from tools.commands.topics import run_async
 pytestmark = [pytest.mark.timeout(180)]
 
 TIMEOUT_S = 30
+KP_CLIENT = "dynamic-configs-test"
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +50,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 @pytest.fixture(scope="module")
 def admin(node: BrokerProcess) -> Iterator[KafkaAdminClient]:
-    client = KafkaAdminClient(bootstrap_servers=node.bootstrap, client_id="dynamic-configs-test")
+    client = KafkaAdminClient(bootstrap_servers=node.bootstrap, client_id=KP_CLIENT)
     yield client
     client.close()
 
@@ -82,6 +84,17 @@ def produce(node: BrokerProcess, topic: str, size: int) -> KafkaError | None:
     return errors[0]
 
 
+def versions_seen(node: BrokerProcess, api: str, client_id: str) -> set[int]:
+    """The versions of ``api`` the broker logged receiving from clients whose id starts with
+    ``client_id`` ("config change received")."""
+    return {
+        int(match)
+        for line in node.output().splitlines()
+        if "config change received" in line and f"api={api}" in line and f"client_id={client_id}" in line
+        for match in re.findall(r"version=(\d+)", line)
+    }
+
+
 def run_tool(*argv: str) -> tuple[int, str, str]:
     args = build_parser().parse_args(["configs", *argv])
     out, err = io.StringIO(), io.StringIO()
@@ -89,7 +102,7 @@ def run_tool(*argv: str) -> tuple[int, str, str]:
     return status, out.getvalue(), err.getvalue()
 
 
-def test_kafka_python_incremental_and_legacy(admin: KafkaAdminClient) -> None:
+def test_kafka_python_incremental_and_legacy(node: BrokerProcess, admin: KafkaAdminClient) -> None:
     create(admin, "kp")
     result = admin.alter_configs([KpConfigResource(KpResourceType.TOPIC, "kp", {"retention.ms": "123456"})])
     assert result == {"topic": {"kp": "OK"}}
@@ -102,6 +115,8 @@ def test_kafka_python_incremental_and_legacy(admin: KafkaAdminClient) -> None:
         [KpConfigResource(KpResourceType.TOPIC, "kp", {"segment.bytes": "1048576"})], incremental=False
     )
     assert legacy == {"topic": {"kp": "OK"}}
+    assert versions_seen(node, "INCREMENTAL_ALTER_CONFIGS", KP_CLIENT) == {1}  # kafka-python 3.0.12
+    assert versions_seen(node, "ALTER_CONFIGS", KP_CLIENT) == {2}
     configs = topic_configs(admin, "kp", "retention.ms", "segment.bytes")
     assert (configs["retention.ms"]["value"], configs["segment.bytes"]["value"]) == ("123456", "1048576")
     bad = admin.alter_configs([KpConfigResource(KpResourceType.TOPIC, "kp", {"retention.ms": "-7"})])
@@ -165,6 +180,8 @@ def test_confluent_incremental_then_live_max_message_bytes(
         futures = client.alter_configs([legacy])
     for future in futures.values():
         future.result(timeout=TIMEOUT_S)
+    assert versions_seen(node, "INCREMENTAL_ALTER_CONFIGS", "rdkafka") == {1}  # confluent-kafka 2.16.1
+    assert versions_seen(node, "ALTER_CONFIGS", "rdkafka") == {2}
     configs = topic_configs(admin, "cf", "max.message.bytes", "retention.ms", "cleanup.policy")
     assert configs["max.message.bytes"]["config_source"] == "DEFAULT_CONFIG"
     assert configs["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
@@ -255,6 +272,7 @@ def test_aiokafka_alter_configs(node: BrokerProcess, admin: KafkaAdminClient) ->
             await client.close()
 
     responses = asyncio.run(alter())
+    assert versions_seen(node, "ALTER_CONFIGS", "aiokafka") == {1}  # aiokafka 0.14.0
     errors = [r.resources[0][0] if getattr(r, "resources", None) else None for r in responses]
     assert all(code in (0, None) for code in errors), responses
     assert topic_configs(admin, "aio", "retention.ms")["retention.ms"]["value"] == "3600000"
