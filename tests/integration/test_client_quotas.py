@@ -11,6 +11,7 @@ throttled for a quarter of the ten seconds (Kafka's throttle time), 2.5 s.
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +26,8 @@ from protocol.api_keys import ApiKey
 from protocol.records import Record, build_batch
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.wire_client import WireClient
+from tools.cli import build_parser
+from tools.commands.client_quotas import run_client_quotas
 from tools.commands.topics import ClusterConnections, bootstrap_servers, run_async
 
 pytestmark = [pytest.mark.timeout(180)]
@@ -206,3 +209,83 @@ def test_a_consumer_over_its_quota_gets_an_empty_throttled_fetch(
         everything = fetch(free, "quota-fetch", 0, "free-consumer")
         assert everything.throttle_time_ms == 0
         assert len(everything.responses[0].partitions[0].records) > 250_000
+
+
+def run_configs(node: BrokerProcess, *argv: str) -> tuple[int, str, str]:
+    args = build_parser().parse_args(["configs", "--bootstrap-server", node.bootstrap, *argv])
+    out, err = io.StringIO(), io.StringIO()
+    status = run_async(run_client_quotas(args, out, err))
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_kipling_configs_alters_and_describes_client_and_user_quotas(node: BrokerProcess) -> None:
+    assert run_configs(
+        node,
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "tool-app",
+        "--alter",
+        "--add-config",
+        "producer_byte_rate=1048576,consumer_byte_rate=2097152",
+    ) == (0, "Completed updating config for client tool-app.\n", "")
+    assert run_configs(
+        node,
+        "--entity-type",
+        "users",
+        "--entity-default",
+        "--alter",
+        "--add-config",
+        "request_percentage=12.5",
+    ) == (0, "Completed updating default config for users in the cluster.\n", "")
+    assert run_configs(
+        node, "--user", "bob", "--client", "tool-app", "--alter", "--add-config", "producer_byte_rate=1e7"
+    ) == (
+        0,
+        "Completed updating config for user bob.\n",
+        "",
+    )
+    assert run_configs(node, "--entity-type", "clients", "--entity-name", "tool-app", "--describe") == (
+        0,
+        "Quota configs for client-id 'tool-app' are "
+        "consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0\n",
+        "",
+    )
+    assert run_configs(node, "--entity-type", "users", "--entity-default", "--describe") == (
+        0,
+        "Quota configs for the default user-principal are request_percentage=12.5\n",
+        "",
+    )
+    assert run_configs(node, "--user", "bob", "--client", "tool-app", "--describe") == (
+        0,
+        "Quota configs for user-principal 'bob', client-id 'tool-app' are producer_byte_rate=1.0E7\n",
+        "",
+    )
+    assert run_configs(
+        node,
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "tool-app",
+        "--alter",
+        "--delete-config",
+        "request_percentage",
+    ) == (1, "", "Invalid config(s): request_percentage\n")
+    assert run_configs(
+        node, "--entity-type", "clients", "--entity-name", "tool-app", "--alter", "--add-config", "nonsense=1"
+    ) == (1, "", "INVALID_REQUEST: Invalid configuration key nonsense\n")
+    assert run_configs(
+        node,
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "tool-app",
+        "--alter",
+        "--delete-config",
+        "producer_byte_rate,consumer_byte_rate",
+    ) == (0, "Completed updating config for client tool-app.\n", "")
+    assert run_configs(node, "--entity-type", "clients", "--entity-name", "tool-app", "--describe") == (
+        0,
+        "",
+        "",
+    )
