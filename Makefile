@@ -109,6 +109,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.reassignment
 	$(BIN)/python -m bench.spark_read
 	$(BIN)/python -m bench.transactions
+	$(BIN)/python -m bench.cleaner
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
