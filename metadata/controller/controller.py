@@ -81,6 +81,7 @@ from metadata.controller.topic_rules import ConfigValidator, TopicDefaults
 from metadata.image import MetadataImage
 from metadata.producer_id_block import ProducerIdBlock
 from metadata.records import BrokerEndpointRecord, MetadataRecord
+from metadata.topics import NO_LEADER
 from server_common.config import validate_topic_configs
 from storage.clock import Clock
 
@@ -352,10 +353,34 @@ class QuorumController:
         self, resources: Sequence[ConfigResourceChange], *, validate_only: bool = False
     ) -> list[AlterConfigsResult]:
         """IncrementalAlterConfigs: one batch of ConfigRecords for every valid resource."""
-        return self._configs.incremental_alter_configs(resources, validate_only=validate_only)
+        results = self._configs.incremental_alter_configs(resources, validate_only=validate_only)
+        if not validate_only:
+            self._elect_where_unclean_became_allowed()
+        return results
 
     def alter_configs(
         self, resources: Sequence[ConfigResourceChange], *, validate_only: bool = False
     ) -> list[AlterConfigsResult]:
         """AlterConfigs: each valid resource's overrides replaced, in one batch."""
-        return self._configs.alter_configs(resources, validate_only=validate_only)
+        results = self._configs.alter_configs(resources, validate_only=validate_only)
+        if not validate_only:
+            self._elect_where_unclean_became_allowed()
+        return results
+
+    def _elect_where_unclean_became_allowed(self) -> None:
+        """unclean.leader.election.enable applies without a restart: once it allows an unclean
+        election for a topic (its override, or the cluster-wide dynamic default), its partitions left
+        without a leader get one now, as Kafka's controller elects unclean leaders for leaderless
+        partitions, instead of waiting for the next broker change."""
+        leaderless = [
+            (topic.name, [p.partition for p in topic.sorted_partitions() if p.leader_id == NO_LEADER])
+            for topic in self._image.all()
+            if self._replication.unclean_election_enabled(topic)
+        ]
+        wanted = [(name, partitions) for name, partitions in leaderless if partitions]
+        if not wanted:
+            return
+        _, records = plan_elections(self._image, self._replication.is_active, ElectionType.UNCLEAN, wanted)
+        if records:
+            self._writer.commit(records)
+            _log.info("unclean leaders elected after a config change", partitions=len(records))

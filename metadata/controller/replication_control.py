@@ -245,8 +245,11 @@ class ReplicationControl:
         return ClusterBrokers.of(registered, [b for b in registered if self.is_active(b)])
 
     def unclean_election_enabled(self, topic: TopicState) -> bool:
-        """The topic's ``unclean.leader.election.enable`` override, else the controller's default."""
+        """The topic's ``unclean.leader.election.enable`` override, else the cluster-wide dynamic
+        default (BROKER resource ``""``, IncrementalAlterConfigs), else the controller's static one."""
         value = topic.configs.get(UNCLEAN_LEADER_ELECTION_ENABLE)
+        if value is None:
+            value = self._image.broker_configs("").get(UNCLEAN_LEADER_ELECTION_ENABLE)
         return self._unclean_default if value is None else value.strip().lower() == "true"
 
     # -- CreateTopics ----------------------------------------------------------------------------

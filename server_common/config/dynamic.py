@@ -66,8 +66,10 @@ DYNAMIC_ONLY_DEFINITIONS: tuple[ConfigDef, ...] = (
 # fmt: on
 DYNAMIC_ONLY_BY_NAME: Mapping[str, ConfigDef] = {d.name: d for d in DYNAMIC_ONLY_DEFINITIONS}
 
-_NOT_LIVE = frozenset({"unclean.leader.election.enable"})
-"""Topic-default keys whose value the controller reads from its own static config: not dynamic yet."""
+_NOT_LIVE: frozenset[str] = frozenset()
+"""Topic-default keys whose new value nothing would apply at run time (none today:
+``unclean.leader.election.enable`` is read by the controller at each election, topic override, then
+cluster-wide dynamic default, then its static value)."""
 
 DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset(
     {

@@ -36,7 +36,8 @@ def test_dynamic_keys_are_the_topic_defaults_and_throttle_rates() -> None:
                 "log.cleanup.policy", "compression.type", "log.cleaner.delete.retention.ms"):  # fmt: skip
         assert key in DYNAMIC_BROKER_KEYS, key
     assert {LEADER_REPLICATION_THROTTLED_RATE, FOLLOWER_REPLICATION_THROTTLED_RATE} <= DYNAMIC_BROKER_KEYS
-    for key in ("log.dirs", "node.id", "listeners", "num.partitions", "unclean.leader.election.enable"):
+    assert "unclean.leader.election.enable" in DYNAMIC_BROKER_KEYS
+    for key in ("log.dirs", "node.id", "listeners", "num.partitions", "log.cleaner.threads"):
         assert key not in DYNAMIC_BROKER_KEYS, key
 
 

@@ -222,3 +222,32 @@ def test_legacy_alter_configs_replaces_the_whole_set() -> None:
     assert _errors([null]) == [(ErrorCode.INVALID_REQUEST, "Null value not supported for : retention.ms")]
     cluster.controller.alter_configs([ConfigResourceChange(TOPIC, "orders", ())])
     assert cluster.image.get("orders").configs == {}
+
+
+def test_enabling_unclean_election_dynamically_elects_leaderless_partitions() -> None:
+    """unclean.leader.election.enable set at run time (cluster default, then a topic override) elects
+    a live replica outside the ISR of a partition left without a leader, without a broker change."""
+    from metadata.topics import NO_LEADER
+    from tests.metadata.controller.test_elections import expire
+
+    cluster = Cluster()
+    cluster.join(1, 2)
+    cluster.create_assigned("t", [1, 2])
+    cluster.create_assigned("kept", [1, 2])
+    cluster.controller.incremental_alter_configs(
+        [_set(TOPIC, "kept", unclean_leader_election_enable="false")]
+    )
+    expire(cluster, 2)
+    assert not cluster.heartbeat(2).is_fenced  # back, but out of the ISR
+    expire(cluster, 1)
+    assert cluster.partition("t").leader_id == cluster.partition("kept").leader_id == NO_LEADER
+    [ok] = cluster.controller.incremental_alter_configs(
+        [_set(BROKER, "", unclean_leader_election_enable="true")]
+    )
+    assert ok.error == ErrorCode.NONE
+    assert (cluster.partition("t").leader_id, cluster.partition("t").isr) == (2, [2])
+    assert cluster.partition("kept").leader_id == NO_LEADER  # its own override still says no
+    cluster.controller.incremental_alter_configs(
+        [_op(TOPIC, "kept", ("unclean.leader.election.enable", OpType.DELETE, None))]
+    )
+    assert cluster.partition("kept").leader_id == 2
