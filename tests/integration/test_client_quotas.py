@@ -289,3 +289,73 @@ def test_kipling_configs_alters_and_describes_client_and_user_quotas(node: Broke
         "",
         "",
     )
+
+
+def test_confluent_producer_is_throttled_and_delivers_everything(
+    node: BrokerProcess, admin: KafkaAdminClient
+) -> None:
+    from confluent_kafka import Producer
+
+    admin.create_topics([NewTopic("quota-confluent", 1, 1)])
+    assert (
+        set_quota(admin, [("client-id", "cq-producer")], "producer_byte_rate", 50_000.0).entries[0].error_code
+        == 0
+    )
+    throttles: list[int] = []
+    delivered: list[int] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": node.bootstrap,
+            "client.id": "cq-producer",
+            "linger.ms": 5,
+            "throttle_cb": lambda event: throttles.append(event.throttle_time),
+        }
+    )
+    value = b"v" * 10_000
+    for _ in range(80):  # 800 kB at 50 kB/s: throttled along the way
+        producer.produce(
+            "quota-confluent", value, on_delivery=lambda err, msg: delivered.append(0 if err else 1)
+        )
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    producer.poll(1)
+    assert sum(delivered) == 80
+    assert throttles and max(throttles) > 0
+
+
+def test_kafka_python_consumer_with_fetch_sessions_reads_everything_under_a_quota(
+    node: BrokerProcess, admin: KafkaAdminClient
+) -> None:
+    from kafka import KafkaConsumer, TopicPartition
+
+    admin.create_topics([NewTopic("quota-consumer", 1, 1)])
+    with WireClient(node.port) as producer:
+        for _ in range(12):
+            produce(producer, "quota-consumer", batch(20_000, count=4), "loader")
+    assert (
+        set_quota(admin, [("client-id", "kp-consumer")], "consumer_byte_rate", 20_000.0).entries[0].error_code
+        == 0
+    )
+    consumer = KafkaConsumer(
+        bootstrap_servers=node.bootstrap,
+        client_id="kp-consumer",
+        enable_auto_commit=False,
+        consumer_timeout_ms=30_000,
+    )
+    try:
+        tp = TopicPartition("quota-consumer", 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        count = 0
+        for _ in consumer:
+            count += 1
+            if count == 48:
+                break
+        # 240 kB at 20 kB/s: the first fetch is capped to the quota's 200 kB, the next throttled
+        assert count == 48
+        throttles = [
+            v for group in consumer.metrics().values() for k, v in group.items() if k == "throttle-time-max"
+        ]
+        assert max(throttles, default=0) > 0  # kafka-python saw the throttle times
+    finally:
+        consumer.close()
