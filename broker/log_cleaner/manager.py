@@ -134,10 +134,23 @@ class LogCleanerManager:
         return best
 
     def done_cleaning(self, taken: LogToClean, end_offset: int) -> None:
-        """A round was installed: its end offset is the log's new first dirty offset."""
+        """A round was installed: its end offset is the log's new first dirty offset.
+
+        Entries of partitions whose directory is gone from the log dir (deleted, moved) are dropped
+        as the checkpoint is rewritten, as Kafka's ``updateCheckpoints`` keeps only live logs, so a
+        topic created again under the same name starts clean.
+        """
         tp = taken.candidate.topic_partition
         self._in_progress.discard(tp)
-        self._dirs[pathlib.Path(taken.candidate.log_dir)].checkpoint.update(tp[0], tp[1], end_offset)
+        log_dir = pathlib.Path(taken.candidate.log_dir)
+        checkpoint = self._dirs[log_dir].checkpoint
+        offsets = {
+            key: offset
+            for key, offset in checkpoint.read().items()
+            if key == tp or (log_dir / f"{key[0]}-{key[1]}").is_dir()
+        }
+        offsets[tp] = end_offset
+        checkpoint.write(offsets)
 
     def abort_cleaning(self, taken: LogToClean) -> None:
         """A round that changed nothing (its segments changed, or its owner let the log go)."""

@@ -281,11 +281,18 @@ class LogCleaner:
                         "installing a cleaned segment failed", directory=str(directory), error=str(exc)
                     )
                     installing = False
-            remove_cleaned_files(directory, group)
+            if candidate.is_current():
+                remove_cleaned_files(directory, group)
         return installing
 
     def _discard_cleaned_files(self, candidate: CleanableLog) -> None:
-        """A round that ended without a result may have left ``.cleaned`` files of finished groups."""
+        """A round that ended without a result may have left ``.cleaned`` files of finished groups.
+
+        Only in a directory this owner still holds: once the log is handed over, its files are the
+        new owner's (whose loader removed or will remove stale ``.cleaned`` files when it opened it).
+        """
+        if not candidate.is_current():
+            return
         for path in candidate.log.directory.glob("*.cleaned"):
             path.unlink(missing_ok=True)
 

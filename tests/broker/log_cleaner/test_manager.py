@@ -43,8 +43,10 @@ def test_takes_the_filthiest_dirty_log_and_checkpoints_it(tmp_path: pathlib.Path
     fill(quiet, 20)
     plain.config = LogConfig(segment_bytes=10_000_000)  # delete policy: never a candidate
     fill(plain, 20)
-    # quiet was cleaned up to its second segment: only that one is dirty (ratio 1/2, not above 0.5)
+    # quiet was cleaned up to its second segment: only that one is dirty (ratio 1/2, not above 0.5);
+    # gone-0 was deleted since its last cleaning
     CleanerOffsetCheckpoint(tmp_path).update("quiet", 0, quiet.segments()[1].base_offset)
+    CleanerOffsetCheckpoint(tmp_path).update("gone", 0, 7)
     logs = [candidate(tmp_path, log) for log in (busy, quiet, plain)]
     taken = manager.grab_filthiest(tmp_path, logs)
     assert taken is not None and taken.candidate.log is busy

@@ -1,6 +1,7 @@
 """The broker's LogCleaner with a real cleaner process (``python -m cleaner``) over a real log: a round
-is written by the process and installed by the owner while it keeps appending; a group whose
-segments changed meanwhile is discarded; a killed process is restarted; stop ends the process."""
+is written by the process and installed by the owner while it keeps appending; a log given up
+meanwhile is not touched (its cleaned files are left to the new owner's loader); a killed process
+is restarted; stop ends the process."""
 
 from __future__ import annotations
 
@@ -104,9 +105,13 @@ async def test_a_log_given_up_meanwhile_is_left_alone(tmp_path: pathlib.Path) ->
     finally:
         await cleaner.stop()
     assert read_records(log) == before and cleaner.rounds == 0
-    assert not list(log.directory.glob("*.cleaned"))
     assert cleaner.manager.first_dirty_offsets(tmp_path) == {}
+    # the cleaned files are left to the directory's new owner, whose loader removes them
+    assert list(log.directory.glob("*.cleaned"))
     log.close()
+    reopened = PartitionLog.open(log.directory, COMPACT, clock)
+    assert read_records(reopened) == before and not list(log.directory.glob("*.cleaned"))
+    reopened.close()
 
 
 async def test_a_killed_cleaner_process_is_restarted(tmp_path: pathlib.Path) -> None:
