@@ -26,7 +26,7 @@ from broker.fetch_session import (
 )
 from broker.fetch_session.session import INVALID_SESSION_ID
 from broker.handlers.base import Handler, RequestContext
-from broker.quotas.enforcement import BrokerQuotas
+from broker.quotas.enforcement import CLIENT_THROTTLES_FETCH_VERSION, BrokerQuotas
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -64,6 +64,9 @@ class FetchHandler(Handler):
             throttle_ms = self._quotas.fetch_throttle_ms(ctx.connection_id, ctx.client_id, size)
             if throttle_ms > 0:
                 parts = _throttled(fetch, parts)
+                await self._quotas.hold_for_old_client(
+                    ctx.connection_id, ctx.api_version, CLIENT_THROTTLES_FETCH_VERSION
+                )
         body = response_body(
             ctx.api_version,
             parts,

@@ -21,7 +21,7 @@ import structlog
 
 from broker.handlers.base import NO_RESPONSE, Handler, RequestContext
 from broker.produce.service import PartitionOutcome, ProducePartitionData, ProduceRequest, ProduceService
-from broker.quotas.enforcement import BrokerQuotas
+from broker.quotas.enforcement import CLIENT_THROTTLES_PRODUCE_VERSION, BrokerQuotas
 from broker.server.dispatcher import CloseConnection
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
@@ -49,6 +49,10 @@ class ProduceHandler(Handler):
         if self._quotas is not None:
             size = sum(len(p.records) for p in produced.partitions if p.records is not None)
             throttle_ms = self._quotas.produce_throttle_ms(ctx.connection_id, ctx.client_id, size)
+            if throttle_ms and request.acks != 0:
+                await self._quotas.hold_for_old_client(
+                    ctx.connection_id, ctx.api_version, CLIENT_THROTTLES_PRODUCE_VERSION
+                )
         if request.acks == 0:
             failed = [o for o in outcomes if o.error_code is not ErrorCode.NONE]
             if failed:

@@ -27,7 +27,18 @@ from broker.quotas.client_quota_manager import (
 from broker.quotas.throttle import ChannelThrottles
 from metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 
-__all__ = ["BrokerQuotas", "ChannelThrottles"]
+__all__ = [
+    "CLIENT_THROTTLES_FETCH_VERSION",
+    "CLIENT_THROTTLES_PRODUCE_VERSION",
+    "BrokerQuotas",
+    "ChannelThrottles",
+]
+
+CLIENT_THROTTLES_PRODUCE_VERSION = 6
+CLIENT_THROTTLES_FETCH_VERSION = 8
+"""From these versions (KIP-219) a client backs off by itself for the throttle time it is sent, so
+the response goes out at once; to an older client the response is sent only once the throttle time
+has passed (Kafka's ``shouldClientThrottle``)."""
 
 
 class BrokerQuotas:
@@ -52,6 +63,13 @@ class BrokerQuotas:
         throttle_ms = self.produce.record_and_get_throttle_ms(client_id, size, self._clock_ms())
         self.throttles.mute(connection_id, throttle_ms)
         return throttle_ms
+
+    async def hold_for_old_client(
+        self, connection_id: int, version: int, first_throttling_version: int
+    ) -> None:
+        """Before KIP-219 the broker itself delays a throttled response: wait out the mute."""
+        if version < first_throttling_version:
+            await self.throttles.wait(connection_id)
 
     def fetch_max_bytes(self, client_id: str | None, max_bytes: int) -> int:
         """A consumer fetch's ``max_bytes`` capped to what its quota allows in one window, as Kafka

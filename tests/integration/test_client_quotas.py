@@ -68,14 +68,16 @@ def batch(size: int, count: int = 1) -> bytes:
     return build_batch([Record(key=None, value=b"x" * (size // count), timestamp=0) for _ in range(count)])
 
 
-def produce(client: WireClient, topic: str, records: bytes, client_id: str) -> Any:
+def produce(
+    client: WireClient, topic: str, records: bytes, client_id: str, version: int = PRODUCE_VERSION
+) -> Any:
     body = {
         "transactional_id": None,
         "acks": 1,
         "timeout_ms": 5000,
         "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
     }
-    return client.request(int(ApiKey.PRODUCE), PRODUCE_VERSION, body, client_id=client_id).body
+    return client.request(int(ApiKey.PRODUCE), version, body, client_id=client_id).body
 
 
 def fetch(
@@ -359,3 +361,23 @@ def test_kafka_python_consumer_with_fetch_sessions_reads_everything_under_a_quot
         assert max(throttles, default=0) > 0  # kafka-python saw the throttle times
     finally:
         consumer.close()
+
+
+def test_an_old_producer_gets_its_throttled_response_late(
+    node: BrokerProcess, admin: KafkaAdminClient
+) -> None:
+    """Produce v5 predates KIP-219: the client does not back off by itself, so the broker holds
+    the throttled response for the throttle time, as Kafka does."""
+    admin.create_topics([NewTopic("quota-old-producer", 1, 1)])
+    assert (
+        set_quota(admin, [("client-id", "old-producer")], "producer_byte_rate", 20_000.0)
+        .entries[0]
+        .error_code
+        == 0
+    )
+    with WireClient(node.port, timeout_s=30) as old:
+        started = time.monotonic()
+        response = produce(old, "quota-old-producer", batch(250_000, count=10), "old-producer", version=5)
+        elapsed = time.monotonic() - started
+    assert response.throttle_time_ms >= 2000
+    assert elapsed >= response.throttle_time_ms / 1000 - 0.2
