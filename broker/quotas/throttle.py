@@ -12,6 +12,9 @@ import asyncio
 import time
 from collections.abc import Callable
 
+PURGE_AT = 1024
+"""Mutes kept before the expired ones (of connections gone meanwhile) are dropped."""
+
 
 class ChannelThrottles:
     """The connections muted, each until a monotonic time."""
@@ -24,7 +27,10 @@ class ChannelThrottles:
         """Mute ``connection_id`` for ``throttle_ms`` from now (extending a longer mute, never shortening)."""
         if throttle_ms <= 0:
             return
-        until = self._clock() + throttle_ms / 1000
+        now = self._clock()
+        if len(self._muted_until) >= PURGE_AT:  # connections that closed while muted
+            self._muted_until = {c: t for c, t in self._muted_until.items() if t > now}
+        until = now + throttle_ms / 1000
         self._muted_until[connection_id] = max(until, self._muted_until.get(connection_id, 0.0))
 
     def remaining_s(self, connection_id: int) -> float:

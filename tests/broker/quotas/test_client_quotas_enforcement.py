@@ -10,7 +10,7 @@ import pytest
 from broker.quotas.client_quota_manager import ANONYMOUS_USER, ClientQuotaManager, QuotaLookup
 from broker.quotas.enforcement import BrokerQuotas
 from broker.quotas.rate import SampledRate
-from broker.quotas.throttle import ChannelThrottles
+from broker.quotas.throttle import PURGE_AT, ChannelThrottles
 from metadata.image import QuotaEntity
 
 
@@ -68,6 +68,16 @@ def test_throttles_mute_connections_until_their_time() -> None:
     assert throttles.remaining_s(8) == 0
     now[0] += 1.5
     assert throttles.remaining_s(7) == 0
+
+
+def test_mutes_of_connections_gone_are_dropped() -> None:
+    now = [0.0]
+    throttles = ChannelThrottles(clock=lambda: now[0])
+    for connection_id in range(PURGE_AT):
+        throttles.mute(connection_id, 1000)
+    now[0] = 2.0
+    throttles.mute(99_999, 1000)
+    assert len(throttles._muted_until) == 1
 
 
 async def test_wait_returns_at_once_when_not_muted() -> None:
