@@ -465,7 +465,10 @@ def _build_broker(
         _transaction_state_topic_creator(channel, loader, config),
     )
     client_quotas = BrokerQuotas(
-        image.client_quota, samples=config.quota_window_num, window_s=config.quota_window_size_seconds
+        image.client_quota,
+        any_quota=image.has_client_quotas,
+        samples=config.quota_window_num,
+        window_s=config.quota_window_size_seconds,
     )
     handler_registry = broker_handlers(
         config,

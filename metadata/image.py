@@ -294,6 +294,10 @@ class MetadataImage:
         """Every entity with client quotas, and its quotas by key (copies)."""
         return {entity: dict(values) for entity, values in self._client_quotas.items()}
 
+    def has_client_quotas(self) -> bool:
+        """Whether any entity has a client quota (the broker skips quota work when none does)."""
+        return bool(self._client_quotas)
+
     def client_quota(self, entity: QuotaEntity) -> dict[str, float]:
         """The quotas of one entity (pairs sorted by entity type), by key; empty when it has none."""
         return self._client_quotas.get(entity, {})

@@ -71,17 +71,21 @@ class ClientQuotaManager:
         quota_key: str,
         quotas: QuotaLookup,
         *,
+        any_quota: Callable[[], bool] = lambda: True,
         samples: int = DEFAULT_QUOTA_WINDOW_NUM,
         window_s: int = DEFAULT_QUOTA_WINDOW_SIZE_SECONDS,
     ) -> None:
         self.quota_key = quota_key
         self._quotas = quotas
+        self._any_quota = any_quota
         self._samples = samples
         self._window_ms = window_s * 1000
         self._sensors: dict[tuple[str, str], _Sensor] = {}
 
     def quota_for(self, user: str, client_id: str) -> tuple[float, tuple[str, str]] | None:
         """The client's quota and the key of the rate it is measured with; None without a quota."""
+        if not self._any_quota():  # the common case: no quota at all, no lookups
+            return None
         for entity, sensor_key in _candidates(user, client_id):
             value = self._quotas(entity).get(self.quota_key)
             if value is not None:

@@ -48,13 +48,18 @@ class BrokerQuotas:
         self,
         quotas: QuotaLookup,
         *,
+        any_quota: Callable[[], bool] = lambda: True,
         samples: int = DEFAULT_QUOTA_WINDOW_NUM,
         window_s: int = DEFAULT_QUOTA_WINDOW_SIZE_SECONDS,
         throttles: ChannelThrottles | None = None,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
-        self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, quotas, samples=samples, window_s=window_s)
-        self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, quotas, samples=samples, window_s=window_s)
+        self.produce = ClientQuotaManager(
+            PRODUCER_BYTE_RATE, quotas, any_quota=any_quota, samples=samples, window_s=window_s
+        )
+        self.fetch = ClientQuotaManager(
+            CONSUMER_BYTE_RATE, quotas, any_quota=any_quota, samples=samples, window_s=window_s
+        )
         self.throttles = throttles if throttles is not None else ChannelThrottles()
         self._clock_ms = clock_ms
 

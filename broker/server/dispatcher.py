@@ -78,7 +78,7 @@ class RequestDispatcher:
         """Handle one request frame. Returns None when no response is due (acks=0).
 
         A connection muted for a client quota (``throttles``) is served once the mute is over."""
-        if self._throttles is not None:
+        if self._throttles is not None and self._throttles.remaining_s(connection_id) > 0:
             await self._throttles.wait(connection_id)
         started = time.perf_counter()
         ctx, handler, body = self._decode(frame, peer, connection_id)

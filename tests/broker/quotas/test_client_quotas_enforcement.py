@@ -100,3 +100,16 @@ def test_a_throttled_fetch_takes_its_bytes_back_and_mutes() -> None:
     # the throttled response carried nothing: the rate only holds the 50 bytes served
     assert quotas.fetch.record_and_get_throttle_ms("c", 0, now[0]) == 0
     assert quotas.produce_throttle_ms(2, "c", 10**9) == 0  # no producer quota
+
+
+def test_without_any_quota_nothing_is_looked_up() -> None:
+    looked_up: list[QuotaEntity] = []
+
+    def lookup(entity: QuotaEntity) -> dict[str, float]:
+        looked_up.append(entity)
+        return {}
+
+    quotas = BrokerQuotas(lookup, any_quota=lambda: False)
+    assert quotas.produce_throttle_ms(1, "c", 10**9) == 0
+    assert quotas.fetch_max_bytes("c", 123) == 123
+    assert looked_up == []
