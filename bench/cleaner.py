@@ -84,7 +84,7 @@ def clean_once(mb: int, keys: int) -> dict[str, Any]:
         clean_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         for group in result.groups:
-            log.replace_segments(group.replaced)
+            log.replace_segments(group.replaced, token=result.token)
         install_s = time.perf_counter() - t0
         after = log.size_in_bytes
         log.close()

@@ -45,6 +45,7 @@ from storage.checkpoint import (
     PartitionMetadataFile,
     fsync_directory,
 )
+from storage.cleaner.files import cleaned_file_name
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.epoch import LeaderEpochFileCache
@@ -58,7 +59,6 @@ from storage.errors import (
 from storage.loader import load_log
 from storage.producer_snapshot import delete_snapshots_after
 from storage.segment import (
-    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     LOG_SUFFIX,
     SWAP_SUFFIX,
@@ -696,26 +696,31 @@ class PartitionLog:
     # -- compaction --------------------------------------------------------------------------------
 
     def replace_segments(
-        self, replaced: Sequence[tuple[int, int]], *, step_hook: Callable[[str], None] | None = None
+        self,
+        replaced: Sequence[tuple[int, int]],
+        *,
+        token: str = "",
+        step_hook: Callable[[str], None] | None = None,
     ) -> LogSegment | None:
         """Install a cleaned segment in place of ``replaced`` ((base offset, size) of consecutive
         inactive segments), Kafka's ``LocalLog.replaceSegments``; None when they changed meanwhile.
 
-        The cleaner wrote ``<base>.log.cleaned`` and ``<base>.txnindex.cleaned`` (fsynced) from the
-        segments as they were. When retention, DeleteRecords or a truncation removed or changed any
-        of them since, or one became the active segment, the cleaned files are deleted and nothing
-        else happens. Otherwise, in the order :mod:`storage.cleaner.recovery` finishes or undoes
-        after a crash: both files are renamed ``.cleaned`` -> ``.swap``; the old segments go to
-        ``.deleted`` and are removed after file.delete.delay.ms as retention does (readers may still
-        hold slices of them); the ``.swap`` files take their final names; the new segment is opened
-        (indexes built from the file) and takes the old ones' place in the segment list.
+        The cleaner wrote ``<base>.log.<token>.cleaned`` and ``<base>.txnindex.<token>.cleaned``
+        (:func:`storage.cleaner.files.cleaned_file_name`, fsynced) from the segments as they were.
+        When retention, DeleteRecords or a truncation removed or changed any of them since, or one
+        became the active segment, the cleaned files are deleted and nothing else happens.
+        Otherwise, in the order :mod:`storage.cleaner.recovery` finishes or undoes after a crash:
+        both files are renamed to ``.swap``; the old segments go to ``.deleted`` and are removed
+        after file.delete.delay.ms as retention does (readers may still hold slices of them); the
+        ``.swap`` files take their final names; the new segment is opened (indexes built from the
+        file) and takes the old ones' place in the segment list.
         ``step_hook`` is called after each file operation (the crash tests raise there).
         """
         self._check_open()
         directory = self.directory
         base = replaced[0][0]
-        cleaned_log = directory / segment_file_name(base, LOG_SUFFIX + CLEANED_SUFFIX)
-        cleaned_txn = directory / segment_file_name(base, TXN_INDEX_SUFFIX + CLEANED_SUFFIX)
+        cleaned_log = directory / cleaned_file_name(base, LOG_SUFFIX, token)
+        cleaned_txn = directory / cleaned_file_name(base, TXN_INDEX_SUFFIX, token)
         first = bisect_right(self._bases, base) - 1
         old = self._segments[first : first + len(replaced)] if first >= 0 else []
         unchanged = (

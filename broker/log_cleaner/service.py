@@ -226,12 +226,12 @@ class LogCleaner:
                 topic_partition=candidate.topic_partition,
                 error=str(exc),
             )
-            self._discard_cleaned_files(candidate)
+            self._discard_cleaned_files(candidate, task.token)
             self.manager.mark_uncleanable(taken)
             return False
         except IpcError as exc:
             _log.warning("cleaner process went away during a round", error=str(exc))
-            self._discard_cleaned_files(candidate)
+            self._discard_cleaned_files(candidate, task.token)
             self.manager.abort_cleaning(taken)
             return False
         worker.restart_backoff_s = _RESTART_BACKOFF_S
@@ -273,7 +273,8 @@ class LogCleaner:
             installing = installing and candidate.is_current()
             if installing:
                 try:
-                    installing = candidate.log.replace_segments(group.replaced) is not None
+                    replaced = candidate.log.replace_segments(group.replaced, token=result.token)
+                    installing = replaced is not None
                     continue
                 except OSError as exc:
                     # a .swap left behind is finished by the next open
@@ -282,10 +283,10 @@ class LogCleaner:
                     )
                     installing = False
             if candidate.is_current():
-                remove_cleaned_files(directory, group)
+                remove_cleaned_files(directory, group, result.token)
         return installing
 
-    def _discard_cleaned_files(self, candidate: CleanableLog) -> None:
+    def _discard_cleaned_files(self, candidate: CleanableLog, token: str) -> None:
         """A round that ended without a result may have left ``.cleaned`` files of finished groups.
 
         Only in a directory this owner still holds: once the log is handed over, its files are the
@@ -293,7 +294,7 @@ class LogCleaner:
         """
         if not candidate.is_current():
             return
-        for path in candidate.log.directory.glob("*.cleaned"):
+        for path in candidate.log.directory.glob(f"*.{token}.cleaned"):
             path.unlink(missing_ok=True)
 
 

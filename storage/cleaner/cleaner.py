@@ -46,6 +46,7 @@ from __future__ import annotations
 import os
 import pathlib
 import struct
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -66,11 +67,11 @@ from protocol.records.control import ControlRecordType, parse_control_record_key
 from protocol.records.reader import DecodedRecord, iter_records
 from protocol.sentinels import NO_TIMESTAMP
 from storage.checkpoint import fsync_directory
+from storage.cleaner.files import cleaned_file_name
 from storage.cleaner.offset_map import OffsetMap
 from storage.cleaner.throttler import Throttler
 from storage.producer_state import ProducerStateEntry
 from storage.segment import (
-    CLEANED_SUFFIX,
     LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
     segment_file_name,
@@ -112,9 +113,12 @@ class CleanResult:
     """The groups written as ``.cleaned`` files, for the owner to install, oldest first."""
     map_utilization: float = 0.0
     """How full the offset map got (Kafka's max-buffer-utilization-percent, as a fraction)."""
+    token: str = ""
+    """The task's token: the owner installs ``.cleaned`` files of that name."""
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "token": self.token,
             "end_offset": self.end_offset,
             "bytes_read": self.bytes_read,
             "bytes_written": self.bytes_written,
@@ -140,6 +144,7 @@ class CleanResult:
             segments_replaced=[[base for base, _ in g.replaced] for g in groups],
             groups=groups,
             map_utilization=float(body.get("map_utilization", 0.0)),
+            token=str(body.get("token", "")),
         )
 
 
@@ -199,9 +204,12 @@ class CleanTask:
     max_index_size: int
     aborted: tuple[AbortedTxn, ...] = ()
     active_producers: Mapping[int, LastRecord] = field(default_factory=dict)
+    token: str = ""
+    """Names the round's ``.cleaned`` files (:func:`storage.cleaner.files.cleaned_file_name`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "token": self.token,
             "directory": self.directory,
             "segments": [
                 [s.base_offset, s.size, s.offset_index_bytes, s.time_index_bytes] for s in self.segments
@@ -222,6 +230,7 @@ class CleanTask:
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> CleanTask:
         return cls(
+            token=str(body.get("token", "")),
             directory=str(body["directory"]),
             segments=tuple(SegmentInfo(*(int(v) for v in entry)) for entry in body["segments"]),
             first_dirty_offset=int(body["first_dirty_offset"]),
@@ -556,8 +565,8 @@ def _write_group(
     """Write the group's cleaned segment as ``.cleaned`` files (fsynced, with the group's last mtime)."""
     directory = pathlib.Path(task.directory)
     base = group[0].base_offset
-    cleaned_log = directory / segment_file_name(base, LOG_SUFFIX + CLEANED_SUFFIX)
-    cleaned_txn = directory / segment_file_name(base, TXN_INDEX_SUFFIX + CLEANED_SUFFIX)
+    cleaned_log = directory / cleaned_file_name(base, LOG_SUFFIX, task.token)
+    cleaned_txn = directory / cleaned_file_name(base, TXN_INDEX_SUFFIX, task.token)
     try:
         _write_cleaned(task, group, upper, state, cleaned_log, cleaned_txn, throttler)
         mtime = (directory / segment_file_name(group[-1].base_offset, LOG_SUFFIX)).stat().st_mtime_ns
@@ -609,10 +618,10 @@ def _write_cleaned(
     _fsync_file(cleaned_txn)
 
 
-def remove_cleaned_files(directory: pathlib.Path, group: CleanedGroup) -> None:
+def remove_cleaned_files(directory: pathlib.Path, group: CleanedGroup, token: str = "") -> None:
     """Drop a group's ``.cleaned`` files (its install was refused, or the round failed)."""
     for suffix in (LOG_SUFFIX, TXN_INDEX_SUFFIX):
-        (directory / segment_file_name(group.base_offset, suffix + CLEANED_SUFFIX)).unlink(missing_ok=True)
+        (directory / cleaned_file_name(group.base_offset, suffix, token)).unlink(missing_ok=True)
 
 
 # -- a round ---------------------------------------------------------------------------------------
@@ -628,6 +637,7 @@ def plan_clean(
     active_producers: Mapping[int, LastRecord] | None = None,
     max_segment_bytes: int | None = None,
     max_index_size: int | None = None,
+    token: str | None = None,
 ) -> CleanTask:
     """The owner's half before a round: the task for ``log`` as it is now.
 
@@ -654,6 +664,7 @@ def plan_clean(
         max_index_size=max_index_size if max_index_size is not None else log.config.max_index_size,
         aborted=tuple(log.collect_aborted_transactions(start, upper)) if inactive else (),
         active_producers=dict(active_producers or {}),
+        token=uuid.uuid4().hex[:8] if token is None else token,
     )
 
 
@@ -672,7 +683,7 @@ def write_cleaned_segments(
     failure removes the ``.cleaned`` files of the groups written so far and raises.
     """
     offset_map = offset_map if offset_map is not None else OffsetMap()
-    result = CleanResult(end_offset=task.first_dirty_offset)
+    result = CleanResult(end_offset=task.first_dirty_offset, token=task.token)
     if task.first_dirty_offset >= task.upper_bound or not task.segments:
         return result
     build_offset_map(task, task.upper_bound, offset_map, throttler)
@@ -706,7 +717,7 @@ def write_cleaned_segments(
     except BaseException:
         if on_group is None:
             for cleaned in result.groups:
-                remove_cleaned_files(directory, cleaned)
+                remove_cleaned_files(directory, cleaned, task.token)
         raise
     return result
 
@@ -743,7 +754,7 @@ def clean_log(
     )
 
     def install(group: CleanedGroup) -> None:
-        if log.replace_segments(group.replaced, step_hook=step_hook) is None:
+        if log.replace_segments(group.replaced, token=task.token, step_hook=step_hook) is None:
             raise RuntimeError(f"segments {group.replaced} of {log.directory} changed during cleaning")
 
     return write_cleaned_segments(task, offset_map=offset_map, step_hook=step_hook, on_group=install)

@@ -52,7 +52,7 @@ def test_task_and_result_travel_as_json_and_install_after_appends(tmp_path: path
     result = CleanResult.from_json(json.loads(json.dumps(result.to_json())))
     w.put([(b"a", b"late")])  # the owner keeps appending meanwhile
     before_active = log.active_segment
-    assert [log.replace_segments(g.replaced) is not None for g in result.groups] == [True]
+    assert [log.replace_segments(g.replaced, token=result.token) is not None for g in result.groups] == [True]
     assert log.active_segment is before_active
     live = [(k, v) for _, k, v, _control in read_records(log) if not _control]
     assert live == [(b"a", b"2"), (b"b", b"2"), (b"c", b"1"), (b"a", b"late")]
@@ -67,7 +67,7 @@ def test_a_group_whose_segments_changed_is_discarded(tmp_path: pathlib.Path) -> 
     result = write_cleaned_segments(task, offset_map=None)
     before = read_records(log)
     log.truncate_to(2)  # a follower's truncation inside the first segment
-    assert log.replace_segments(result.groups[0].replaced) is None
+    assert log.replace_segments(result.groups[0].replaced, token=result.token) is None
     assert read_records(log) == [r for r in before if r[0] < 2]
     assert [p.name for p in log.directory.iterdir() if p.suffix == ".cleaned"] == []
     log.close()
@@ -115,7 +115,7 @@ def test_the_loader_finishes_a_swap_interrupted_after_the_old_segments_went(tmp_
             raise CrashPoint(name)
 
     with pytest.raises(CrashPoint):
-        log.replace_segments(result.groups[0].replaced, step_hook=crash)
+        log.replace_segments(result.groups[0].replaced, token=result.token, step_hook=crash)
     assert list(directory.glob("*.swap"))
     reopened = open_log(tmp_path)  # the loader runs recover_cleaner_files first
     expected = [(k, v) for _, k, v, c in read_records(reopened) if not c]
@@ -123,3 +123,27 @@ def test_the_loader_finishes_a_swap_interrupted_after_the_old_segments_went(tmp_
     assert not list(directory.glob("*.swap")) and not list(directory.glob("*.deleted"))
     assert reopened.collect_aborted_transactions(0, reopened.log_end_offset)  # its .txnindex survived
     reopened.close()
+
+
+def test_two_rounds_over_one_log_never_share_a_file(tmp_path: pathlib.Path) -> None:
+    """A log that changes owner mid-round: the old owner's cleaner may still write while the new
+    owner's runs; each round's files carry its token, and only one round's group gets installed."""
+    w, end = build(tmp_path)
+    log = w.log
+    old, new = (
+        plan_clean(log, first_dirty_offset=0, first_uncleanable_offset=end, now_ms=BASE_TIME, token=t)
+        for t in ("0ld0wner", "n3w0wner")
+    )
+    old_result, new_result = write_cleaned_segments(old), write_cleaned_segments(new)
+    names = sorted(p.name for p in log.directory.glob("*.cleaned"))
+    assert names == [
+        "00000000000000000000.log.0ld0wner.cleaned",
+        "00000000000000000000.log.n3w0wner.cleaned",
+        "00000000000000000000.txnindex.0ld0wner.cleaned",
+        "00000000000000000000.txnindex.n3w0wner.cleaned",
+    ]
+    assert log.replace_segments(new_result.groups[0].replaced, token=new_result.token) is not None
+    assert log.replace_segments(old_result.groups[0].replaced, token=old_result.token) is None
+    assert not list(log.directory.glob("*.cleaned"))
+    assert [(k, v) for _, k, v, c in read_records(log) if not c] == [(b"a", b"2"), (b"b", b"2"), (b"c", b"1")]
+    log.close()
