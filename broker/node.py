@@ -64,6 +64,7 @@ from broker.handlers.metadata import BrokerEndpoint
 from broker.handlers.registry import HandlerRegistry
 from broker.log_cleaner import LogCleaner, build_log_cleaner
 from broker.meta_properties import ensure_meta_properties
+from broker.metrics.client_quotas import ClientQuotaMetrics
 from broker.metrics.endpoint import MetricsEndpoint
 from broker.metrics.raft import RaftMetrics
 from broker.metrics.replication_quota import ReplicationQuotaMetrics
@@ -469,6 +470,7 @@ def _build_broker(
         any_quota=image.has_client_quotas,
         samples=config.quota_window_num,
         window_s=config.quota_window_size_seconds,
+        on_throttle=ClientQuotaMetrics(registry).record,
     )
     handler_registry = broker_handlers(
         config,

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 from broker.quotas.client_quota_manager import (
+    ANONYMOUS_USER,
     DEFAULT_QUOTA_WINDOW_NUM,
     DEFAULT_QUOTA_WINDOW_SIZE_SECONDS,
     ClientQuotaManager,
@@ -33,6 +34,8 @@ __all__ = [
     "BrokerQuotas",
     "ChannelThrottles",
 ]
+
+ThrottleListener = Callable[[str, str, str, int], None]
 
 CLIENT_THROTTLES_PRODUCE_VERSION = 6
 CLIENT_THROTTLES_FETCH_VERSION = 8
@@ -53,7 +56,9 @@ class BrokerQuotas:
         window_s: int = DEFAULT_QUOTA_WINDOW_SIZE_SECONDS,
         throttles: ChannelThrottles | None = None,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        on_throttle: ThrottleListener | None = None,
     ) -> None:
+        """``on_throttle(quota type, user, client id, ms)`` hears every throttle (the metrics)."""
         self.produce = ClientQuotaManager(
             PRODUCER_BYTE_RATE, quotas, any_quota=any_quota, samples=samples, window_s=window_s
         )
@@ -62,11 +67,14 @@ class BrokerQuotas:
         )
         self.throttles = throttles if throttles is not None else ChannelThrottles()
         self._clock_ms = clock_ms
+        self._on_throttle = on_throttle
 
     def produce_throttle_ms(self, connection_id: int, client_id: str | None, size: int) -> int:
         """Record a produce request's bytes; the throttle time (the connection muted for it)."""
         throttle_ms = self.produce.record_and_get_throttle_ms(client_id, size, self._clock_ms())
-        self.throttles.mute(connection_id, throttle_ms)
+        if throttle_ms > 0:
+            self.throttles.mute(connection_id, throttle_ms)
+            self._heard("Produce", client_id, throttle_ms)
         return throttle_ms
 
     async def hold_for_old_client(
@@ -90,4 +98,9 @@ class BrokerQuotas:
         if throttle_ms > 0:
             self.fetch.unrecord(client_id, size, now_ms)
             self.throttles.mute(connection_id, throttle_ms)
+            self._heard("Fetch", client_id, throttle_ms)
         return throttle_ms
+
+    def _heard(self, quota: str, client_id: str | None, throttle_ms: int) -> None:
+        if self._on_throttle is not None:
+            self._on_throttle(quota, ANONYMOUS_USER, client_id or "", throttle_ms)

@@ -178,6 +178,9 @@ def test_a_producer_over_its_quota_is_throttled_and_muted(
         started = time.monotonic()
         produce(slow, "quota-produce", batch(100), "slow-producer")  # served once the mute is over
         assert time.monotonic() - started >= throttle_ms / 1000 - 0.2
+    labels = {"quota": "Produce", "user": "ANONYMOUS", "client_id": "slow-producer"}
+    assert node.metric("kafka_server_quota_throttled_requests_total", **labels) >= 1
+    assert node.metric("kafka_server_quota_throttle_time_ms_total", **labels) >= throttle_ms
 
 
 def test_a_consumer_over_its_quota_gets_an_empty_throttled_fetch(
