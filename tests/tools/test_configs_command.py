@@ -98,3 +98,15 @@ def test_client_quota_entities_without_the_quotas_module() -> None:
         "",
         "Entity type clients (client quotas) is not supported by this kipling\n",
     )
+
+
+@pytest.mark.skipif(importlib.util.find_spec(QUOTA_MODULE) is None, reason="no client quotas module")
+def test_client_quota_entities_go_to_the_quotas_module() -> None:
+    """--entity-type clients|users (or the --user/--client shortcuts) are the quotas module's to
+    answer, on this command's output streams."""
+    assert run("--entity-type", "clients", "--entity-name", "c") == (
+        1,
+        "",
+        "Command must include exactly one action: --describe, --alter\n",
+    )
+    assert run("--user", "alice")[2] == "Command must include exactly one action: --describe, --alter\n"

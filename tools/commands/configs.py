@@ -212,7 +212,11 @@ def _entity_name(args: argparse.Namespace) -> str | None:
 
 def _resolve_entity_type(args: argparse.Namespace) -> None:
     if args.entity_type is None:
-        if args.topic is not None:
+        quota_shortcuts = ("user", "client", "user_defaults", "client_defaults")
+        if any(getattr(args, flag, None) not in (None, False) for flag in quota_shortcuts):
+            user = getattr(args, "user", None) is not None or getattr(args, "user_defaults", False)
+            args.entity_type = "users" if user else "clients"
+        elif args.topic is not None:
             args.entity_type = "topics"
         elif args.broker is not None or args.broker_defaults:
             args.entity_type = "brokers"
@@ -279,7 +283,7 @@ async def _client_quotas(args: argparse.Namespace, out: TextIO, err: TextIO) -> 
     except ModuleNotFoundError:
         err.write(f"Entity type {args.entity_type} (client quotas) is not supported by this kipling\n")
         return 1
-    result = module.run_client_quotas(args)
+    result = module.run_client_quotas(args, out, err)
     if hasattr(result, "__await__"):
         result = await result
     return int(result or 0)
