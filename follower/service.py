@@ -25,6 +25,7 @@ from typing import Any
 
 import structlog
 
+from cleaner.driver import LogCleaner
 from client.replica_ipc import IpcClosedError
 from client.replica_messages import (
     OFFSETS,
@@ -35,6 +36,7 @@ from client.replica_messages import (
 )
 from client.replication_quota import ReplicationQuota
 from follower.fetch_state import TopicPartition
+from follower.log_cleaner import build_follower_log_cleaner
 from follower.metrics import FetcherMetrics
 from follower.replica_log import ReplicaLog
 from follower.source_fetcher import Connect, SourceBroker, SourceBrokerFetcher, fetcher_name
@@ -96,6 +98,7 @@ class FollowerService:
         """The follower side of the replication quota, shared by every fetcher of this process."""
         self._housekeeping: list[asyncio.Task[None]] = []
         self._event_tasks: set[asyncio.Task[None]] = set()
+        self._cleaner: LogCleaner | None = None
         self.stopped = asyncio.Event()
 
     # -- configuration -------------------------------------------------------------------------------
@@ -114,6 +117,15 @@ class FollowerService:
             fetcher.set_broker_epoch(settings.broker_epoch)
         if first:
             self._start_housekeeping(settings)
+            self._cleaner = build_follower_log_cleaner(
+                settings.log_cleaner,
+                self._logs,
+                broker_id=self.broker_id,
+                fetcher_id=self.fetcher_id,
+                clock=self._storage_clock,
+            )
+            if self._cleaner is not None:
+                self._cleaner.start()
         _log.info("configured", broker_epoch=settings.broker_epoch)
 
     def set_broker_epoch(self, epoch: int) -> None:
@@ -379,6 +391,9 @@ class FollowerService:
             task.cancel()
         await asyncio.gather(*self._housekeeping, return_exceptions=True)
         self._housekeeping = []
+        if self._cleaner is not None:
+            await self._cleaner.stop()  # no install may land on a log being closed
+            self._cleaner = None
         for fetcher in list(self._fetchers.values()):
             await fetcher.stop()
         self._fetchers.clear()

@@ -148,6 +148,9 @@ class PartitionLog:
         self._closed = False
         self.damaged_from: int | None = None
         """Base offset of the first segment a read found damaged, or None (see :meth:`mark_damaged`)."""
+        self.truncations = 0
+        """How many times the log was truncated: a cleaning round planned before one is not installed
+        (a truncated segment can grow back to the same base and size with other records)."""
 
     # -- opening -----------------------------------------------------------------------------------
 
@@ -582,6 +585,7 @@ class PartitionLog:
             self.truncate_fully_and_start_at(offset)
             return True
         now = self._clock.time_ms()
+        self.truncations += 1
         keep = bisect_right(self._bases, offset)
         self._remove_segments(self._segments[keep:], now)
         del self._segments[keep:], self._bases[keep:]
@@ -600,6 +604,7 @@ class PartitionLog:
         if offset < 0:
             raise ValueError(f"cannot start a log at a negative offset ({offset})")
         now = self._clock.time_ms()
+        self.truncations += 1
         self._remove_segments(self._segments, now)
         segment = LogSegment(
             self.directory, offset, self.config, created_ms=now, roll_jitter_ms=_roll_jitter(self.config)

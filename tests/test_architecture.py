@@ -49,11 +49,15 @@ RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
         NETWORK_STDLIB,
     ),
     "broker": (
-        {"protocol", "storage", "server_common", "client", "metadata", "coordinator"},
+        {"protocol", "storage", "server_common", "client", "metadata", "coordinator", "cleaner"},
         COMPRESSION | THIRD_PARTY_IO - {"pyspark", "pyarrow"},
         set(),
     ),
-    "follower": ({"protocol", "storage", "client"}, COMPRESSION | THIRD_PARTY_IO - {"pyspark"}, set()),
+    "follower": (
+        {"protocol", "storage", "client", "cleaner"},
+        COMPRESSION | THIRD_PARTY_IO - {"pyspark"},
+        set(),
+    ),
     "cleaner": ({"protocol", "storage", "client"}, COMPRESSION | {"structlog", "uvloop"}, set()),
     "tools": (EVERY_PACKAGE, COMPRESSION | THIRD_PARTY_IO - {"pyspark", "pyarrow"}, set()),
     "pipeline": ({"protocol", "client", "storage"}, COMPRESSION | THIRD_PARTY_IO, set()),

@@ -1,14 +1,7 @@
-"""The broker's log cleaner (compaction): the manager choosing logs and the service driving cleaner
-processes (the ``cleaner`` package) over the logs the broker owns."""
+"""The broker's log cleaner (compaction) over the logs it leads; the driver and the manager live in
+the ``cleaner`` package, shared with the follower processes."""
 
-from broker.log_cleaner.manager import CleanableLog, LogCleanerManager, LogToClean
-from broker.log_cleaner.service import LogCleaner, build_log_cleaner, led_compacted_logs
+from broker.log_cleaner.service import build_log_cleaner, led_compacted_logs
+from cleaner.driver import LogCleaner
 
-__all__ = [
-    "CleanableLog",
-    "LogCleaner",
-    "LogCleanerManager",
-    "LogToClean",
-    "build_log_cleaner",
-    "led_compacted_logs",
-]
+__all__ = ["LogCleaner", "build_log_cleaner", "led_compacted_logs"]

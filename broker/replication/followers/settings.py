@@ -6,6 +6,9 @@ and its log defaults, so that one server.properties governs both.
 
 from __future__ import annotations
 
+from typing import Any
+
+from client.cleaner_messages import CleanerSettings
 from client.replica_messages import FollowerSettings
 from server_common.config.broker_config import BrokerConfig
 from server_common.config.topic_config import to_log_config
@@ -33,7 +36,24 @@ def follower_settings(config: BrokerConfig, broker_epoch: int = -1) -> FollowerS
         ),
         log_retention_check_interval_ms=config.log_retention_check_interval_ms,
         producer_id_expiration_ms=config.producer_id_expiration_ms,
+        log_cleaner=follower_cleaner_settings(config),
     )
 
 
-__all__ = ["follower_settings"]
+def follower_cleaner_settings(config: BrokerConfig) -> dict[str, Any]:
+    """The cleaner of a follower process, as the broker's: one cleaner process per log dir, the
+    offset map a share of log.cleaner.dedupe.buffer.size (split between the broker and its
+    num.replica.fetchers follower processes); empty when log.cleaner.enable is off or no threads."""
+    if not config.log_cleaner_enable or config.log_cleaner_threads <= 0:
+        return {}
+    log_dirs = [str(d) for d in config.log_dirs]
+    settings = CleanerSettings(
+        dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size
+        // (max(len(log_dirs), 1) * (1 + config.num_replica_fetchers)),
+        load_factor=config.log_cleaner_io_buffer_load_factor,
+        io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+    )
+    return {"log_dirs": log_dirs, "backoff_ms": config.log_cleaner_backoff_ms, **settings.to_json()}
+
+
+__all__ = ["follower_cleaner_settings", "follower_settings"]

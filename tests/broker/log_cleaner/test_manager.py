@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
-from broker.log_cleaner.manager import CleanableLog, LogCleanerManager
+from cleaner.manager import CleanableLog, LogCleanerManager
 from storage.cleaner import CleanerOffsetCheckpoint
 from storage.clock import FakeClock
 from storage.config import LogConfig

@@ -10,8 +10,8 @@ import pathlib
 
 import pytest
 
-from broker.log_cleaner.manager import CleanableLog, LogCleanerManager
-from broker.log_cleaner.service import LogCleaner
+from cleaner.driver import LogCleaner
+from cleaner.manager import CleanableLog, LogCleanerManager
 from client.cleaner_messages import CleanerSettings
 from storage.cleaner import CleanResult
 from storage.clock import FakeClock
@@ -91,9 +91,9 @@ async def test_a_log_given_up_meanwhile_is_left_alone(tmp_path: pathlib.Path) ->
     cleaner = cleaner_for(tmp_path, clock, log, owned)
     original = cleaner._install
 
-    async def give_up_first(candidate: CleanableLog, result: CleanResult) -> bool:
+    async def give_up_first(candidate: CleanableLog, result: CleanResult, truncations: int) -> bool:
         owned[0] = False  # e.g. leadership moved while the process was cleaning
-        return await original(candidate, result)
+        return await original(candidate, result, truncations)
 
     cleaner._install = give_up_first  # type: ignore[method-assign]
     cleaner.start()
@@ -134,3 +134,45 @@ async def test_a_killed_cleaner_process_is_restarted(tmp_path: pathlib.Path) -> 
         await cleaner.stop()
     assert latest(log)[b"k4"][1] == b"again-49"
     log.close()
+
+
+async def test_a_round_planned_before_a_truncation_is_not_installed(tmp_path: pathlib.Path) -> None:
+    """A truncated segment can grow back to its base and size with other records (a follower that
+    diverged): a round planned before any truncation is dropped, whatever the segments look like."""
+    clock, log, _ = build(tmp_path)
+    cleaner = cleaner_for(tmp_path, clock, log, [True])
+    original = cleaner._install
+    installed: list[tuple[str, bool]] = []
+
+    async def truncate_first(candidate: CleanableLog, result: CleanResult, truncations: int) -> bool:
+        if not installed:
+            log.truncate_to(log.log_end_offset - 1)  # the last record of the log goes
+        done = await original(candidate, result, truncations)
+        installed.append((result.token, done))
+        return done
+
+    cleaner._install = truncate_first  # type: ignore[method-assign]
+    before = read_records(log)
+    cleaner.start()
+    try:
+        for _ in range(200):
+            await asyncio.sleep(0.05)
+            if installed:
+                break
+    finally:
+        await cleaner.stop()
+    [(token, done), *_] = installed
+    assert not done
+    assert not list(log.directory.glob(f"*.{token}.cleaned"))  # still its owner: it removed its files
+    assert latest(log) == latest_of_records(before[:-1])  # the truncation only, nothing lost
+    log.close()
+
+
+def latest_of_records(
+    records: list[tuple[int, bytes | None, bytes | None, bool]],
+) -> dict[bytes, tuple[int, bytes | None]]:
+    out: dict[bytes, tuple[int, bytes | None]] = {}
+    for offset, key, value, control in records:
+        if key is not None and not control:
+            out[key] = (offset, value)
+    return out

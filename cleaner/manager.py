@@ -14,7 +14,10 @@ log dir, sends the round to a cleaner process and reports back with :meth:`done_
   record and there are cleanable bytes) or its dirty ratio exceeds ``min.cleanable.dirty.ratio``;
   the filthiest (highest ratio) dirty log is taken and stays *in progress* until reported back.
 - A log whose round failed in the cleaner itself (not because a segment went away) is marked
-  uncleanable and skipped until the broker restarts, as Kafka does.
+  uncleanable and skipped until the owner restarts, as Kafka does.
+- The first dirty offsets are kept per log dir in ``cleaner-offset-checkpoint`` by the broker; a
+  follower process keeps them in memory (:class:`InMemoryOffsets`: the broker is the checkpoint
+  file's only writer), so after its restart a followed log is cleaned from its start once.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import pathlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import structlog
 
@@ -55,9 +59,30 @@ class LogToClean:
     range: CleanableRange
 
 
+class OffsetStore(Protocol):
+    """Where a log dir's first dirty offsets are kept."""
+
+    def read(self) -> dict[TopicPartition, int]: ...
+
+    def write(self, offsets: Mapping[TopicPartition, int]) -> None: ...
+
+
+class InMemoryOffsets:
+    """First dirty offsets kept in memory only (a follower process: not the checkpoint's writer)."""
+
+    def __init__(self) -> None:
+        self._offsets: dict[TopicPartition, int] = {}
+
+    def read(self) -> dict[TopicPartition, int]:
+        return dict(self._offsets)
+
+    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
+        self._offsets = dict(offsets)
+
+
 @dataclass(slots=True)
 class _DirState:
-    checkpoint: CleanerOffsetCheckpoint
+    checkpoint: OffsetStore
     uncleanable: dict[TopicPartition, int] = field(default_factory=dict)
     """Partition -> its size when marked uncleanable."""
 
@@ -65,9 +90,15 @@ class _DirState:
 class LogCleanerManager:
     """The cleaner's choice of logs, its checkpoints and the figures its metrics report."""
 
-    def __init__(self, log_dirs: Iterable[pathlib.Path], clock: Clock) -> None:
+    def __init__(
+        self,
+        log_dirs: Iterable[pathlib.Path],
+        clock: Clock,
+        offsets: Callable[[pathlib.Path], OffsetStore] = CleanerOffsetCheckpoint,
+    ) -> None:
+        """``offsets`` gives each log dir's store (the checkpoint file by default)."""
         self._clock = clock
-        self._dirs = {pathlib.Path(d): _DirState(CleanerOffsetCheckpoint(pathlib.Path(d))) for d in log_dirs}
+        self._dirs = {pathlib.Path(d): _DirState(offsets(pathlib.Path(d))) for d in log_dirs}
         self._in_progress: set[TopicPartition] = set()
         self.max_dirty_percent = 0
         self.max_compaction_delay_ms = 0
