@@ -1,3 +1,11 @@
-"""Cleaner processes: Kafka's log cleaner threads as processes, so that cleaning never holds the
-broker's GIL. Each reads the inactive segments of the tasks its broker sends and writes ``.cleaned``
-files; the broker (the log's owner) installs them. Imports only protocol, storage and client."""
+"""The log cleaner (compaction) outside the event loops: Kafka's cleaner threads as processes.
+
+- ``python -m cleaner`` (:mod:`cleaner.__main__`, :mod:`cleaner.service`): a cleaner process. It reads
+  the inactive segments of the tasks its owner sends and writes ``.cleaned`` files.
+- :mod:`cleaner.process`, :mod:`cleaner.manager`, :mod:`cleaner.driver`: the owner's side, used by
+  the broker (the logs it leads) and by the follower processes (the logs they follow): spawning a
+  cleaner process, choosing the filthiest log (Kafka's LogCleanerManager), and the loop that sends
+  rounds and installs their results on the owner's event loop.
+
+Imports only protocol, storage and client.
+"""

@@ -1,8 +1,9 @@
 """Entry point of a cleaner process: ``python -m cleaner --broker-id N --cleaner-id K --ipc-fd FD``.
 
-Started by its broker (broker/log_cleaner/process.py), never by hand. The broker passes one end of a
-Unix socketpair as ``FD``; settings and tasks arrive over it. The process ends on SIGTERM or when the
-IPC socket closes because the broker went away. It runs in its own session so that a Ctrl-C meant
+Started by the owner of the logs it cleans (cleaner/process.py: the broker for the logs it leads, a
+follower process for those it follows), never by hand. The owner passes one end of a Unix socketpair
+as ``FD``; settings and tasks arrive over it. The process ends on SIGTERM or when the IPC socket
+closes because its owner went away. It runs in its own session so that a Ctrl-C meant
 for the broker does not reach it; whatever it leaves half-written (``.cleaned`` files) is removed
 by the log loader (storage/cleaner/recovery.py).
 """
@@ -66,7 +67,7 @@ def configure_logging(level: str, json_output: bool, broker_id: int, cleaner_id:
 
 
 async def run(broker_id: int, cleaner_id: int, ipc_fd: int) -> int:
-    """Serve the broker until it goes away or SIGTERM; the process exit code."""
+    """Serve the owner until it goes away or SIGTERM; the process exit code."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=ipc_fd)
     channel = await IpcChannel.over_socket(sock, name=f"cleaner-{broker_id}-{cleaner_id}")
     channel.start(on_request=CleanerService())

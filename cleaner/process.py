@@ -1,4 +1,5 @@
-"""One cleaner process as its broker sees it: the child and the IPC channel to it.
+"""One cleaner process as its owner (the broker, or a follower process) sees it: the child and the IPC
+channel to it.
 
 Spawned like a follower process (broker/replication/followers/process.py): one end of a Unix
 socketpair through ``pass_fds``, ``python -m cleaner`` in its own session, its stderr the broker's,

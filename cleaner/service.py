@@ -1,10 +1,10 @@
-"""The cleaner process's end of the broker IPC: ``configure``, then ``clean`` tasks one at a time.
+"""The cleaner process's end of the IPC with its owner: ``configure``, then ``clean`` tasks one at a time.
 
 A task names inactive segments (immutable while their owner appends) and everything the round needs
 from the owner (:class:`~storage.cleaner.CleanTask`); the process builds the offset map, writes and
 fsyncs the ``.cleaned`` files and answers which old segments each one replaces. It never renames or
 deletes a file of the log: the owner installs the result on its own event loop. Cleaning blocks this
-process's event loop, which has nothing else to do; the broker waits for the reply.
+process's event loop, which has nothing else to do; the owner waits for the reply.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ _UNLIMITED = 1e300
 
 
 class UnknownRequestError(Exception):
-    """The broker sent a request type this cleaner does not know."""
+    """The owner sent a request type this cleaner does not know."""
 
 
 class CleanerService:
-    """Serves one broker's cleaning requests; keeps one offset map and throttler between rounds."""
+    """Serves one owner's cleaning requests; keeps one offset map and throttler between rounds."""
 
     def __init__(self) -> None:
         self._settings: CleanerSettings | None = None

@@ -1,7 +1,7 @@
-"""The requests a broker sends its cleaner processes over the IPC channel (client/replica_ipc.py).
+"""The requests an owner of logs (the broker, a follower process) sends its cleaner processes over the
+IPC channel (client/replica_ipc.py).
 
-Kept in ``client`` because both ends use them and the import rules let ``broker`` and ``cleaner``
-share only protocol, storage and client. The task and the result themselves are storage's
+Kept in ``client`` because both ends use them. The task and the result themselves are storage's
 :class:`~storage.cleaner.CleanTask` and :class:`~storage.cleaner.CleanResult` as JSON.
 
 * ``configure`` (:class:`CleanerSettings`) -> ``{}``: sent once, first;
