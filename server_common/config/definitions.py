@@ -505,8 +505,9 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     # -- log cleaner (compaction)
     ConfigDef("log.cleaner.enable", T.BOOLEAN, True, M, "Run the log cleaner, which compacts the logs "
               "whose cleanup.policy includes compact (__consumer_offsets among them)."),
-    ConfigDef("log.cleaner.threads", T.INT, 1, M, "Cleaner processes per broker (kipling cleans in a "
-              "process of its own, off the event loop); 0 cleans nothing.", at_least(0)),
+    ConfigDef("log.cleaner.threads", T.INT, 1, M, "0 turns the cleaner off; otherwise the broker and "
+              "each follower process clean in one cleaner process per log dir, off their event loops.",
+              at_least(0)),
     ConfigDef("log.cleaner.dedupe.buffer.size", T.LONG, 128 * 1024 * 1024, M, "Memory for the "
               "offset map (key digest -> latest offset) of a cleaning round, over all cleaners."),
     ConfigDef("log.cleaner.io.buffer.size", T.INT, 512 * 1024, M, "I/O buffer memory of the "

@@ -90,6 +90,18 @@ def test_a_compacted_topic_keeps_the_latest_value_of_every_key(compacting_broker
         produced_bytes = 600 * len(value(0, 0))  # the values alone; the log cleans while it is written
         wait_for(lambda: log_bytes(broker, topic) < produced_bytes / 4, TIMEOUT_S, "the log to shrink")
         records = read_all(broker.bootstrap, topic)
+        # Kafka's LogCleaner / LogCleanerManager gauges, Prometheus style
+        assert broker.metric("kafka_log_logcleaner_max_clean_time_secs") > 0
+        assert 0 < broker.metric("kafka_log_logcleaner_cleaner_recopy_percent") < 100
+        assert broker.metric("kafka_log_logcleaner_max_buffer_utilization_percent") > 0
+        assert broker.metric("kafka_log_logcleaner_deadthreadcount") == 0
+        assert broker.metric("kafka_log_logcleanermanager_uncleanable_partitions_count") == 0
+        metrics = broker.metrics()
+        for name in (
+            "kafka_log_logcleanermanager_max_dirty_percent",
+            "kafka_log_logcleanermanager_time_since_last_run_ms",
+        ):
+            assert f"\n{name} " in metrics
         offsets = [r[0] for r in records]
         assert offsets == sorted(set(offsets)) and len(records) < 600 / 3
         assert latest_of(records) == written  # every key's last value, at its own offset
