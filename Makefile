@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 # come from the quix extra, quixstreams itself without them.
 QUIXSTREAMS := quixstreams==3.28.1
 $(TEST_STAMP): pyproject.toml Makefile | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test,spark,quix]'
+	$(BIN)/pip install --quiet -e '.[test,spark,quix,faust]'
 	$(BIN)/pip install --quiet --no-deps '$(QUIXSTREAMS)'
 	touch $@
 
