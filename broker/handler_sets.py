@@ -209,8 +209,9 @@ def _broker_nodes(image: MetadataImage) -> Callable[[str], list[ClusterNode]]:
 
 
 def _voter_nodes(config: BrokerConfig) -> list[ClusterNode]:
-    """The quorum's voters with their controller address (DescribeCluster to a controller)."""
-    return [ClusterNode(voter.node_id, voter.host, voter.port) for voter in config.quorum_voters]
+    """The quorum's voters with their controller address (DescribeCluster to a controller); a
+    single node's own listener, on a port the system picks, is left out, its port unknown here."""
+    return [ClusterNode(v.node_id, v.host, v.port) for v in config.quorum_voters if v.port]
 
 
 def _voter_endpoints(config: BrokerConfig) -> dict[int, list[tuple[str, str, int]]]:

@@ -28,8 +28,10 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.structs import TopicPartition as KafkaTopicPartition
 
+from protocol.api_keys import ApiKey
 from tests.integration.cluster import FAST_FAILOVER, Cluster, wait_until
 from tests.integration.transactions_support import PartitionState, partition_states
+from tests.integration.wire_client import WireClient
 from tools.cli import build_parser
 from tools.commands.leader_election import leader_election_command
 from tools.commands.topics import run_async
@@ -368,3 +370,15 @@ def test_the_tool_reports_a_failed_election(cluster: Cluster, admin: KafkaAdminC
         "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: No such topic as no-such-topic\n"
     )
     assert err == "1 replica(s) could not be elected\n"
+
+
+def test_describe_cluster_on_the_controller_listener_lists_the_voters(cluster: Cluster) -> None:
+    body = {"include_cluster_authorized_operations": False, "endpoint_type": 2}
+    with WireClient(cluster.controller_port) as client:
+        response = client.request(int(ApiKey.DESCRIBE_CLUSTER), 1, body).body
+    assert (response.error_code, response.endpoint_type, response.cluster_id) == (0, 2, CLUSTER_ID)
+    assert [(b.broker_id, b.port) for b in response.brokers] == [(1, cluster.controller_port)]
+    assert response.controller_id == 1
+    with WireClient(cluster.brokers[2].port) as client:
+        mismatched = client.request(int(ApiKey.DESCRIBE_CLUSTER), 1, body).body
+    assert mismatched.error_code == 114  # MISMATCHED_ENDPOINT_TYPE: a broker listener is not a controller's
