@@ -168,8 +168,14 @@ class FollowerService:
             current = FollowedPartition(log, source, assignment.leader_epoch, assignment.partition_epoch)
             self._partitions[tp] = current
             self._logs[tp] = log
-        elif current.source != source:
-            self._fetchers[current.source].remove_partitions([tp])
+        else:
+            if current.source != source:
+                self._fetchers[current.source].remove_partitions([tp])
+            # a leader change can carry a config change of the same metadata delta: the broker's
+            # table then already holds the new config and sends no update_log_configs for it
+            config = LogConfig.from_properties(assignment.log_config or settings.log_config)
+            if current.log.log.config != config:
+                current.log.log.reconfigure(config)
         current.source = source
         current.leader_epoch = assignment.leader_epoch
         current.partition_epoch = assignment.partition_epoch
