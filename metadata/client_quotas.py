@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import ipaddress
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -63,6 +64,8 @@ CLIENT_QUOTA_KEYS = {
 """Kafka's QuotaConfigs for users and client ids, with their types."""
 IP_QUOTA_KEYS = {IP_CONNECTION_RATE: _Kind.INT}
 _EPSILON = 1e-6
+_INT_MAX = 2**31 - 1
+_LONG_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +159,7 @@ def _validated_entity(pairs: Sequence[tuple[str, str | None]]) -> dict[str, str 
     for kind, name in pairs:
         if kind in validated:
             raise KafkaError(
-                ErrorCode.INVALID_REQUEST, f"Invalid empty client quota entity, duplicate entity entry {kind}"
+                ErrorCode.INVALID_REQUEST, f"Invalid client quota entity, duplicate entity entry {kind}"
             )
         if kind not in (USER, CLIENT_ID, IP):
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unhandled client quota entity type: {kind}")
@@ -188,12 +191,20 @@ def _is_ip(text: str) -> bool:
 
 
 def _check_value(valid_keys: Mapping[str, _Kind], key: str, value: float) -> None:
-    """Kafka's validateQuotaKeyValue: a known key; an integral value for Long (and Int) keys."""
+    """Kafka's validateQuotaKeyValue (3.6 on): a known key, a value above 0, and for Long and Int
+    keys an integral value within the type's range."""
     kind = valid_keys.get(key)
     if kind is None:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}")
-    if kind is not _Kind.DOUBLE and abs(float(int(value + _EPSILON)) - value) > _EPSILON:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a {kind.value} value")
+    if value <= 0.0:  # Kafka >= 3.6 (KAFKA-14943): a zero or negative quota would throttle everyone
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Quota {key} must be greater than 0")
+    if kind is _Kind.DOUBLE:
+        return
+    limit, article = (_INT_MAX, "an INT") if kind is _Kind.INT else (_LONG_MAX, "a LONG")
+    if value > limit:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Proposed value for {key} is too large for {article}.")
+    if abs(math.fmod(value, 1.0)) > _EPSILON:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"{key} cannot be a fractional value.")
 
 
 def describe_quotas(

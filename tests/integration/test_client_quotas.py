@@ -117,7 +117,7 @@ def test_kafka_python_alters_and_describes_quotas(admin: KafkaAdminClient) -> No
     assert [(e.error_code, e.error_message) for e in response.entries] == [(0, None)]
     refused = set_quota(admin, [("user", "alice")], "producer_byte_rate", 1.5)
     assert [(e.error_code, e.error_message) for e in refused.entries] == [
-        (42, "Configuration producer_byte_rate must be a Long value")
+        (42, "producer_byte_rate cannot be a fractional value.")
     ]
     component = DescribeClientQuotasRequest.ComponentData
     request = DescribeClientQuotasRequest(

@@ -90,7 +90,7 @@ def test_validate_only_writes_nothing(cluster: Cluster) -> None:
         (
             (("user", "a"), ("user", "b")),
             (("producer_byte_rate", 1.0),),
-            "Invalid empty client quota entity, duplicate entity entry user",
+            "Invalid client quota entity, duplicate entity entry user",
         ),
         (
             (("user", "a"), ("ip", "1.2.3.4")),
@@ -108,7 +108,7 @@ def test_validate_only_writes_nothing(cluster: Cluster) -> None:
             (("producer_byte_rate", 1.0),),
             "Invalid configuration key producer_byte_rate",
         ),
-        (USER, (("producer_byte_rate", 1.5),), "Configuration producer_byte_rate must be a Long value"),
+        (USER, (("producer_byte_rate", 1.5),), "producer_byte_rate cannot be a fractional value."),
     ],
 )
 def test_invalid_alterations_carry_kafkas_messages(
