@@ -37,7 +37,12 @@ def cluster() -> Cluster:
             "Proposed value for connection_creation_rate is too large for an INT.",
         ),
         (IP, "connection_creation_rate", 10.25, "connection_creation_rate cannot be a fractional value."),
-        (USER, "producer_byte_rate", 2.0**64, "Proposed value for producer_byte_rate is too large for a LONG."),
+        (
+            USER,
+            "producer_byte_rate",
+            2.0**64,
+            "Proposed value for producer_byte_rate is too large for a LONG.",
+        ),
     ],
 )
 def test_values_kafka_refuses(
