@@ -1,0 +1,323 @@
+"""Issue 17's admin matrix on one node: every admin API kipling added, through each installed client
+library that exposes it, at the version the library sends (read off the wire by a recording proxy,
+``test_admin_matrix_support.RecordingProxy``), with its effect checked afterwards.
+
+kafka-python 3.0.12 and librdkafka (confluent-kafka 2.16.1) pick the highest version both sides
+support from kipling's ApiVersions; aiokafka 0.14.0 picks the highest of the request structs it
+ships. ElectLeaders and the partition reassignments need several brokers:
+``test_admin_matrix_cluster.py``. docs/admin-clients.md is the table these tests verify.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+from aiokafka.admin.config_resource import ConfigResource as AioConfigResource
+from aiokafka.admin.config_resource import ConfigResourceType as AioResourceType
+from aiokafka.structs import TopicPartition as AioTopicPartition
+from confluent_kafka import TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient as ConfluentAdmin
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import ConfigResource as KpConfigResource
+from kafka.admin import ConfigResourceType as KpResourceType
+from kafka.admin import NewTopic
+from kafka.structs import TopicPartition as KpTopicPartition
+
+from protocol.api_keys import ApiKey
+from tests.integration.broker_process import BrokerProcess, free_port
+from tests.integration.test_admin_matrix_support import RecordingProxy
+
+pytestmark = [pytest.mark.timeout(180)]
+
+TIMEOUT_S = 30
+KP = "matrix-kafka-python"
+CF = "matrix-confluent"
+AIO = "matrix-aiokafka"
+
+
+@pytest.fixture(scope="module")
+def proxy() -> Iterator[RecordingProxy]:
+    running = RecordingProxy(free_port()).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory, proxy: RecordingProxy) -> Iterator[BrokerProcess]:
+    root = tmp_path_factory.mktemp("admin-matrix")
+    process = BrokerProcess(root, overrides=[proxy.advertised], port=proxy.broker_port).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def kp(node: BrokerProcess, proxy: RecordingProxy) -> Iterator[KafkaAdminClient]:
+    client = KafkaAdminClient(bootstrap_servers=proxy.bootstrap, client_id=KP)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def cf(node: BrokerProcess, proxy: RecordingProxy) -> ConfluentAdmin:
+    """One handle for the module: a future outlives its call only while the handle lives."""
+    return ConfluentAdmin({"bootstrap.servers": proxy.bootstrap, "client.id": CF})
+
+
+def aio(proxy: RecordingProxy, call: Any) -> Any:
+    """Run ``call(client)`` on a started aiokafka admin client; its result."""
+
+    async def run() -> Any:
+        client = AIOKafkaAdminClient(bootstrap_servers=proxy.bootstrap, client_id=AIO)
+        await client.start()
+        try:
+            return await call(client)
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
+def kp_topic_config(kp: KafkaAdminClient, topic: str, key: str) -> dict[str, Any]:
+    described = kp.describe_configs(
+        [KpConfigResource(KpResourceType.TOPIC, topic, [key])], include_synonyms=True, config_filter="all"
+    )
+    entry: dict[str, Any] = described["topic"][topic][key]
+    return entry
+
+
+def produce(proxy: RecordingProxy, topic: str, partitions: int, count: int) -> None:
+    producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, linger_ms=0)
+    try:
+        for partition in range(partitions):
+            for i in range(count):
+                producer.send(topic, f"{partition}-{i}".encode(), partition=partition).get(timeout=TIMEOUT_S)
+    finally:
+        producer.close(timeout=10)
+
+
+def first_offsets(proxy: RecordingProxy, topic: str, partitions: int) -> dict[int, int]:
+    consumer = KafkaConsumer(bootstrap_servers=proxy.bootstrap, enable_auto_commit=False)
+    try:
+        tps = [KpTopicPartition(topic, p) for p in range(partitions)]
+        return {tp.partition: offset for tp, offset in consumer.beginning_offsets(tps).items()}
+    finally:
+        consumer.close()
+
+
+# -- DescribeConfigs (32) -------------------------------------------------------------------------
+
+
+def test_describe_configs_sources_through_each_library(
+    kp: KafkaAdminClient, cf: ConfluentAdmin, proxy: RecordingProxy
+) -> None:
+    kp.create_topics([NewTopic("dc", 1, 1, topic_configs={"retention.ms": "654321"})])
+
+    entry = kp_topic_config(kp, "dc", "retention.ms")
+    assert (entry["value"], entry["config_source"]) == ("654321", "DYNAMIC_TOPIC_CONFIG")
+    assert [s["source"] for s in entry["synonyms"]] == ["DYNAMIC_TOPIC_CONFIG", "DEFAULT_CONFIG"]
+
+    [future] = cf.describe_configs([ConfigResource(ResourceType.TOPIC, "dc")]).values()
+    configs = future.result(timeout=TIMEOUT_S)
+    assert configs["retention.ms"].value == "654321"
+    assert configs["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert configs["segment.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert [s.source for s in configs["retention.ms"].synonyms.values()] == [
+        ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+        ConfigSource.DEFAULT_CONFIG.value,
+    ]
+
+    async def describe(client: AIOKafkaAdminClient) -> Any:
+        return await client.describe_configs(
+            [AioConfigResource(AioResourceType.TOPIC, "dc", {"retention.ms": None})], include_synonyms=True
+        )
+
+    [response] = aio(proxy, describe)
+    [(error_code, _message, _type, name, entries)] = response.resources
+    assert (error_code, name) == (0, "dc")
+    [(key, value, read_only, source, sensitive, synonyms, *_)] = entries
+    assert (key, value, read_only, source, sensitive) == ("retention.ms", "654321", False, 1, False)
+    assert [s[2] for s in synonyms] == [1, 5]  # DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG
+
+    assert proxy.versions(ApiKey.DESCRIBE_CONFIGS, KP) == {4}
+    assert proxy.versions(ApiKey.DESCRIBE_CONFIGS, CF) == {1}  # librdkafka's highest
+    assert proxy.versions(ApiKey.DESCRIBE_CONFIGS, AIO) == {2}
+
+
+# -- AlterConfigs (33) and IncrementalAlterConfigs (44) -------------------------------------------
+
+
+def test_alter_configs_through_each_library(
+    kp: KafkaAdminClient, cf: ConfluentAdmin, proxy: RecordingProxy
+) -> None:
+    kp.create_topics([NewTopic(t, 1, 1) for t in ("ac-kp", "ac-cf", "ac-aio")])
+
+    result = kp.alter_configs(
+        [KpConfigResource(KpResourceType.TOPIC, "ac-kp", {"retention.ms": "111111"})], incremental=False
+    )
+    assert result == {"topic": {"ac-kp": "OK"}}
+
+    legacy = ConfigResource(ResourceType.TOPIC, "ac-cf", set_config={"retention.ms": "222222"})
+    with pytest.warns(DeprecationWarning):  # deprecated by confluent-kafka; still sent
+        futures = cf.alter_configs([legacy])
+    for future in futures.values():
+        future.result(timeout=TIMEOUT_S)
+
+    async def alter(client: AIOKafkaAdminClient) -> Any:
+        return await client.alter_configs(
+            [AioConfigResource(AioResourceType.TOPIC, "ac-aio", {"retention.ms": "333333"})]
+        )
+
+    [response] = aio(proxy, alter)
+    assert [r[0] for r in response.resources] == [0]
+
+    for topic, value in (("ac-kp", "111111"), ("ac-cf", "222222"), ("ac-aio", "333333")):
+        entry = kp_topic_config(kp, topic, "retention.ms")
+        assert (entry["value"], entry["config_source"]) == (value, "DYNAMIC_TOPIC_CONFIG")
+    assert proxy.versions(ApiKey.ALTER_CONFIGS, KP) == {2}
+    assert proxy.versions(ApiKey.ALTER_CONFIGS, CF) == {2}
+    assert proxy.versions(ApiKey.ALTER_CONFIGS, AIO) == {1}
+
+
+def test_incremental_alter_configs_through_each_library(
+    kp: KafkaAdminClient, cf: ConfluentAdmin, proxy: RecordingProxy
+) -> None:
+    kp.create_topics([NewTopic(t, 1, 1) for t in ("iac-kp", "iac-cf")])
+
+    result = kp.alter_configs([KpConfigResource(KpResourceType.TOPIC, "iac-kp", {"segment.ms": "444444"})])
+    assert result == {"topic": {"iac-kp": "OK"}}
+
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        "iac-cf",
+        incremental_configs=[
+            ConfigEntry("segment.ms", "555555", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+        ],
+    )
+    for future in cf.incremental_alter_configs([resource]).values():
+        future.result(timeout=TIMEOUT_S)
+
+    assert kp_topic_config(kp, "iac-kp", "segment.ms")["value"] == "444444"
+    assert kp_topic_config(kp, "iac-cf", "segment.ms")["value"] == "555555"
+    assert kp_topic_config(kp, "iac-cf", "cleanup.policy")["value"] == "delete,compact"
+    assert proxy.versions(ApiKey.INCREMENTAL_ALTER_CONFIGS, KP) == {1}
+    assert proxy.versions(ApiKey.INCREMENTAL_ALTER_CONFIGS, CF) == {1}
+
+
+# -- DeleteRecords (21) ---------------------------------------------------------------------------
+
+
+def test_delete_records_through_each_library(
+    kp: KafkaAdminClient, cf: ConfluentAdmin, proxy: RecordingProxy
+) -> None:
+    kp.create_topics([NewTopic("dr", 3, 1)])
+    produce(proxy, "dr", 3, 10)
+
+    deleted = kp.delete_records({KpTopicPartition("dr", 0): 4})
+    assert [m["low_watermark"] for m in deleted.values()] == [4]
+
+    [future] = cf.delete_records([TopicPartition("dr", 1, 5)]).values()
+    assert future.result(timeout=TIMEOUT_S).low_watermark == 5
+
+    async def delete(client: AIOKafkaAdminClient) -> Any:
+        return await client.delete_records({AioTopicPartition("dr", 2): RecordsToDelete(6)})
+
+    assert aio(proxy, delete) == {AioTopicPartition("dr", 2): 6}
+
+    assert first_offsets(proxy, "dr", 3) == {0: 4, 1: 5, 2: 6}
+    assert proxy.versions(ApiKey.DELETE_RECORDS, KP) == {2}
+    assert proxy.versions(ApiKey.DELETE_RECORDS, CF) == {2}
+    assert proxy.versions(ApiKey.DELETE_RECORDS, AIO) == {2}
+
+
+# -- DescribeLogDirs (35) -------------------------------------------------------------------------
+
+
+def test_describe_log_dirs_through_kafka_python(
+    node: BrokerProcess, kp: KafkaAdminClient, proxy: RecordingProxy
+) -> None:
+    kp.create_topics([NewTopic("ld", 2, 1)])
+    produce(proxy, "ld", 2, 5)
+    [broker] = kp.describe_log_dirs(topic_partitions={"ld": [0, 1]})
+    [log_dir] = broker["log_dirs"]
+    assert (broker["broker"], log_dir["error_code"]) == (1, 0), broker
+    assert log_dir["log_dir"] == str(node.data_dir / "logs")
+    [topic] = log_dir["topics"]
+    assert topic["name"] == "ld"
+    sizes = {p["partition_index"]: p["partition_size"] for p in topic["partitions"]}
+    files = {p: (node.data_dir / "logs" / f"ld-{p}" / f"{0:020d}.log").stat().st_size for p in (0, 1)}
+    assert sizes == files and all(size > 0 for size in sizes.values())
+    assert proxy.versions(ApiKey.DESCRIBE_LOG_DIRS, KP) == {5}
+
+
+# -- DescribeTopicPartitions (75) and DescribeCluster (60) ----------------------------------------
+
+
+def test_describe_topic_partitions_and_describe_cluster(
+    node: BrokerProcess, kp: KafkaAdminClient, cf: ConfluentAdmin, proxy: RecordingProxy
+) -> None:
+    kp.create_topics([NewTopic("dtp", 3, 1)])
+    described = kp.describe_topic_partitions(["dtp"], response_partition_limit=2)
+    [topic] = described["topics"]
+    assert (topic["name"], [p["partition_index"] for p in topic["partitions"]]) == ("dtp", [0, 1])
+    assert described["next_cursor"] == {"topic_name": "dtp", "partition_index": 2}
+    [cf_topic] = cf.describe_topics(TopicCollection(["dtp"])).values()
+    assert [p.id for p in cf_topic.result(timeout=TIMEOUT_S).partitions] == [0, 1, 2]
+    assert proxy.versions(ApiKey.DESCRIBE_TOPIC_PARTITIONS, KP) == {0}
+    assert proxy.versions(ApiKey.DESCRIBE_TOPIC_PARTITIONS, CF) == set()  # librdkafka sends Metadata
+
+    cluster = kp.describe_cluster()
+    assert (cluster["controller_id"], [b["port"] for b in cluster["brokers"]]) == (1, [proxy.port])
+    cf_cluster = cf.describe_cluster().result(timeout=TIMEOUT_S)
+    assert ([n.port for n in cf_cluster.nodes], cf_cluster.controller.id) == ([proxy.port], 1)
+
+    async def describe(client: AIOKafkaAdminClient) -> Any:
+        return await client.describe_cluster()
+
+    aio_cluster = aio(proxy, describe)
+    assert aio_cluster["controller_id"] == 1 and aio_cluster["brokers"][0]["port"] == proxy.port
+    assert proxy.versions(ApiKey.DESCRIBE_CLUSTER, KP) == {1}
+    assert proxy.versions(ApiKey.DESCRIBE_CLUSTER, CF) == set()  # librdkafka sends Metadata
+    assert proxy.versions(ApiKey.DESCRIBE_CLUSTER, AIO) == set()  # aiokafka sends Metadata
+
+
+# -- what the libraries do not expose -------------------------------------------------------------
+
+NOT_EXPOSED = {
+    # kafka-python 3.0.12 ships the client-quota request classes but no admin call for them
+    KafkaAdminClient: ("describe_client_quotas", "alter_client_quotas"),
+    ConfluentAdmin: (
+        "describe_log_dirs",
+        "describe_topic_partitions",
+        "alter_partition_reassignments",
+        "list_partition_reassignments",
+        "describe_client_quotas",
+        "alter_client_quotas",
+    ),
+    AIOKafkaAdminClient: (
+        "incremental_alter_configs",
+        "elect_leaders",
+        "describe_log_dirs",
+        "describe_topic_partitions",
+        "alter_partition_reassignments",
+        "list_partition_reassignments",
+        "describe_client_quotas",
+        "alter_client_quotas",
+    ),
+}
+
+
+@pytest.mark.parametrize("library", NOT_EXPOSED, ids=lambda cls: cls.__module__.split(".")[0])
+def test_the_admin_calls_a_library_does_not_expose(library: type) -> None:
+    """The table's "not exposed" cells: no public method of that name, nor any about quotas on
+    any of them, nor about log dirs or reassignments on confluent-kafka's or aiokafka's."""
+    public = [name for name in dir(library) if not name.startswith("_")]
+    assert [name for name in NOT_EXPOSED[library] if name in public] == []
+    assert [name for name in public if "quota" in name] == []
+    if library is not KafkaAdminClient:
+        assert [name for name in public if "log_dir" in name or "reassign" in name] == []
