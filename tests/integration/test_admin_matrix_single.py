@@ -26,6 +26,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType as KpResourceType
 from kafka.admin import NewTopic
+from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from kafka.structs import TopicPartition as KpTopicPartition
 
 from protocol.api_keys import ApiKey
@@ -284,6 +285,43 @@ def test_describe_topic_partitions_and_describe_cluster(
     assert proxy.versions(ApiKey.DESCRIBE_CLUSTER, KP) == {1}
     assert proxy.versions(ApiKey.DESCRIBE_CLUSTER, CF) == set()  # librdkafka sends Metadata
     assert proxy.versions(ApiKey.DESCRIBE_CLUSTER, AIO) == set()  # aiokafka sends Metadata
+
+
+# -- DescribeClientQuotas (48) and AlterClientQuotas (49) ----------------------------------------
+
+
+def test_client_quotas_through_kafka_pythons_request_classes(
+    kp: KafkaAdminClient, proxy: RecordingProxy
+) -> None:
+    """No library has an admin call for them; kafka-python ships the request classes, sent here
+    through its admin client's connections at the version it negotiates."""
+    entry = AlterClientQuotasRequest.EntryData
+    altered = kp._manager.run(
+        kp._manager.send,
+        AlterClientQuotasRequest(
+            entries=[
+                entry(
+                    entity=[entry.EntityData(entity_type="client-id", entity_name="matrix-app")],
+                    ops=[entry.OpData(key="consumer_byte_rate", value=2048.0, remove=False)],
+                )
+            ],
+            validate_only=False,
+        ),
+    )
+    assert [(e.error_code, e.error_message) for e in altered.entries] == [(0, None)]
+    component = DescribeClientQuotasRequest.ComponentData
+    described = kp._manager.run(
+        kp._manager.send,
+        DescribeClientQuotasRequest(
+            components=[component(entity_type="client-id", match_type=0, match="matrix-app")], strict=True
+        ),
+    )
+    assert described.error_code == 0
+    [found] = described.entries
+    assert [(e.entity_type, e.entity_name) for e in found.entity] == [("client-id", "matrix-app")]
+    assert [(v.key, v.value) for v in found.values] == [("consumer_byte_rate", 2048.0)]
+    assert proxy.versions(ApiKey.ALTER_CLIENT_QUOTAS, KP) == {1}
+    assert proxy.versions(ApiKey.DESCRIBE_CLIENT_QUOTAS, KP) == {1}
 
 
 # -- what the libraries do not expose -------------------------------------------------------------
