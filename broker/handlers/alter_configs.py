@@ -2,8 +2,8 @@
 
 Each resource's overrides become exactly the keys the request names: every other override of the
 resource is deleted (Kafka's semantics; IncrementalAlterConfigs changes single keys). Only SET
-exists, a null value is INVALID_REQUEST, and a BROKER resource must name this broker (the cluster
-defaults, resource ``""``, are set with IncrementalAlterConfigs). Served like IncrementalAlterConfigs:
+exists, a null value is INVALID_REQUEST, and a BROKER resource names this broker or, as in Kafka,
+``""``: the cluster defaults, replaced as a whole too. Served like IncrementalAlterConfigs:
 by the controller on its listener, forwarded by brokers (broker/handlers/incremental_alter_configs.py).
 """
 

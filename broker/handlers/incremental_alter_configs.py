@@ -165,11 +165,11 @@ class ForwardedAlterConfigsHandler(Handler):
 
     def _preprocess(self, resource: MessageData) -> tuple[ErrorCode, str] | None:
         """Kafka's ConfigAdminManager.preprocess for a BROKER resource: a named broker must be this
-        one (AlterConfigs, which cannot set cluster defaults, always names one)."""
+        one; ``""`` (the cluster defaults) is accepted by both APIs, legacy AlterConfigs included."""
         if resource.resource_type != ConfigResourceType.BROKER:
             return None
         name = resource.resource_name
-        if name == "" and self._incremental:
+        if name == "":
             return None
         try:
             broker_id = int(name)

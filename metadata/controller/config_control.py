@@ -13,7 +13,8 @@ Resources:
   CreateTopics validates them (INVALID_CONFIG with the same messages).
 - BROKER: ``""`` is the cluster-wide default, otherwise a broker id (registered or not, as Kafka's
   controller accepts). Only the keys of :data:`~server_common.config.DYNAMIC_BROKER_KEYS` may be set;
-  any other real broker key is INVALID_REQUEST "Cannot update these configs dynamically: Set(...)".
+  any other real broker key is INVALID_REQUEST "Cannot update these configs dynamically: Set(...)",
+  and so is an unknown key or a bad value (Kafka's broker-side check answers INVALID_REQUEST).
 - anything else (BROKER_LOGGER, CLIENT_METRICS, GROUP, UNKNOWN): INVALID_REQUEST naming the type.
 
 Operations (IncrementalAlterConfigs): SET (0), DELETE (1), APPEND (2) and SUBTRACT (3); APPEND and
@@ -35,7 +36,7 @@ from metadata.controller.metadata_log import MetadataWriter
 from metadata.image import MetadataImage
 from metadata.records import ConfigRecord, ConfigResourceType, MetadataRecord
 from protocol.error_codes import ErrorCode, KafkaError
-from server_common.config import ConfigError, NotDynamicError, validate_broker_configs
+from server_common.config import ConfigError, validate_broker_configs
 from server_common.config.dynamic import default_list_value, is_list_key
 
 __all__ = [
@@ -158,10 +159,10 @@ class ConfigControl:
             wanted = _apply(current, resource.configs, topic=False, incremental=incremental)
             try:
                 canonical = validate_broker_configs(wanted)
-            except NotDynamicError as exc:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
             except ConfigError as exc:
-                raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+                # Kafka's broker checks a BROKER change (ConfigAdminManager, DynamicBrokerConfig
+                # .validate) before forwarding it and answers every failure INVALID_REQUEST (KAFKA-13609)
+                raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
             record_type = ConfigResourceType.BROKER
         else:
             raise KafkaError(

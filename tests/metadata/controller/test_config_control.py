@@ -168,12 +168,12 @@ def test_broker_keys_that_are_not_dynamic_or_bad() -> None:
     assert _errors(results) == [
         (ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: Set(log.dirs, num.partitions)"),
         (
-            ErrorCode.INVALID_CONFIG,
+            ErrorCode.INVALID_REQUEST,
             "Invalid value '-1' for configuration message.max.bytes: expected a 32-bit integer, at least 0",
         ),
         (ErrorCode.INVALID_REQUEST, "Unable to parse broker name x"),
         (ErrorCode.INVALID_REQUEST, "Invalid negative broker ID."),
-        (ErrorCode.INVALID_CONFIG, "Unknown broker config name: no.such.key"),
+        (ErrorCode.INVALID_REQUEST, "Unknown broker config name: no.such.key"),
     ]
 
 
