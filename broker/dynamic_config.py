@@ -12,6 +12,8 @@ values apply from start-up on, and they survive restarts with the metadata log a
 the topics whose overrides changed (every topic when this broker's or the cluster's dynamic
 defaults changed) the partitions led here get their new LogConfig and min.insync.replicas at once,
 and the follower processes get the new LogConfig of every log they own (``update_log_configs``).
+A whole image published without a delta (a metadata snapshot installed while running) is checked
+topic by topic (:meth:`DynamicConfigPublisher.apply_image`).
 """
 
 from __future__ import annotations
@@ -88,6 +90,14 @@ class DynamicConfigPublisher:
             topics = [t for name in delta.topic_configs_changed if (t := image.get(name)) is not None]
         else:
             return
+        await self._reconfigure(topics, sorted(self._own.intersection(delta.broker_configs_changed)))
+
+    async def apply_image(self, image: MetadataImage) -> None:
+        """A whole image published (a metadata snapshot installed over a running broker): it has no
+        delta, so every topic's config is checked again; only what differs is changed or sent."""
+        await self._reconfigure(image.all(), sorted(self._own))
+
+    async def _reconfigure(self, topics: list[TopicState], broker_defaults: list[str]) -> None:
         led = sum(self._replicas.reconfigure_topic(topic) for topic in topics)
         by_name = {topic.name: topic for topic in topics}
         followed: dict[tuple[str, int], LogConfig] = {}
@@ -109,7 +119,7 @@ class DynamicConfigPublisher:
             topics=len(topics),
             led_partitions=led,
             followed_partitions=len(followed),
-            broker_defaults=sorted(self._own.intersection(delta.broker_configs_changed)),
+            broker_defaults=broker_defaults,
         )
 
 

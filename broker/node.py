@@ -402,16 +402,20 @@ def _build_broker(
         log_config=topic_log_config,
     )
     follower_quota = FollowerQuotaPublisher(config.node_id, supervisor.update_replication_quota)
+    dynamic_configs = DynamicConfigPublisher(dynamic, replicas, supervisor)
 
     async def publish_initial(published: MetadataImage, *, delete_strays: bool = True) -> None:
         await transitions.apply_initial(published, delete_strays=delete_strays)
+        # a snapshot installed over a running broker has no delta: partitions already led or
+        # followed here would otherwise keep the configs they had
+        await dynamic_configs.apply_image(published)
         await follower_quota.apply_image(published)
 
     loader = MetadataLoader(
         metadata_channel,
         image,
         then(
-            then(transitions.apply, DynamicConfigPublisher(dynamic, replicas, supervisor).apply),
+            then(transitions.apply, dynamic_configs.apply),
             follower_quota.apply,
         ),
         publish_initial,
