@@ -32,6 +32,7 @@ from kafka.structs import TopicPartition as KpTopicPartition
 from protocol.api_keys import ApiKey
 from tests.integration.broker_process import BrokerProcess, free_port
 from tests.integration.test_admin_matrix_support import RecordingProxy
+from tests.integration.wire_client import WireClient
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -108,6 +109,31 @@ def first_offsets(proxy: RecordingProxy, topic: str, partitions: int) -> dict[in
         return {tp.partition: offset for tp, offset in consumer.beginning_offsets(tps).items()}
     finally:
         consumer.close()
+
+
+SERVED = {
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 5),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+}
+"""The version ranges kipling advertises for the admin APIs of the matrix (docs/admin-clients.md)."""
+
+
+def test_api_versions_advertises_the_matrix_ranges(node: BrokerProcess) -> None:
+    body = {"client_software_name": "kipling-tests", "client_software_version": "1.0"}
+    with WireClient(node.port) as client:
+        response = client.request(ApiKey.API_VERSIONS, 3, body)
+    advertised = {k.api_key: (k.min_version, k.max_version) for k in response.body.api_keys}
+    assert {key: advertised.get(key) for key in SERVED} == SERVED
 
 
 # -- DescribeConfigs (32) -------------------------------------------------------------------------
@@ -285,6 +311,8 @@ def test_describe_topic_partitions_and_describe_cluster(
     assert proxy.versions(ApiKey.DESCRIBE_CLUSTER, KP) == {1}
     assert proxy.versions(ApiKey.DESCRIBE_CLUSTER, CF) == set()  # librdkafka sends Metadata
     assert proxy.versions(ApiKey.DESCRIBE_CLUSTER, AIO) == set()  # aiokafka sends Metadata
+    assert proxy.versions(ApiKey.METADATA, CF) == {12}
+    assert proxy.versions(ApiKey.METADATA, AIO) == {5}
 
 
 # -- DescribeClientQuotas (48) and AlterClientQuotas (49) ----------------------------------------
