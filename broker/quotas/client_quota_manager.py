@@ -18,7 +18,7 @@ name for an unauthenticated connection.
 When a recorded value takes the rate above the quota, the throttle time is the time the rate needs
 to come back to the quota with nothing more recorded: ``(rate - quota) / quota * window`` (Kafka's
 ``QuotaUtils.throttleTime``), where the window is the span the rate is measured over. Rates idle
-for an hour are dropped, as Kafka expires inactive sensors.
+for an hour are dropped, looked for every 30 s, as Kafka expires inactive sensors.
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ DEFAULT_QUOTA_WINDOW_NUM = 11
 DEFAULT_QUOTA_WINDOW_SIZE_SECONDS = 1
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 """Kafka's ClientQuotaManager.InactiveSensorExpirationTimeSeconds."""
+SENSOR_EXPIRY_INTERVAL_MS = 30_000
+"""How often idle rates are looked for (Kafka's Metrics run their ExpireSensorTask every 30 s): a
+scan of every client's rate on each request would cost O(clients) per produce or fetch."""
 
 QuotaLookup = Callable[[QuotaEntity], dict[str, float]]
 """The quotas of one entity, by key (the image's ``client_quota``)."""
@@ -81,6 +84,7 @@ class ClientQuotaManager:
         self._samples = samples
         self._window_ms = window_s * 1000
         self._sensors: dict[tuple[str, str], _Sensor] = {}
+        self._next_expiry_ms: int | None = None
 
     def quota_for(self, user: str, client_id: str) -> tuple[float, tuple[str, str]] | None:
         """The client's quota and the key of the rate it is measured with; None without a quota."""
@@ -136,8 +140,9 @@ class ClientQuotaManager:
         return sensor
 
     def _expire(self, now_ms: int) -> None:
-        if len(self._sensors) < 64:
+        if self._next_expiry_ms is not None and now_ms < self._next_expiry_ms:
             return
+        self._next_expiry_ms = now_ms + SENSOR_EXPIRY_INTERVAL_MS
         idle = [
             k for k, s in self._sensors.items() if now_ms - s.last_record_ms > INACTIVE_SENSOR_EXPIRATION_MS
         ]
