@@ -22,6 +22,7 @@ log dir, sends the round to a cleaner process and reports back with :meth:`done_
 
 from __future__ import annotations
 
+import os
 import pathlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -98,7 +99,7 @@ class LogCleanerManager:
     ) -> None:
         """``offsets`` gives each log dir's store (the checkpoint file by default)."""
         self._clock = clock
-        self._dirs = {pathlib.Path(d): _DirState(offsets(pathlib.Path(d))) for d in log_dirs}
+        self._dirs = {_dir(d): _DirState(offsets(_dir(d))) for d in log_dirs}
         self._in_progress: set[TopicPartition] = set()
         self.max_dirty_percent = 0
         self.max_compaction_delay_ms = 0
@@ -116,11 +117,11 @@ class LogCleanerManager:
         return topic_partition in self._in_progress
 
     def first_dirty_offsets(self, log_dir: pathlib.Path) -> dict[TopicPartition, int]:
-        return self._dirs[pathlib.Path(log_dir)].checkpoint.read()
+        return self._dirs[_dir(log_dir)].checkpoint.read()
 
     def grab_filthiest(self, log_dir: pathlib.Path, candidates: Iterable[CleanableLog]) -> LogToClean | None:
         """The dirtiest cleanable log of ``log_dir`` now, marked in progress; None when none is dirty."""
-        log_dir = pathlib.Path(log_dir)
+        log_dir = _dir(log_dir)
         state = self._dirs[log_dir]
         now = self._clock.time_ms()
         self._last_run_ms = now
@@ -130,7 +131,7 @@ class LogCleanerManager:
         max_delay = 0
         for candidate in candidates:
             tp = candidate.topic_partition
-            if pathlib.Path(candidate.log_dir) != log_dir or tp in self._in_progress:
+            if _dir(candidate.log_dir) != log_dir or tp in self._in_progress:
                 continue
             if tp in state.uncleanable or not candidate.log.config.compact:
                 continue
@@ -173,7 +174,7 @@ class LogCleanerManager:
         """
         tp = taken.candidate.topic_partition
         self._in_progress.discard(tp)
-        log_dir = pathlib.Path(taken.candidate.log_dir)
+        log_dir = _dir(taken.candidate.log_dir)
         checkpoint = self._dirs[log_dir].checkpoint
         offsets = {
             key: offset
@@ -191,11 +192,17 @@ class LogCleanerManager:
         """The cleaner failed on this log: skip it until restart (Kafka's markPartitionUncleanable)."""
         tp = taken.candidate.topic_partition
         self._in_progress.discard(tp)
-        state = self._dirs[pathlib.Path(taken.candidate.log_dir)]
+        state = self._dirs[_dir(taken.candidate.log_dir)]
         state.uncleanable[tp] = taken.candidate.log.size_in_bytes
 
     def uncleanable_partitions_count(self, log_dir: pathlib.Path) -> int:
-        return len(self._dirs[pathlib.Path(log_dir)].uncleanable)
+        return len(self._dirs[_dir(log_dir)].uncleanable)
 
     def uncleanable_bytes(self, log_dir: pathlib.Path) -> int:
-        return sum(self._dirs[pathlib.Path(log_dir)].uncleanable.values())
+        return sum(self._dirs[_dir(log_dir)].uncleanable.values())
+
+
+def _dir(path: pathlib.Path | str) -> pathlib.Path:
+    """A log dir as one key whatever its spelling (relative, trailing slash): the broker's and a
+    follower process's paths of one log dir come from the same configuration, in the same cwd."""
+    return pathlib.Path(os.path.abspath(path))

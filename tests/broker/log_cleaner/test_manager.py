@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+import pytest
+
 from cleaner.manager import CleanableLog, LogCleanerManager
 from storage.cleaner import CleanerOffsetCheckpoint
 from storage.clock import FakeClock
@@ -102,4 +104,19 @@ def test_uncleanable_partitions_are_skipped_and_counted(tmp_path: pathlib.Path) 
     assert manager.grab_filthiest(tmp_path, logs) is None
     clock.advance(500)
     assert manager.time_since_last_run_ms == 500
+    log.close()
+
+
+def test_a_log_dir_spelled_differently_is_the_same_log_dir(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follower process gets the log dirs from the broker's configuration (maybe relative) and
+    finds its logs' directories through the handovers: both spellings name one log dir."""
+    monkeypatch.chdir(tmp_path)
+    clock = FakeClock(BASE_TIME)
+    manager = LogCleanerManager([pathlib.Path("logs")], clock)
+    log = make_log(tmp_path / "logs", "t-0", clock)
+    fill(log, 10)
+    spelled = CleanableLog(("t", 0), tmp_path / "logs" / ".", log, log.high_watermark, dict, lambda: True)
+    assert manager.grab_filthiest(tmp_path / "logs", [spelled]) is not None
     log.close()
