@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import ElectionType, TopicPartition
+from confluent_kafka import ElectionType, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
+from kafka.errors import InvalidReplicationAssignmentError
 from kafka.structs import TopicPartition as KpTopicPartition
 
 from protocol.api_keys import ApiKey
@@ -143,6 +144,19 @@ def test_reorder_by_reassignment_then_preferred_elections(
             after = wait_state(cluster, partition, f"led by {leader}", lambda s, n=leader: s.leader == n)
             assert after.leader_epoch > before[partition].leader_epoch
             assert consume(servers, partition, 5) == [f"{partition}-{i}".encode() for i in range(5)]
+
+        # a second election needs nothing: ELECTION_NOT_NEEDED per partition through both libraries
+        again = kp.elect_leaders(0, {TOPIC: [0]}, raise_errors=False)
+        assert again.replica_election_results[0].partition_result[0].error_code == 84
+        needless = cf.elect_leaders(ElectionType.PREFERRED, [TopicPartition(TOPIC, 1)]).result(
+            timeout=TIMEOUT_S
+        )
+        assert needless[TopicPartition(TOPIC, 1)].code() == KafkaError.ELECTION_NOT_NEEDED
+        # a reassignment onto a broker that does not exist is refused and changes nothing
+        refused = kp.alter_partition_reassignments({tp0: [2, 3, 7]})
+        assert refused == {tp0: InvalidReplicationAssignmentError}
+        assert partition_states(cluster, TOPIC)[0].replicas == (2, 3, 1)
+        assert kp.list_partition_reassignments() == {}
     finally:
         kp.close()
 

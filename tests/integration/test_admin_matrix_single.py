@@ -18,14 +18,16 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.admin.config_resource import ConfigResource as AioConfigResource
 from aiokafka.admin.config_resource import ConfigResourceType as AioResourceType
+from aiokafka.errors import OffsetOutOfRangeError as AioOffsetOutOfRangeError
 from aiokafka.structs import TopicPartition as AioTopicPartition
-from confluent_kafka import TopicCollection, TopicPartition
+from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType as KpResourceType
 from kafka.admin import NewTopic
+from kafka.errors import OffsetOutOfRangeError
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from kafka.structs import TopicPartition as KpTopicPartition
 
@@ -260,6 +262,34 @@ def test_delete_records_through_each_library(
     assert proxy.versions(ApiKey.DELETE_RECORDS, KP) == {2}
     assert proxy.versions(ApiKey.DELETE_RECORDS, CF) == {2}
     assert proxy.versions(ApiKey.DELETE_RECORDS, AIO) == {2}
+
+
+def test_delete_records_to_the_high_watermark_and_errors_through_each_library(
+    kp: KafkaAdminClient, cf: ConfluentAdmin, proxy: RecordingProxy
+) -> None:
+    """Offset -1 (confluent-kafka's OFFSET_END) deletes up to the high watermark; an offset past it
+    is OFFSET_OUT_OF_RANGE, raised in each library's way."""
+    kp.create_topics([NewTopic("dr-edges", 1, 1)])
+    produce(proxy, "dr-edges", 1, 8)
+
+    [future] = cf.delete_records([TopicPartition("dr-edges", 0, OFFSET_END)]).values()
+    assert future.result(timeout=TIMEOUT_S).low_watermark == 8
+    assert first_offsets(proxy, "dr-edges", 1) == {0: 8}
+
+    [future] = cf.delete_records([TopicPartition("dr-edges", 0, 50)]).values()
+    with pytest.raises(KafkaException) as refused:
+        future.result(timeout=TIMEOUT_S)
+    assert refused.value.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE
+    with pytest.raises(OffsetOutOfRangeError):
+        kp.delete_records({KpTopicPartition("dr-edges", 0): 50})
+
+    async def delete(client: AIOKafkaAdminClient) -> Any:
+        return await client.delete_records({AioTopicPartition("dr-edges", 0): RecordsToDelete(50)})
+
+    with pytest.raises(AioOffsetOutOfRangeError):
+        aio(proxy, delete)
+
+    assert first_offsets(proxy, "dr-edges", 1) == {0: 8}  # nothing moved by the refusals
 
 
 # -- DescribeLogDirs (35) -------------------------------------------------------------------------
