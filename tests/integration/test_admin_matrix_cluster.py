@@ -152,6 +152,11 @@ def test_reorder_by_reassignment_then_preferred_elections(
             timeout=TIMEOUT_S
         )
         assert needless[TopicPartition(TOPIC, 1)].code() == KafkaError.ELECTION_NOT_NEEDED
+        # null partitions (confluent-kafka's None): every partition, those needing nothing left out
+        assert cf.elect_leaders(ElectionType.PREFERRED, None).result(timeout=TIMEOUT_S) == {}
+        unknown = kp.elect_leaders(0, {"no-such-topic": [0]}, raise_errors=False)
+        [missing] = unknown.replica_election_results[0].partition_result
+        assert (missing.error_code, missing.error_message) == (3, "No such topic as no-such-topic")
         # a reassignment onto a broker that does not exist is refused and changes nothing
         refused = kp.alter_partition_reassignments({tp0: [2, 3, 7]})
         assert refused == {tp0: InvalidReplicationAssignmentError}
