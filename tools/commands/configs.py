@@ -150,12 +150,13 @@ class ConfigTool:
         return AdminClient(connection)
 
     async def entities(self, name: str | None) -> list[str]:
-        """The entity named, else every topic (or every broker, then the cluster defaults)."""
+        """The entity named, else every topic, internal ones included as Kafka's tool lists them
+        (or every broker, then the cluster defaults)."""
         if name is not None:
             return [name]
         metadata = await self._cluster.metadata(None if self._entity_type == "topics" else [])
         if self._entity_type == "topics":
-            return sorted(t.name for t in metadata.topics.values() if not t.is_internal)
+            return sorted(t.name for t in metadata.topics.values())
         return [str(b.node_id) for b in sorted(metadata.brokers, key=lambda b: b.node_id)] + [""]
 
     async def entries(self, name: str, describe_all: bool) -> list[ConfigEntryDescription]:
