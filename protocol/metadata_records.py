@@ -15,9 +15,9 @@ and bytes left after the body.
 The frame and the type ids are Kafka's, but the bodies are kipling's own, smaller records, not
 Kafka's: e.g. kipling's ``PartitionRecord`` carries adding/removing replicas as tagged fields
 (Kafka: plain fields), its endpoint port is an int32 (Kafka: uint16), and
-``PartitionChangeRecord`` carries the full partition state after the change (Kafka's carries only what changed, in tagged fields), so that every record states
-the epochs it establishes. A Kafka tool can walk the frames of a kipling metadata log but not
-read its bodies.
+``PartitionChangeRecord`` carries the full partition state after the change (Kafka's carries only
+what changed, in tagged fields), so that every record states the epochs it establishes. A Kafka
+tool can walk the frames of a kipling metadata log but not read its bodies.
 
 Records are declared once, as data, with the same :class:`~protocol.schema.Field` machinery as
 messages, so their codecs are derived and compiled the same way. They are not requests or
