@@ -214,8 +214,8 @@ def describe_quotas(
 ) -> list[tuple[QuotaEntity, dict[str, float]]]:
     """The entities matching the filter (Kafka's ClientQuotasImage.describe), in entity order.
 
-    Raises KafkaError: INVALID_REQUEST for a malformed filter, UNSUPPORTED_VERSION for an unknown
-    entity type or match type, with Kafka's messages.
+    Raises KafkaError: INVALID_REQUEST for a malformed filter or an unknown match type,
+    UNSUPPORTED_VERSION for an unknown entity type, with Kafka's messages.
     """
     exact: dict[str, str | None] = {}
     specified: set[str] = set()
@@ -251,7 +251,7 @@ def describe_quotas(
                 )
             specified.add(kind)
         else:
-            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"Unknown match type {component.match_type}")
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown match type {component.match_type}")
     mentioned = set(exact) | specified
     if IP in mentioned and (USER in mentioned or CLIENT_ID in mentioned):
         raise KafkaError(

@@ -235,7 +235,7 @@ def test_describe_filters_like_kafka() -> None:
             ErrorCode.INVALID_REQUEST,
             "Request specified MATCH_TYPE_DEFAULT, but also specified a match string.",
         ),
-        ([QuotaFilterComponent("user", 7, None)], ErrorCode.UNSUPPORTED_VERSION, "Unknown match type 7"),
+        ([QuotaFilterComponent("user", 7, None)], ErrorCode.INVALID_REQUEST, "Unknown match type 7"),
         (
             [QuotaFilterComponent("user", 2, None), QuotaFilterComponent("user", 1, None)],
             ErrorCode.INVALID_REQUEST,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from metadata.client_quotas import QuotaAlteration
-from protocol.error_codes import ErrorCode
+from metadata.client_quotas import QuotaAlteration, QuotaFilterComponent, describe_quotas
+from protocol.error_codes import ErrorCode, KafkaError
 from tests.metadata.controller.helpers import Cluster
 
 USER = (("user", "alice"),)
@@ -69,3 +69,14 @@ def test_positive_values_pass_and_a_duplicate_entity_type_has_kafkas_message(clu
     assert [(r.error, r.message) for r in results] == [
         (ErrorCode.INVALID_REQUEST, "Invalid client quota entity, duplicate entity entry user")
     ]
+
+
+def test_an_unknown_match_type_is_an_invalid_request() -> None:
+    """Kafka's ClientQuotasImage.describe throws InvalidRequestException for it (an unknown entity
+    type stays UNSUPPORTED_VERSION)."""
+    with pytest.raises(KafkaError) as caught:
+        describe_quotas({}, [QuotaFilterComponent("user", 7, None)], strict=False)
+    assert (caught.value.code, caught.value.message) == (ErrorCode.INVALID_REQUEST, "Unknown match type 7")
+    with pytest.raises(KafkaError) as caught:
+        describe_quotas({}, [QuotaFilterComponent("group", 0, "g")], strict=False)
+    assert caught.value.code == ErrorCode.UNSUPPORTED_VERSION
