@@ -98,7 +98,7 @@ class DynamicConfigPublisher:
         await self._reconfigure(image.all(), sorted(self._own))
 
     async def _reconfigure(self, topics: list[TopicState], broker_defaults: list[str]) -> None:
-        led = sum(self._replicas.reconfigure_topic(topic) for topic in topics)
+        led = self._replicas.reconfigure_topics(topics)
         by_name = {topic.name: topic for topic in topics}
         followed: dict[tuple[str, int], LogConfig] = {}
         configs: dict[str, LogConfig] = {}

@@ -226,9 +226,19 @@ class ReplicaManager:
         partitions led here take the new LogConfig and min.insync.replicas at once (the log reads
         it at its next append, roll or retention pass; an acks=-1 produce checks the new minimum
         from its next append). Returns how many partitions changed."""
-        led = [p for (name, _), p in self._partitions.items() if name == topic.name]
-        if not led:
-            return 0
+        return self.reconfigure_topics([topic])
+
+    def reconfigure_topics(self, topics: Iterable[TopicState]) -> int:
+        """:meth:`reconfigure_topic` for many topics (every topic, when a broker default changed),
+        with one pass over the led partitions rather than one per topic."""
+        wanted = {topic.name: topic for topic in topics}
+        led: dict[str, list[Partition]] = {}
+        for (name, _), partition in self._partitions.items():
+            if name in wanted:
+                led.setdefault(name, []).append(partition)
+        return sum(self._reconfigure(wanted[name], partitions) for name, partitions in led.items())
+
+    def _reconfigure(self, topic: TopicState, led: list[Partition]) -> int:
         try:
             log_config, min_isr = self._topic_settings(topic)
         except ConfigError:

@@ -8,7 +8,7 @@ them (``DynamicConfigPublisher.apply_image`` now runs with every whole-image pub
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from broker.dynamic_config import DynamicBrokerConfig, DynamicConfigPublisher
@@ -25,9 +25,9 @@ class _Replicas:
     def __init__(self) -> None:
         self.reconfigured: list[tuple[str, str | None]] = []
 
-    def reconfigure_topic(self, topic: TopicState) -> int:
-        self.reconfigured.append((topic.name, topic.configs.get("retention.ms")))
-        return 1
+    def reconfigure_topics(self, topics: Iterable[TopicState]) -> int:
+        self.reconfigured += [(topic.name, topic.configs.get("retention.ms")) for topic in topics]
+        return len(self.reconfigured)
 
 
 class _Supervisor:
