@@ -238,6 +238,78 @@ def test_incremental_alter_configs_through_each_library(
     assert proxy.versions(ApiKey.INCREMENTAL_ALTER_CONFIGS, CF) == {1}
 
 
+def test_broker_resources_through_each_library(
+    kp: KafkaAdminClient, cf: ConfluentAdmin, proxy: RecordingProxy
+) -> None:
+    """BROKER resource "1": aiokafka's legacy AlterConfigs (sent to broker 1, replacing its set) and
+    confluent-kafka's IncrementalAlterConfigs write a key each; every library describes both as
+    DYNAMIC_BROKER_CONFIG over the default; confluent-kafka's DELETE takes them away again."""
+
+    async def alter(client: AIOKafkaAdminClient) -> Any:
+        return await client.alter_configs(
+            [AioConfigResource(AioResourceType.BROKER, "1", {"log.flush.interval.ms": "60000"})]
+        )
+
+    # aiokafka always sends a topic request too, here with no resource: two responses
+    responses = aio(proxy, alter)
+    assert [(r[0], r[3]) for response in responses for r in response.resources] == [(0, "1")]
+    incremental = ConfigResource(
+        ResourceType.BROKER,
+        "1",
+        incremental_configs=[
+            ConfigEntry("log.roll.ms", "7200000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    for future in cf.incremental_alter_configs([incremental]).values():
+        future.result(timeout=TIMEOUT_S)
+
+    keys = ["log.flush.interval.ms", "log.roll.ms"]
+    described = kp.describe_configs(
+        [KpConfigResource(KpResourceType.BROKER, "1", keys)], include_synonyms=True, config_filter="all"
+    )["broker"]["1"]
+    assert {k: (described[k]["value"], described[k]["config_source"]) for k in keys} == {
+        "log.flush.interval.ms": ("60000", "DYNAMIC_BROKER_CONFIG"),
+        "log.roll.ms": ("7200000", "DYNAMIC_BROKER_CONFIG"),
+    }
+    [future] = cf.describe_configs([ConfigResource(ResourceType.BROKER, "1")]).values()
+    configs = future.result(timeout=TIMEOUT_S)
+    assert {k: (configs[k].value, configs[k].source) for k in keys} == {
+        "log.flush.interval.ms": ("60000", ConfigSource.DYNAMIC_BROKER_CONFIG.value),
+        "log.roll.ms": ("7200000", ConfigSource.DYNAMIC_BROKER_CONFIG.value),
+    }
+    assert configs["log.roll.ms"].is_read_only is False and configs["num.partitions"].is_read_only is True
+
+    async def describe(client: AIOKafkaAdminClient) -> Any:
+        return await client.describe_configs(
+            [AioConfigResource(AioResourceType.BROKER, "1", dict.fromkeys(keys))], include_synonyms=True
+        )
+
+    [aio_response] = aio(proxy, describe)
+    [(error_code, _message, _type, name, entries)] = aio_response.resources
+    assert (error_code, name) == (0, "1")
+    assert sorted((e[0], e[1], e[3]) for e in entries) == [
+        ("log.flush.interval.ms", "60000", 2),  # DYNAMIC_BROKER_CONFIG
+        ("log.roll.ms", "7200000", 2),
+    ]
+
+    delete = ConfigResource(
+        ResourceType.BROKER,
+        "1",
+        incremental_configs=[
+            ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in keys
+        ],
+    )
+    for future in cf.incremental_alter_configs([delete]).values():
+        future.result(timeout=TIMEOUT_S)
+    [future] = cf.describe_configs([ConfigResource(ResourceType.BROKER, "1")]).values()
+    configs = future.result(timeout=TIMEOUT_S)
+    assert {configs[k].source for k in keys} == {ConfigSource.DEFAULT_CONFIG.value}
+    assert proxy.versions(ApiKey.ALTER_CONFIGS, AIO) == {1}  # to broker 1 as to the topics' broker
+    assert proxy.versions(ApiKey.INCREMENTAL_ALTER_CONFIGS, CF) == {1}
+    assert proxy.versions(ApiKey.DESCRIBE_CONFIGS, CF) == {1}
+    assert proxy.versions(ApiKey.DESCRIBE_CONFIGS, AIO) == {2}
+
+
 # -- DeleteRecords (21) ---------------------------------------------------------------------------
 
 
