@@ -238,6 +238,35 @@ def test_incremental_alter_configs_through_each_library(
     assert proxy.versions(ApiKey.INCREMENTAL_ALTER_CONFIGS, CF) == {1}
 
 
+def test_validate_only_changes_nothing(kp: KafkaAdminClient, cf: ConfluentAdmin) -> None:
+    """validate_only through kafka-python (both APIs) and confluent-kafka (both APIs): a valid change
+    is answered OK but not applied, an invalid one gets its error."""
+    kp.create_topics([NewTopic("vo", 1, 1)])
+    resource = KpConfigResource(KpResourceType.TOPIC, "vo", {"retention.ms": "1000"})
+    assert kp.alter_configs([resource], validate_only=True) == {"topic": {"vo": "OK"}}
+    assert kp.alter_configs([resource], validate_only=True, incremental=False) == {"topic": {"vo": "OK"}}
+    bad = kp.alter_configs(
+        [KpConfigResource(KpResourceType.TOPIC, "vo", {"retention.ms": "-7"})], validate_only=True
+    )
+    assert "InvalidConfigurationError" in bad["topic"]["vo"]
+    incremental = ConfigResource(
+        ResourceType.TOPIC,
+        "vo",
+        incremental_configs=[
+            ConfigEntry("retention.ms", "2000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    for future in cf.incremental_alter_configs([incremental], validate_only=True).values():
+        future.result(timeout=TIMEOUT_S)
+    legacy = ConfigResource(ResourceType.TOPIC, "vo", set_config={"retention.ms": "3000"})
+    with pytest.warns(DeprecationWarning):
+        futures = cf.alter_configs([legacy], validate_only=True)
+    for future in futures.values():
+        future.result(timeout=TIMEOUT_S)
+    entry = kp_topic_config(kp, "vo", "retention.ms")
+    assert (entry["value"], entry["config_source"]) == ("604800000", "DEFAULT_CONFIG")
+
+
 def test_broker_resources_through_each_library(
     kp: KafkaAdminClient, cf: ConfluentAdmin, proxy: RecordingProxy
 ) -> None:
