@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.timeout(240)]
 
 TIMEOUT_S = 30
 TOPIC = "matrix-moved"
+PENDING = "matrix-pending"
 KP = "matrix-kafka-python"
 CF = "matrix-confluent"
 
@@ -73,33 +74,33 @@ def versions(proxies: dict[int, RecordingProxy], api: ApiKey, client_id: str) ->
     return set().union(*(proxy.versions(api, client_id) for proxy in proxies.values()))
 
 
-def wait_state(cluster: Cluster, partition: int, what: str, check: Any) -> PartitionState:
+def wait_state(cluster: Cluster, partition: int, what: str, check: Any, topic: str = TOPIC) -> PartitionState:
     found: list[PartitionState] = []
 
     def ready() -> bool:
-        current = partition_states(cluster, TOPIC).get(partition)
+        current = partition_states(cluster, topic, node=1).get(partition)
         if current is None or not check(current):
             return False
         found.append(current)
         return True
 
-    wait_until(ready, TIMEOUT_S, f"{TOPIC}-{partition}: {what}")
+    wait_until(ready, TIMEOUT_S, f"{topic}-{partition}: {what}")
     return found[-1]
 
 
-def produce(servers: str, partition: int, values: list[bytes]) -> None:
+def produce(servers: str, partition: int, values: list[bytes], topic: str = TOPIC) -> None:
     producer = KafkaProducer(bootstrap_servers=servers, acks="all", linger_ms=0)
     try:
         for value in values:
-            producer.send(TOPIC, value, partition=partition).get(timeout=TIMEOUT_S)
+            producer.send(topic, value, partition=partition).get(timeout=TIMEOUT_S)
     finally:
         producer.close(timeout=10)
 
 
-def consume(servers: str, partition: int, count: int) -> list[bytes]:
+def consume(servers: str, partition: int, count: int, topic: str = TOPIC) -> list[bytes]:
     consumer = KafkaConsumer(bootstrap_servers=servers, enable_auto_commit=False, consumer_timeout_ms=10_000)
     try:
-        tp = KpTopicPartition(TOPIC, partition)
+        tp = KpTopicPartition(topic, partition)
         consumer.assign([tp])
         consumer.seek_to_beginning(tp)
         values: list[bytes] = []
@@ -169,3 +170,31 @@ def test_reorder_by_reassignment_then_preferred_elections(
     assert versions(proxies, ApiKey.LIST_PARTITION_REASSIGNMENTS, KP) == {0}
     assert versions(proxies, ApiKey.ELECT_LEADERS, KP) == {2}
     assert versions(proxies, ApiKey.ELECT_LEADERS, CF) == {2}
+
+
+def test_pending_reassignment_listed_then_cancelled(
+    cluster: Cluster, proxies: dict[int, RecordingProxy]
+) -> None:
+    """Runs last in the module: broker 3 is stopped so that a replica added on it cannot catch up.
+    kafka-python lists the pending move with its adding replica, then cancels it (a None target),
+    and the partition keeps its old replicas."""
+    servers = bootstrap(proxies)
+    kp = KafkaAdminClient(bootstrap_servers=servers, client_id=KP)
+    try:
+        kp.create_topics([NewTopic(PENDING, replica_assignments={0: [1, 2]})])
+        wait_state(cluster, 0, "led by 1, full ISR", lambda s: s.leader == 1 and len(s.isr) == 2, PENDING)
+        produce(servers, 0, [b"kept"], PENDING)
+        cluster.brokers[3].stop()
+        tp = KpTopicPartition(PENDING, 0)
+        assert kp.alter_partition_reassignments({tp: [1, 2, 3]}) == {tp: None}
+        pending = {tp: {"replicas": [1, 2, 3], "adding_replicas": [3], "removing_replicas": []}}
+        assert kp.list_partition_reassignments() == pending
+        assert kp.list_partition_reassignments({PENDING: [0]}) == pending
+        assert kp.alter_partition_reassignments({tp: None}) == {tp: None}
+        assert kp.list_partition_reassignments() == {}
+        assert wait_state(cluster, 0, "replicas [1, 2]", lambda s: s.replicas == (1, 2), PENDING).leader == 1
+        assert consume(servers, 0, 1, PENDING) == [b"kept"]
+    finally:
+        kp.close()
+    assert versions(proxies, ApiKey.ALTER_PARTITION_REASSIGNMENTS, KP) == {1}
+    assert versions(proxies, ApiKey.LIST_PARTITION_REASSIGNMENTS, KP) == {0}
