@@ -247,7 +247,7 @@ def test_kipling_configs_alters_and_describes_client_and_user_quotas(node: Broke
         node, "--user", "bob", "--client", "tool-app", "--alter", "--add-config", "producer_byte_rate=1e7"
     ) == (
         0,
-        "Completed updating config for user bob.\n",
+        "Completed updating config for client tool-app.\n",  # Kafka's order: --client before --user
         "",
     )
     assert run_configs(node, "--entity-type", "clients", "--entity-name", "tool-app", "--describe") == (

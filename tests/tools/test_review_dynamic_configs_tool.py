@@ -4,9 +4,11 @@ followed by the cluster defaults."""
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
+from tools.commands.client_quotas import completion_line
 from tools.commands.configs import ConfigTool
 
 
@@ -48,3 +50,31 @@ async def test_describe_lists_internal_topics_and_the_cluster_defaults() -> None
     brokers = ConfigTool(_Cluster(metadata), "brokers")  # type: ignore[arg-type]
     assert await brokers.entities(None) == ["1", "2", ""]
     assert await topics.entities("orders") == ["orders"]
+
+
+def test_quota_completion_line_follows_kafkas_option_order() -> None:
+    """ConfigCommand completes about its first entity type: ``--entity-type``, then ``--client``,
+    ``--user``, ``--client-defaults``, ``--user-defaults``."""
+
+    def line(**options: Any) -> str:
+        base: dict[str, Any] = {
+            "entity_type": None,
+            "entity_name": None,
+            "entity_default": False,
+            "user": None,
+            "client": None,
+            "user_defaults": False,
+            "client_defaults": False,
+        }
+        return completion_line(argparse.Namespace(**{**base, **options}))
+
+    assert line(user="bob", client="app") == "Completed updating config for client app."
+    assert line(user="bob", client_defaults=True) == "Completed updating config for user bob."
+    assert line(user_defaults=True, client="app") == "Completed updating config for client app."
+    assert line(user_defaults=True) == "Completed updating default config for users in the cluster."
+    assert line(entity_type="users", entity_name="bob", client="app") == (
+        "Completed updating config for user bob."
+    )
+    assert line(entity_type="clients", entity_default=True) == (
+        "Completed updating default config for clients in the cluster."
+    )

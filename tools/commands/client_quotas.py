@@ -33,7 +33,13 @@ from client.errors import ClientError
 from protocol.error_codes import ErrorCode
 from tools.commands.topics import ClusterConnections, error_text
 
-__all__ = ["add_client_quota_arguments", "java_double", "quota_line", "run_client_quotas"]
+__all__ = [
+    "add_client_quota_arguments",
+    "completion_line",
+    "java_double",
+    "quota_line",
+    "run_client_quotas",
+]
 
 USER, CLIENT_ID = "user", "client-id"
 ENTITY_TYPES = {"users": USER, "clients": CLIENT_ID}
@@ -126,6 +132,24 @@ def _components(entity: Sequence[tuple[str, str | bool | None]]) -> list[tuple[s
     return components
 
 
+def completion_line(args: argparse.Namespace) -> str:
+    """Kafka's line after ``--alter``, about the first entity in Kafka's order of the options: the
+    ``--entity-type`` one, then ``--client``, ``--user``, ``--client-defaults``, ``--user-defaults``
+    (``--user bob --client app`` completes "for client app.", as ConfigCommand prints it)."""
+    order: list[tuple[str, str | bool | None]] = []
+    kind = getattr(args, "entity_type", None)
+    if kind in ENTITY_TYPES:
+        name = None if getattr(args, "entity_default", False) else getattr(args, "entity_name", None)
+        order.append((ENTITY_TYPES[kind], name))
+    for flag, kind_name in (("client", CLIENT_ID), ("user", USER)):
+        if getattr(args, flag, None) is not None:
+            order.append((kind_name, getattr(args, flag)))
+    for flag, kind_name in (("client_defaults", CLIENT_ID), ("user_defaults", USER)):
+        if getattr(args, flag, False):
+            order.append((kind_name, None))
+    return _completed(order)
+
+
 def _completed(entity: Sequence[tuple[str, str | bool | None]]) -> str:
     kind, name = entity[0]
     plural = "users" if kind == USER else "clients"
@@ -155,6 +179,7 @@ async def _alter(
     add: Mapping[str, float],
     delete: Sequence[str],
     out: TextIO,
+    completed: str,
 ) -> None:
     if any(name is False for _, name in entity):
         raise QuotaCommandError("an entity name or --entity-default must be specified with --alter")
@@ -168,7 +193,7 @@ async def _alter(
     [(_, error, message)] = await admin.alter_client_quotas([(exact, ops)])
     if error is not ErrorCode.NONE:
         raise QuotaCommandError(f"{error.name}: {message or error.description}")
-    out.write(_completed(entity) + "\n")
+    out.write(completed + "\n")
 
 
 async def run_client_quotas(
@@ -194,7 +219,7 @@ async def run_client_quotas(
         if args.describe:
             await _describe(admin, entity, out)
         else:
-            await _alter(admin, entity, add, delete, out)
+            await _alter(admin, entity, add, delete, out, completion_line(args))
         return 0
     except QuotaCommandError as exc:
         err.write(f"{exc}\n")
