@@ -17,7 +17,7 @@ processes. For every partition in a metadata delta that names this broker as a r
   with the broker until a leader is elected.
 * **deleted topic**: its partitions are removed wherever they are and their logs deleted.
 * **no longer a replica here** (a reassignment completed or was cancelled): the partition stops
-  being led or followed and its log is deleted.
+  being led or followed and its log is deleted; also when a metadata snapshot replaces the image.
 
 At start-up the broker first catches up with the whole metadata log, then applies one
 "everything exists" delta (:meth:`ReplicaTransitions.apply_initial`); logs on disk that the
@@ -80,6 +80,7 @@ class ReplicaTransitions:
         deleted once the metadata caught up (:meth:`delete_strays`)."""
         self._image = image
         if delete_strays:
+            await self._remove_unassigned(image)
             self.delete_strays(image)
         for topic in image.all():
             await self._apply_partitions(topic, topic.sorted_partitions())
@@ -251,6 +252,19 @@ class ReplicaTransitions:
             self._logger.exception("could not remove a reassigned replica", topic=topic.name, partition=index)
         finally:
             self._replicas.transition_done(topic.name, index)
+
+    async def _remove_unassigned(self, image: MetadataImage) -> None:
+        """A whole image over a running broker (a metadata snapshot installed after it fell behind)
+        comes without a delta: a partition led or followed here that the image assigns elsewhere (a
+        reassignment completed or was cancelled meanwhile) is removed as the delta would have removed
+        it (Kafka's snapshot delta lists it among the local deletes). Otherwise a follower process
+        would go on fetching it, and a led one would lose its log while still led (delete_strays)."""
+        held = {(p.topic, p.index) for p in self._replicas.partitions()} | set(self._supervisor.assignments)
+        for name, index in sorted(held):
+            topic = image.get(name)
+            state = topic.partitions.get(index) if topic is not None else None
+            if topic is not None and state is not None and self._node_id not in state.replicas:
+                await self._remove_replica(topic, index)
 
     async def _delete_topic(self, topic: TopicState) -> None:
         followed = [
