@@ -11,9 +11,9 @@ records, the topic's config, now) and sends it to its cleaner process. The proce
 ``.cleaned`` files; back on the owner's loop each group is installed with
 :meth:`PartitionLog.replace_segments`, which refuses a group whose segments changed meanwhile
 (retention, DeleteRecords, truncation): its files are deleted and the checkpoint is left as it was.
-A log that is no longer the owner's (handed over, closed) is not touched: its files belong to the
-new owner, whose loader removes stale ``.cleaned`` files (each round's files carry the round's
-token, so two owners' rounds never write the same file).
+A log that is no longer the owner's (handed over, closed) is not installed into; the round's own
+``.cleaned`` files are still removed (they carry the round's token, so two owners' rounds never
+write the same file, and the new owner's loader may have run before they were written).
 
 A worker starts its process the first time it has a log to clean (a log dir without compacted logs
 costs no process). A dead cleaner process is restarted (after a backoff, doubling while starts keep
@@ -79,6 +79,8 @@ class _Worker:
     process: CleanerProcess | None = None
     task: asyncio.Task[None] | None = None
     restart_backoff_s: float = _RESTART_BACKOFF_S
+    in_flight: tuple[pathlib.Path, str] | None = None
+    """(directory, token) of the round its process is writing: removed once the process is gone."""
 
     @property
     def running(self) -> bool:
@@ -160,6 +162,9 @@ class LogCleaner:
             if worker.process is not None:
                 await worker.process.stop(_STOP_TIMEOUT_S)
                 worker.process = None
+            if worker.in_flight is not None:  # the process is gone: nothing writes these files now
+                _discard_cleaned_files(*worker.in_flight)
+                worker.in_flight = None
 
     async def wait_for_round(self, timeout_s: float) -> None:
         """Wait until the next round is installed (tests)."""
@@ -205,11 +210,18 @@ class LogCleaner:
             worker.restart_backoff_s = min(worker.restart_backoff_s * 2, _MAX_RESTART_BACKOFF_S)
             if self._stopping.is_set():
                 return False
+        process: CleanerProcess | None = None
         try:
             process = await self._spawn(worker.cleaner_id)
             await process.request(CONFIGURE, self._settings.to_json(), 30.0)
+        except asyncio.CancelledError:
+            worker.process = process  # stop() ends it
+            raise
         except Exception:
             _log.exception("cleaner process failed to start", cleaner_id=worker.cleaner_id)
+            if process is not None:  # spawned but not configured: it would wait on its channel forever
+                with contextlib.suppress(Exception):
+                    await process.stop(_STOP_TIMEOUT_S)
             await self._sleep(worker.restart_backoff_s)
             worker.restart_backoff_s = min(worker.restart_backoff_s * 2, _MAX_RESTART_BACKOFF_S)
             return False
@@ -234,6 +246,7 @@ class LogCleaner:
         assert worker.process is not None
         truncations = log.truncations
         started = time.monotonic()
+        worker.in_flight = (log.directory, task.token)
         try:
             reply = await worker.process.request(CLEAN, {"task": task.to_json()})
         except IpcRemoteError as exc:
@@ -242,14 +255,17 @@ class LogCleaner:
                 topic_partition=candidate.topic_partition,
                 error=str(exc),
             )
-            self._discard_cleaned_files(candidate, task.token)
+            _discard_cleaned_files(log.directory, task.token)
+            worker.in_flight = None
             self.manager.mark_uncleanable(taken)
             return False
         except IpcError as exc:
             _log.warning("cleaner process went away during a round", error=str(exc))
-            self._discard_cleaned_files(candidate, task.token)
+            _discard_cleaned_files(log.directory, task.token)
+            worker.in_flight = None
             self.manager.abort_cleaning(taken)
             return False
+        worker.in_flight = None
         worker.restart_backoff_s = _RESTART_BACKOFF_S
         if "aborted" in reply:
             self.manager.abort_cleaning(taken)
@@ -299,17 +315,18 @@ class LogCleaner:
                         "installing a cleaned segment failed", directory=str(directory), error=str(exc)
                     )
                     installing = False
-            if candidate.is_current():
-                remove_cleaned_files(directory, group, result.token)
+            # also when the log was handed over: the new owner's loader ran when it opened the
+            # log, maybe before this round wrote these files; only this round uses its token
+            remove_cleaned_files(directory, group, result.token)
         return installing
 
-    def _discard_cleaned_files(self, candidate: CleanableLog, token: str) -> None:
-        """A round that ended without a result may have left ``.cleaned`` files of finished groups.
 
-        Only in a directory this owner still holds: once the log is handed over, its files are the
-        new owner's (whose loader removed or will remove stale ``.cleaned`` files when it opened it).
-        """
-        if not candidate.is_current():
-            return
-        for path in candidate.log.directory.glob(f"*.{token}.cleaned"):
-            path.unlink(missing_ok=True)
+def _discard_cleaned_files(directory: pathlib.Path, token: str) -> None:
+    """Remove the ``.cleaned`` files of a round that ended without being installed.
+
+    Whoever owns the directory now: the files carry the round's token, so they are this round's
+    only (no other round, of this owner or the next, reads or writes them), and a new owner's
+    loader may have run before they were written (a handover mid-round), leaving them forever.
+    """
+    for path in directory.glob(f"*.{token}.cleaned"):
+        path.unlink(missing_ok=True)

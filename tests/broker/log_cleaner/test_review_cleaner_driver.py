@@ -1,0 +1,188 @@
+"""Review of the cleaner driver's process supervision and file hygiene (against Kafka's LogCleaner).
+
+- A cleaner process that started but could not be configured is stopped before the next try: it
+  would otherwise wait on its channel forever, one more orphan per retry.
+- A round whose log was handed over mid-round removes its own ``.cleaned`` files: the new owner's
+  loader ran when it opened the log, before the round wrote them, so nobody else ever would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from cleaner.driver import LogCleaner
+from cleaner.manager import CleanableLog, LogCleanerManager
+from cleaner.process import CleanerProcess
+from client.cleaner_messages import CLEAN, CONFIGURE, CleanerSettings
+from client.replica_ipc import JsonObject
+from storage.clock import FakeClock
+from storage.config import LogConfig
+from storage.log import PartitionLog
+from tests.storage.cleaner.helpers import BASE_TIME, Writer, read_records
+
+pytestmark = pytest.mark.timeout(60)
+
+COMPACT = LogConfig(segment_bytes=10_000_000, file_delete_delay_ms=0, cleanup_policy=("compact",))
+SETTINGS = CleanerSettings(dedupe_buffer_size=1 << 20, load_factor=0.9, io_max_bytes_per_second=1e308)
+
+
+def dirty_log(tmp_path: pathlib.Path, clock: FakeClock) -> PartitionLog:
+    log = PartitionLog.open(tmp_path / "t-0", COMPACT, clock)
+    w = Writer(log)
+    for segment in range(3):
+        for i in range(50):
+            w.put([(b"k%d" % (i % 5), b"v%d-%d" % (segment, i))])
+        log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    return log
+
+
+async def real_spawn(cleaner_id: int) -> CleanerProcess:
+    return await CleanerProcess.spawn(
+        python_executable=sys.executable, broker_id=1, cleaner_id=cleaner_id, env={}
+    )
+
+
+async def test_a_process_that_fails_its_configure_is_stopped_not_orphaned(tmp_path: pathlib.Path) -> None:
+    clock = FakeClock(BASE_TIME)
+    log = dirty_log(tmp_path, clock)
+    spawned: list[CleanerProcess] = []
+
+    async def spawn(cleaner_id: int) -> CleanerProcess:
+        process = await real_spawn(cleaner_id)
+        spawned.append(process)
+        if len(spawned) == 1:
+            real_request = process.request
+
+            async def configure_times_out(
+                message_type: str, body: Mapping[str, Any] | None = None, timeout_s: float | None = None
+            ) -> JsonObject:
+                if message_type == CONFIGURE:
+                    raise TimeoutError("configure timed out")
+                return await real_request(message_type, body, timeout_s)
+
+            process.request = configure_times_out  # type: ignore[method-assign]
+        return process
+
+    cleaner = LogCleaner(
+        broker_id=1,
+        manager=LogCleanerManager([tmp_path], clock),
+        candidates=lambda: [
+            CleanableLog(("t", 0), tmp_path, log, log.high_watermark, lambda: {}, lambda: not log.closed)
+        ],
+        clock=clock,
+        settings=SETTINGS,
+        backoff_ms=50,
+        spawn=spawn,
+    )
+    cleaner.start()
+    try:
+        await cleaner.wait_for_round(30)  # the second process cleaned
+    finally:
+        await cleaner.stop()
+    first = spawned[0]
+    assert first.returncode is not None, "the unconfigured cleaner process is still running"
+    assert first.channel.closed
+    log.close()
+
+
+async def test_a_round_handed_over_mid_round_leaves_no_cleaned_files(tmp_path: pathlib.Path) -> None:
+    """The handover happens while the process writes: the new owner opens the log (its loader removes
+    the ``.cleaned`` files there are), then the old owner's round writes its files."""
+    clock = FakeClock(BASE_TIME)
+    log = dirty_log(tmp_path, clock)
+    before = read_records(log)
+    owner: list[PartitionLog] = [log]
+    handed_over = asyncio.Event()
+
+    async def spawn(cleaner_id: int) -> CleanerProcess:
+        process = await real_spawn(cleaner_id)
+        real_request = process.request
+
+        async def hand_over_then_clean(
+            message_type: str, body: Mapping[str, Any] | None = None, timeout_s: float | None = None
+        ) -> JsonObject:
+            if message_type == CLEAN and not handed_over.is_set():
+                log.close()  # released to a follower process, which opens it (its loader runs now)
+                owner[0] = PartitionLog.open(log.directory, COMPACT, clock)
+                handed_over.set()
+            return await real_request(message_type, body, timeout_s)
+
+        process.request = hand_over_then_clean  # type: ignore[method-assign]
+        return process
+
+    cleaner = LogCleaner(
+        broker_id=1,
+        manager=LogCleanerManager([tmp_path], clock),
+        candidates=lambda: (
+            [CleanableLog(("t", 0), tmp_path, log, log.high_watermark, lambda: {}, lambda: not log.closed)]
+            if not log.closed
+            else []
+        ),
+        clock=clock,
+        settings=SETTINGS,
+        backoff_ms=50,
+        spawn=spawn,
+    )
+    cleaner.start()
+    try:
+        async with asyncio.timeout(30):
+            await handed_over.wait()
+            while cleaner.manager.in_progress(("t", 0)):
+                await asyncio.sleep(0.02)
+    finally:
+        await cleaner.stop()
+    assert cleaner.rounds == 0
+    assert not list(log.directory.glob("*.cleaned")), "the round's files are left in the new owner's dir"
+    assert read_records(owner[0]) == before
+    owner[0].close()
+
+
+async def test_stop_during_a_round_removes_its_files_once_the_process_is_gone(tmp_path: pathlib.Path) -> None:
+    clock = FakeClock(BASE_TIME)
+    log = dirty_log(tmp_path, clock)
+    sent = asyncio.Event()
+
+    async def spawn(cleaner_id: int) -> CleanerProcess:
+        process = await real_spawn(cleaner_id)
+        real_request = process.request
+
+        async def clean_slowly(
+            message_type: str, body: Mapping[str, Any] | None = None, timeout_s: float | None = None
+        ) -> JsonObject:
+            if message_type != CLEAN:
+                return await real_request(message_type, body, timeout_s)
+            reply = await real_request(message_type, body, timeout_s)  # the files are written
+            sent.set()
+            await asyncio.sleep(3600)  # the owner is stopped before it reads the reply
+            return reply
+
+        process.request = clean_slowly  # type: ignore[method-assign]
+        return process
+
+    cleaner = LogCleaner(
+        broker_id=1,
+        manager=LogCleanerManager([tmp_path], clock),
+        candidates=lambda: [
+            CleanableLog(("t", 0), tmp_path, log, log.high_watermark, lambda: {}, lambda: not log.closed)
+        ],
+        clock=clock,
+        settings=SETTINGS,
+        backoff_ms=50,
+        spawn=spawn,
+    )
+    cleaner.start()
+    try:
+        async with asyncio.timeout(30):
+            await sent.wait()
+        assert list(log.directory.glob("*.cleaned"))
+    finally:
+        await cleaner.stop()
+    assert not list(log.directory.glob("*.cleaned"))
+    log.close()
