@@ -119,7 +119,8 @@ class ProposalOutcome(enum.Enum):
     COMMITTED = "committed"
     """The controller accepted it: ISR = maximal ISR = the returned ISR, partition epoch updated."""
     FAILED = "failed"
-    """The controller refused it (e.g. INVALID_UPDATE_VERSION): pending cleared, ISR unchanged."""
+    """The controller refused it (e.g. INVALID_UPDATE_VERSION): pending cleared, ISR unchanged; or
+    NEW_LEADER_ELECTED: pending kept until the metadata replaces this leader's state."""
     IGNORED = "ignored"
     """Not the proposal in flight, or an answer no newer than the state we already hold."""
 
@@ -415,6 +416,11 @@ class LeaderReplicaSet:
         """The controller's answer to ``proposal``."""
         if self.pending is not proposal:
             return ProposalOutcome.IGNORED
+        if error is ErrorCode.NEW_LEADER_ELECTED:
+            # Committed, but it completed a reassignment that removed this leader: keep the proposal
+            # until the metadata replaces this state (Kafka's handleAlterPartitionError), so that its
+            # maximal ISR, which holds the replica just added and maybe now leading, still holds the HW
+            return ProposalOutcome.FAILED
         if error != ErrorCode.NONE:
             self._clear_pending()
             return ProposalOutcome.FAILED
