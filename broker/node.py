@@ -76,6 +76,7 @@ from broker.quorum.peers import QuorumPeers
 from broker.quorum.raft_manager import RaftManager
 from broker.quorum.snapshots import MetadataSnapshots
 from broker.quotas.enforcement import BrokerQuotas, ChannelThrottles
+from broker.quotas.request_quota import RequestQuota
 from broker.replication.followers import FollowerSupervisor
 from broker.replication.followers.settings import follower_settings
 from broker.replication.replica_manager import ReplicaManager
@@ -494,7 +495,14 @@ def _build_broker(
         quotas=client_quotas,
     )
     servers.extend(
-        _client_servers(config, handler_registry, request_metrics, registry, client_quotas.throttles)
+        _client_servers(
+            config,
+            handler_registry,
+            request_metrics,
+            registry,
+            client_quotas.throttles,
+            RequestQuota(client_quotas),
+        )
     )
     tasks = [*housekeeping_tasks(config, replicas, log_manager), *groups.tasks, *transactions.tasks]
     return BrokerNode(
@@ -769,6 +777,7 @@ def _client_servers(
     request_metrics: RequestMetrics,
     registry: CollectorRegistry,
     throttles: ChannelThrottles | None = None,
+    request_quota: RequestQuota | None = None,
 ) -> list[BrokerServer]:
     """One server per client listener, all sharing the broker's request memory pool and
     connection quotas (per broker, as in Kafka)."""
@@ -784,7 +793,9 @@ def _client_servers(
     )
     return [
         BrokerServer(
-            RequestDispatcher(handlers, request_metrics, listener.name, throttles=throttles),
+            RequestDispatcher(
+                handlers, request_metrics, listener.name, throttles=throttles, request_quota=request_quota
+            ),
             [(listener.host, listener.port)],
             request_metrics,
             max_frame_size=config.socket_request_max_bytes,

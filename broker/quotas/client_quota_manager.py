@@ -77,8 +77,13 @@ class ClientQuotaManager:
         any_quota: Callable[[], bool] = lambda: True,
         samples: int = DEFAULT_QUOTA_WINDOW_NUM,
         window_s: int = DEFAULT_QUOTA_WINDOW_SIZE_SECONDS,
+        max_throttle_ms: int | None = None,
     ) -> None:
+        """``max_throttle_ms`` bounds every throttle time (Kafka's ``boundedThrottleTime``, which the
+        request quota applies with one window, so a burst of thread time never mutes a client for
+        longer than a window)."""
         self.quota_key = quota_key
+        self._max_throttle_ms = max_throttle_ms
         self._quotas = quotas
         self._any_quota = any_quota
         self._samples = samples
@@ -109,8 +114,22 @@ class ClientQuotaManager:
         if rate <= quota:
             return 0
         if quota <= 0:
-            return self._window_ms * self._samples
-        return round((rate - quota) / quota * sensor.rate.window_size_ms(now_ms))
+            throttle_ms = self._window_ms * self._samples
+        else:
+            throttle_ms = round((rate - quota) / quota * sensor.rate.window_size_ms(now_ms))
+        if self._max_throttle_ms is not None:
+            return min(throttle_ms, self._max_throttle_ms)
+        return throttle_ms
+
+    def record_no_throttle(self, client_id: str | None, value: float, now_ms: int) -> None:
+        """Record ``value`` without asking for a throttle (Kafka's ``recordNoThrottle``: the time
+        spent after the response was built counts toward the next request's throttle)."""
+        found = self.quota_for(ANONYMOUS_USER, client_id or "")
+        if found is None:
+            return
+        sensor = self._sensor(found[1], found[0], now_ms)
+        sensor.rate.record(value, now_ms)
+        sensor.last_record_ms = now_ms
 
     def max_value_in_window(self, client_id: str | None) -> float | None:
         """The most one request may carry without being throttled for sure (Kafka's

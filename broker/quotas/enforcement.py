@@ -1,5 +1,8 @@
 """The broker's client quotas in one object the produce and fetch handlers and the dispatcher share.
 
+* Every request that is not exempt: its time on the event loop is recorded against the client's
+  ``request_percentage`` (KIP-124; see :mod:`broker.quotas.request_quota`).
+
 * Produce: the request's record bytes are recorded against the client's ``producer_byte_rate``;
   over the quota, the response carries the throttle time and the connection is muted for it
   (Kafka's handleProduceRequest; the records are appended all the same).
@@ -26,7 +29,7 @@ from broker.quotas.client_quota_manager import (
     QuotaLookup,
 )
 from broker.quotas.throttle import ChannelThrottles
-from metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 
 __all__ = [
     "CLIENT_THROTTLES_FETCH_VERSION",
@@ -42,6 +45,9 @@ CLIENT_THROTTLES_FETCH_VERSION = 8
 """From these versions (KIP-219) a client backs off by itself for the throttle time it is sent, so
 the response goes out at once; to an older client the response is sent only once the throttle time
 has passed (Kafka's ``shouldClientThrottle``)."""
+NANOS_TO_PERCENTAGE_PER_SECOND = 100.0 / 1e9
+"""One second of thread time is 100 (Kafka's ``NanosToPercentagePerSecond``): a rate of 100 per
+second is one request thread kept busy."""
 
 
 class BrokerQuotas:
@@ -65,6 +71,15 @@ class BrokerQuotas:
         self.fetch = ClientQuotaManager(
             CONSUMER_BYTE_RATE, quotas, any_quota=any_quota, samples=samples, window_s=window_s
         )
+        self.request = ClientQuotaManager(
+            REQUEST_PERCENTAGE,
+            quotas,
+            any_quota=any_quota,
+            samples=samples,
+            window_s=window_s,
+            max_throttle_ms=window_s * 1000,
+        )
+        self.any_quota = any_quota
         self.throttles = throttles if throttles is not None else ChannelThrottles()
         self._clock_ms = clock_ms
         self._on_throttle = on_throttle
@@ -100,6 +115,23 @@ class BrokerQuotas:
             self.throttles.mute(connection_id, throttle_ms)
             self._heard("Fetch", client_id, throttle_ms)
         return throttle_ms
+
+    def request_throttle_ms(self, connection_id: int, client_id: str | None, thread_ns: int) -> int:
+        """Record a request's time on the event loop against the client's ``request_percentage``
+        (Kafka's ClientRequestQuotaManager: nanoseconds as a percentage of one thread for a
+        second); the throttle time, at most one window (the connection muted for it)."""
+        value = thread_ns * NANOS_TO_PERCENTAGE_PER_SECOND
+        throttle_ms = self.request.record_and_get_throttle_ms(client_id, value, self._clock_ms())
+        if throttle_ms > 0:
+            self.throttles.mute(connection_id, throttle_ms)
+            self._heard("Request", client_id, throttle_ms)
+        return throttle_ms
+
+    def record_request_time(self, client_id: str | None, thread_ns: int) -> None:
+        """Time spent on a request after its throttle was decided (encoding the response): it
+        counts toward the client's next requests, as Kafka records network-thread time."""
+        value = thread_ns * NANOS_TO_PERCENTAGE_PER_SECOND
+        self.request.record_no_throttle(client_id, value, self._clock_ms())
 
     def _heard(self, quota: str, client_id: str | None, throttle_ms: int) -> None:
         if self._on_throttle is not None:

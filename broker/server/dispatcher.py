@@ -22,6 +22,7 @@ from broker.handlers.api_versions import api_versions_body
 from broker.handlers.base import NO_RESPONSE, EncodedResponse, Handler, RequestContext
 from broker.handlers.registry import HandlerRegistry
 from broker.metrics.requests import RequestMetrics, api_name
+from broker.quotas.request_quota import RequestQuota, ThreadTime, with_throttle_time
 from broker.quotas.throttle import ChannelThrottles
 from protocol.api import read_request_header
 from protocol.api_keys import ApiKey
@@ -65,14 +66,17 @@ class RequestDispatcher:
         listener: str = "",
         gate: ResponseGate | None = None,
         throttles: ChannelThrottles | None = None,
+        request_quota: RequestQuota | None = None,
     ) -> None:
         """``listener`` names the listener whose connections this dispatcher serves (it goes into
-        every RequestContext, so that Metadata answers with that listener's addresses)."""
+        every RequestContext, so that Metadata answers with that listener's addresses);
+        ``request_quota`` measures requests against ``request_percentage`` quotas."""
         self._registry = registry
         self._metrics = metrics
         self._listener = listener
         self._gate = gate
         self._throttles = throttles
+        self._request_quota = request_quota
 
     async def dispatch(self, frame: memoryview, peer: str, connection_id: int) -> Reply | None:
         """Handle one request frame. Returns None when no response is due (acks=0).
@@ -82,8 +86,11 @@ class RequestDispatcher:
             await self._throttles.wait(connection_id)
         started = time.perf_counter()
         ctx, handler, body = self._decode(frame, peer, connection_id)
+        quota = self._request_quota
         if handler is None:
             result = body  # an error response already built
+        elif quota is not None and quota.applies(ctx.api_key):
+            return await self._dispatch_under_quota(quota, ctx, handler, body, len(frame), started)
         else:
             result = await self._call(handler, ctx, body)
         if result is NO_RESPONSE:
@@ -91,6 +98,33 @@ class RequestDispatcher:
             return None
         reply = self._encode(ctx, result)
         self._metrics.observe(ctx.api_key, time.perf_counter() - started, len(frame), reply.size)
+        return reply
+
+    async def _dispatch_under_quota(
+        self,
+        quota: RequestQuota,
+        ctx: RequestContext,
+        handler: Handler,
+        body: Any,
+        frame_size: int,
+        started: float,
+    ) -> Reply | None:
+        """Handle a request whose loop time counts against the client's request quota: decoding
+        plus the handler's steps (not its waits) decide the throttle, encoding counts afterwards."""
+        decoded_ns = int((time.perf_counter() - started) * 1e9)
+        timed = ThreadTime(self._call(handler, ctx, body))
+        result = await timed
+        throttle_ms = quota.throttle_ms(ctx, body, decoded_ns + timed.ns)
+        if result is NO_RESPONSE:
+            self._metrics.observe(ctx.api_key, time.perf_counter() - started, frame_size, 0)
+            return None
+        if throttle_ms > 0:
+            result = with_throttle_time(ctx, result, throttle_ms)
+            await quota.hold_for_old_client(ctx)
+        encoding = time.perf_counter_ns()
+        reply = self._encode(ctx, result)
+        quota.record_after(ctx, time.perf_counter_ns() - encoding)
+        self._metrics.observe(ctx.api_key, time.perf_counter() - started, frame_size, reply.size)
         return reply
 
     # -- decoding ------------------------------------------------------------------------------
