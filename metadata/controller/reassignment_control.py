@@ -141,14 +141,14 @@ class ReassignmentControl:
             )
             return topic.topic_id, record
         target = request.replicas
-        reassignment.validate_target(target, self._image.broker_ids())
         current_rf = len(state.target_replicas)
         if not allow_replication_factor_change and len(target) != current_rf:
+            # Kafka's validatePartitionReplicationFactorUnchanged: its message, before the target's checks
             raise KafkaError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"The replication factor is changed from {current_rf} to {len(target)}, but changing "
-                "the replication factor is not allowed by this request.",
+                f"The replication factor is changed from {current_rf} to {len(target)}",
             )
+        reassignment.validate_target(target, self._image.broker_ids())
         planned = reassignment.retarget(state, target)
         record = reassignment.build_change(
             topic.topic_id,
