@@ -17,8 +17,9 @@ Kafka. A topic's override of a topic-level key beats all four (:func:`to_log_con
 
 Only keys whose new value kipling really applies without a restart are dynamic
 (:data:`DYNAMIC_BROKER_KEYS`): the broker keys that provide a topic-level default (applied to every
-partition's log, led or followed), and the replication throttle rates, which exist only as
-dynamic configs in Kafka too (:data:`DYNAMIC_ONLY_DEFINITIONS`).
+partition's log, led or followed; of ``log.retention.ms`` / ``.minutes`` / ``.hours`` and the
+``log.roll`` pairs only the first, as in Kafka), and the replication throttle rates, which exist
+only as dynamic configs in Kafka too (:data:`DYNAMIC_ONLY_DEFINITIONS`).
 """
 
 from __future__ import annotations
@@ -71,11 +72,22 @@ _NOT_LIVE: frozenset[str] = frozenset()
 ``unclean.leader.election.enable`` is read by the controller at each election, topic override, then
 cluster-wide dynamic default, then its static value)."""
 
+_FIRST_SYNONYMS: frozenset[str] = frozenset(
+    topic.broker_keys[0].name for topic in TOPIC_BY_NAME.values() if topic.broker_keys
+)
+"""The broker key of highest precedence behind each topic key: Kafka's DynamicLogConfig makes only
+these reconfigurable (``ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS`` keeps the first synonym),
+so ``log.retention.ms`` is dynamic and ``log.retention.minutes`` / ``.hours``, ``log.roll.hours``
+and ``log.roll.jitter.hours`` are read-only."""
+
 DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset(
     {
         d.name
         for d in BY_NAME.values()
-        if d.topic_name is not None and not d.ignored and d.name not in _NOT_LIVE
+        if d.topic_name is not None
+        and d.name in _FIRST_SYNONYMS
+        and not d.ignored
+        and d.name not in _NOT_LIVE
     }
     | set(DYNAMIC_ONLY_BY_NAME)
 )
