@@ -232,10 +232,14 @@ def _apply(
             result.pop(config.name, None)
         else:
             if not is_list_key(config.name, topic=topic):
-                raise KafkaError(
-                    ErrorCode.INVALID_CONFIG,
-                    f"Can't {op.name} to key {config.name} because its type is not LIST.",
+                # a BROKER resource meets Kafka's broker-side check (prepareIncrementalConfigs)
+                # first, a TOPIC resource the controller's
+                message = (
+                    f"Can't {op.name} to key {config.name} because its type is not LIST."
+                    if topic
+                    else f"Config value {op.name.lower()} is not allowed for config key: {config.name}"
                 )
+                raise KafkaError(ErrorCode.INVALID_CONFIG, message)
             existing = result.get(config.name)
             items = (
                 [item.strip() for item in existing.split(",") if item.strip()]

@@ -110,3 +110,23 @@ def test_bad_broker_values_and_unknown_keys_are_invalid_requests() -> None:
     assert results[3].message == "Cannot update these configs dynamically: Set(num.partitions)"
     assert "message.max.bytes" in (results[0].message or "")
     assert "log.retention.ms" in (results[1].message or "")
+
+
+def test_append_to_a_broker_key_that_is_not_a_list_has_kafkas_broker_message() -> None:
+    """Kafka's broker checks APPEND / SUBTRACT of a BROKER resource (ConfigAdminManager
+    .prepareIncrementalConfigs) before the controller sees it; a TOPIC keeps the controller's words."""
+    cluster = Cluster()
+    cluster.join(1)
+    cluster.create("orders", 1, 1)
+    results = cluster.controller.incremental_alter_configs(
+        [
+            ConfigResourceChange(BROKER, "1", (AlterableConfig("log.retention.ms", "5", 2),)),
+            ConfigResourceChange(BROKER, "", (AlterableConfig("message.max.bytes", "5", 3),)),
+            ConfigResourceChange(2, "orders", (AlterableConfig("retention.ms", "5", 2),)),
+        ]
+    )
+    assert [(r.error, r.message) for r in results] == [
+        (ErrorCode.INVALID_CONFIG, "Config value append is not allowed for config key: log.retention.ms"),
+        (ErrorCode.INVALID_CONFIG, "Config value subtract is not allowed for config key: message.max.bytes"),
+        (ErrorCode.INVALID_CONFIG, "Can't APPEND to key retention.ms because its type is not LIST."),
+    ]
