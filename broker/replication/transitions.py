@@ -29,6 +29,7 @@ Transitions are applied one delta at a time, in metadata order, by the metadata 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable
 
 import structlog
@@ -234,36 +235,43 @@ class ReplicaTransitions:
 
     # -- deletion ----------------------------------------------------------------------------------
 
-    async def _remove_replica(self, topic: TopicState, index: int) -> None:
+    async def _remove_replica(self, topic: TopicState | str, index: int) -> None:
         """A reassignment moved this partition off this broker: stop leading or following it and
-        delete its log (Kafka's stopPartitions with deletion, for a replica no longer assigned)."""
-        tp = (topic.name, index)
+        delete its log (Kafka's stopPartitions with deletion, for a replica no longer assigned).
+        ``topic`` is the topic's name alone when the image no longer has it (a snapshot)."""
+        name = topic if isinstance(topic, str) else topic.name
+        tp = (name, index)
         try:
             if tp in self._supervisor.assignments:
                 handovers = await self._supervisor.remove_partitions([tp])
-                self._log_manager.adopt_log(handovers[tp], self._log_config(topic))
-            self._replicas.stop_leading(topic.name, index)
-            if self._log_manager.get_log(topic.name, index) is not None:
-                self._log_manager.delete_log(topic.name, index)
-            self._logger.info(
-                "replica removed by a reassignment: log deleted", topic=topic.name, partition=index
-            )
+                config = None if isinstance(topic, str) else self._log_config(topic)
+                self._log_manager.adopt_log(handovers[tp], config)
+            self._replicas.stop_leading(name, index)
+            if self._log_manager.get_log(name, index) is not None:
+                self._log_manager.delete_log(name, index)
+            self._logger.info("replica removed: log deleted", topic=name, partition=index)
         except Exception:  # disk, IPC: this partition only; its files stay and are a stray at restart
-            self._logger.exception("could not remove a reassigned replica", topic=topic.name, partition=index)
+            self._logger.exception("could not remove a replica", topic=name, partition=index)
         finally:
-            self._replicas.transition_done(topic.name, index)
+            self._replicas.transition_done(name, index)
 
     async def _remove_unassigned(self, image: MetadataImage) -> None:
         """A whole image over a running broker (a metadata snapshot installed after it fell behind)
-        comes without a delta: a partition led or followed here that the image assigns elsewhere (a
-        reassignment completed or was cancelled meanwhile) is removed as the delta would have removed
-        it (Kafka's snapshot delta lists it among the local deletes). Otherwise a follower process
-        would go on fetching it, and a led one would lose its log while still led (delete_strays)."""
-        held = {(p.topic, p.index) for p in self._replicas.partitions()} | set(self._supervisor.assignments)
-        for name, index in sorted(held):
+        comes without a delta: a partition led or followed here that the image no longer assigns
+        here (a reassignment completed or was cancelled meanwhile, or its topic was deleted, maybe
+        re-created under another id) is removed as the delta would have removed it (Kafka's snapshot
+        delta lists it among the local deletes). Otherwise a follower process would go on fetching
+        it, and a led one would lose its log while still led (delete_strays)."""
+        held: dict[TopicPartition, uuid.UUID | None] = {
+            tp: followed.handover.topic_id for tp, followed in self._supervisor.assignments.items()
+        }
+        held.update({(p.topic, p.index): p.topic_id for p in self._replicas.partitions()})
+        for (name, index), topic_id in sorted(held.items()):
             topic = image.get(name)
             state = topic.partitions.get(index) if topic is not None else None
-            if topic is not None and state is not None and self._node_id not in state.replicas:
+            if topic is None or state is None or (topic_id is not None and topic_id != topic.topic_id):
+                await self._remove_replica(name, index)
+            elif self._node_id not in state.replicas:
                 await self._remove_replica(topic, index)
 
     async def _delete_topic(self, topic: TopicState) -> None:
