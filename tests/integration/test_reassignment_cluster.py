@@ -4,8 +4,9 @@ Four brokers, not six: six broker processes plus their follower processes are to
 two cores these tests share. So the moves are a partition of replication factor 3 from brokers
 [1, 2, 3] to [2, 3, 4] (its leader, broker 1, is removed: leadership moves to 2) and a full move
 of a replication-factor-2 partition from [1, 2] to [3, 4] (no replica stays), both under a
-continuous acks=all producer, started with ``kipling reassign-partitions --execute`` and followed
-with ``--verify`` and ``--list``. Every acknowledged record must be readable afterwards, the removed
+continuous acks=all producer, started with ``kipling reassign-partitions --execute --throttle`` and
+followed with ``--verify`` (which then clears the throttles) and ``--list``; a second move is held
+to a low throttle. Every acknowledged record must be readable afterwards, the removed
 replicas' logs gone. Then kafka-python's admin calls (the only client library here that has them):
 a reassignment to a broker that is down stays in progress, is listed, and is cancelled.
 """
@@ -121,10 +122,18 @@ def test_moves_under_load_lose_no_acked_record(
             )
         )
         code, out, err = run_tool(
-            capsys, "--bootstrap-server", bootstrap, "--execute", "--reassignment-json-file", str(plan)
+            capsys,
+            "--bootstrap-server",
+            bootstrap,
+            "--execute",
+            "--reassignment-json-file",
+            str(plan),
+            "--throttle",
+            "5000000",  # the quota path is on (throttled replicas, recorded bytes) without slowing the move
         )
         assert code == 0, err
         assert out.startswith("Current partition replica assignment\n\n")
+        assert "The inter-broker throttle limit was set to 5000000 B/s" in out
         assert (
             '{"version":1,"partitions":[{"topic":"moved","partition":0,"replicas":[1,2,3],"log_dirs":'
             '["any","any","any"]},{"topic":"small","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}'
