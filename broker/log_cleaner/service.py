@@ -82,11 +82,13 @@ def build_log_cleaner(
         return None
     log_dirs = replicas.log_manager.log_dirs
     manager = LogCleanerManager(log_dirs, clock)
+    # Kafka's cleaner threads share one offset-map budget and one Throttler: each of the
+    # len(log_dirs) * (1 + num.replica.fetchers) cleaner processes gets its share of both
+    processes = max(len(log_dirs), 1) * (1 + config.num_replica_fetchers)
     settings = CleanerSettings(
-        dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size
-        // (max(len(log_dirs), 1) * (1 + config.num_replica_fetchers)),
+        dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size // processes,
         load_factor=config.log_cleaner_io_buffer_load_factor,
-        io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+        io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second / processes,
     )
     return LogCleaner(
         broker_id=config.node_id,

@@ -42,16 +42,18 @@ def follower_settings(config: BrokerConfig, broker_epoch: int = -1) -> FollowerS
 
 def follower_cleaner_settings(config: BrokerConfig) -> dict[str, Any]:
     """The cleaner of a follower process, as the broker's: one cleaner process per log dir, the
-    offset map a share of log.cleaner.dedupe.buffer.size (split between the broker and its
-    num.replica.fetchers follower processes); empty when log.cleaner.enable is off or no threads."""
+    offset map a share of log.cleaner.dedupe.buffer.size and the I/O rate a share of
+    log.cleaner.io.max.bytes.per.second (split between the broker and its num.replica.fetchers
+    follower processes); empty when log.cleaner.enable is off or no threads."""
     if not config.log_cleaner_enable or config.log_cleaner_threads <= 0:
         return {}
     log_dirs = [str(d) for d in config.log_dirs]
+    processes = max(len(log_dirs), 1) * (1 + config.num_replica_fetchers)
     settings = CleanerSettings(
-        dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size
-        // (max(len(log_dirs), 1) * (1 + config.num_replica_fetchers)),
+        dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size // processes,
         load_factor=config.log_cleaner_io_buffer_load_factor,
-        io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+        # log.cleaner.io.max.bytes.per.second bounds all cleaners together (Kafka's one Throttler)
+        io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second / processes,
     )
     return {"log_dirs": log_dirs, "backoff_ms": config.log_cleaner_backoff_ms, **settings.to_json()}
 
