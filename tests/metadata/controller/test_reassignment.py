@@ -15,7 +15,7 @@ from metadata.controller.replication_control import AlterPartitionItem
 from metadata.records import PartitionChangeRecord
 from metadata.topics import NO_LEADER, PartitionState
 from protocol.error_codes import ErrorCode
-from tests.metadata.controller.helpers import Cluster, replayed
+from tests.metadata.controller.helpers import SESSION_MS, Cluster, replayed
 
 
 @pytest.fixture
@@ -192,6 +192,8 @@ step = st.one_of(
     st.tuples(st.just("cancel"), st.none()),
     st.tuples(st.just("expand"), st.sampled_from(BROKERS)),
     st.tuples(st.just("shrink"), st.sampled_from(BROKERS)),
+    st.tuples(st.just("fence"), st.sampled_from(BROKERS)),
+    st.tuples(st.just("unfence"), st.sampled_from(BROKERS)),
 )
 
 
@@ -205,7 +207,7 @@ def check_invariants(state: PartitionState) -> None:
     assert state.target_replicas
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(step, max_size=25))
 def test_random_reassignments_keep_the_invariants(steps: list[tuple[str, object]]) -> None:
     with structlog.testing.capture_logs():
@@ -222,6 +224,14 @@ def test_random_reassignments_keep_the_invariants(steps: list[tuple[str, object]
                 [(error, _)] = reassign(cluster, ("t", 0, None))
                 assert error in (ErrorCode.NONE, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
                 assert error is ErrorCode.NONE or not state.is_reassigning
+            elif kind == "fence":
+                if arg in cluster.image.live_broker_ids():
+                    cluster.clock.advance(SESSION_MS + 1)
+                    cluster.keep_alive(b for b in cluster.image.live_broker_ids() if b != arg)
+                    cluster.controller.tick()
+            elif kind == "unfence":
+                if arg not in cluster.image.live_broker_ids():
+                    cluster.heartbeat(arg)
             elif state.leader_id != NO_LEADER:
                 broker = arg
                 if kind == "expand" and broker in state.replicas and broker not in state.isr:
