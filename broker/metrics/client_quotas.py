@@ -1,17 +1,31 @@
 """Client quota throttling, per quota type and client id (Kafka's ``kafka.server:type=Produce`` /
 ``type=Fetch`` ``throttle-time`` per user and client id, here as totals Prometheus can rate):
 ``kafka_server_quota_throttled_requests_total`` and ``kafka_server_quota_throttle_time_ms_total``
-with labels ``quota`` (Produce, Fetch), ``user`` and ``client_id``."""
+with labels ``quota`` (Produce, Fetch), ``user`` and ``client_id``.
+
+Client ids are chosen by clients, so a label set not throttled for an hour is removed, as Kafka
+expires a client's quota sensors after an hour without a record (looked for every 30 s): a broker
+throttling ever new client ids keeps a bounded number of series.
+"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter
 
-__all__ = ["ClientQuotaMetrics"]
+__all__ = ["INACTIVE_SERIES_EXPIRATION_S", "ClientQuotaMetrics"]
+
+INACTIVE_SERIES_EXPIRATION_S = 3600.0
+"""Kafka's ClientQuotaManager.InactiveSensorExpirationTimeSeconds."""
+_EXPIRY_INTERVAL_S = 30.0
+
+_Labels = tuple[str, str, str]
 
 
 class ClientQuotaMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, clock: Callable[[], float] = time.monotonic) -> None:
         self.throttled = Counter(
             "kafka_server_quota_throttled_requests",
             "Requests a client quota throttled, by quota type, user and client id",
@@ -24,7 +38,25 @@ class ClientQuotaMetrics:
             ["quota", "user", "client_id"],
             registry=registry,
         )
+        self._clock = clock
+        self._last_seen: dict[_Labels, float] = {}
+        self._next_expiry = clock() + _EXPIRY_INTERVAL_S
 
     def record(self, quota: str, user: str, client_id: str, throttle_ms: int) -> None:
-        self.throttled.labels(quota, user, client_id).inc()
-        self.throttle_time.labels(quota, user, client_id).inc(throttle_ms)
+        now = self._clock()
+        labels = (quota, user, client_id)
+        self.throttled.labels(*labels).inc()
+        self.throttle_time.labels(*labels).inc(throttle_ms)
+        self._last_seen[labels] = now
+        if now >= self._next_expiry:
+            self._expire(now)
+
+    def _expire(self, now: float) -> None:
+        self._next_expiry = now + _EXPIRY_INTERVAL_S
+        idle = [
+            labels for labels, seen in self._last_seen.items() if now - seen > INACTIVE_SERIES_EXPIRATION_S
+        ]
+        for labels in idle:
+            del self._last_seen[labels]
+            self.throttled.remove(*labels)
+            self.throttle_time.remove(*labels)
