@@ -63,6 +63,7 @@ from broker.handlers.quorum import (
 )
 from broker.handlers.registry import HandlerRegistry
 from broker.quorum.raft_manager import RaftManager
+from broker.quotas.controller_mutation import PartitionMutationQuotas
 from broker.quotas.enforcement import BrokerQuotas
 from broker.replication.replica_manager import ReplicaManager
 from metadata.controller.active import ActiveController
@@ -158,8 +159,18 @@ def broker_handlers(
 ) -> HandlerRegistry:
     """The client listeners' APIs: the data plane, groups, transactions, metadata, and forwarded
     admin requests."""
+    mutations = (
+        PartitionMutationQuotas(
+            quotas.mutations,
+            quotas.throttles,
+            default_partitions=config.num_partitions,
+            on_throttle=quotas.on_throttle,
+        )
+        if quotas is not None
+        else None
+    )
     forwarded = [
-        ForwardingHandler(api, channel, loader, effect_of(api.api_key))
+        ForwardingHandler(api, channel, loader, effect_of(api.api_key), mutations)
         for api in (*FORWARDED_APIS, *REASSIGNMENT_APIS)
     ]
     return registry_of(

@@ -21,6 +21,7 @@ from broker.cluster.controller_channel import ControllerChannel, ControllerUnava
 from broker.cluster.metadata_loader import MetadataLoader
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.client_quotas import altered_quotas_shown
+from broker.quotas.controller_mutation import PartitionMutationQuotas
 from metadata.image import MetadataImage
 from metadata.topics import NO_LEADER
 from protocol.api_keys import ApiKey
@@ -64,8 +65,15 @@ class ForwardingHandler(Handler):
     """Forwards one admin API to the controller, serving the versions the controller's handler does."""
 
     def __init__(
-        self, api: ForwardedApi, channel: ControllerChannel, loader: MetadataLoader, effect: EffectOf
+        self,
+        api: ForwardedApi,
+        channel: ControllerChannel,
+        loader: MetadataLoader,
+        effect: EffectOf,
+        mutations: PartitionMutationQuotas | None = None,
     ) -> None:
+        """``mutations`` enforces controller_mutation_rate quotas here, where the client's
+        request arrives (the controller does not see the client: there is no Envelope)."""
         self.api_key = api.api_key  # type: ignore[misc]
         self.min_version = api.min_version  # type: ignore[misc]
         self.max_version = api.max_version  # type: ignore[misc]
@@ -73,8 +81,18 @@ class ForwardingHandler(Handler):
         self._channel = channel
         self._loader = loader
         self._effect = effect
+        self._mutations = mutations
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        admission = None
+        if self._mutations is not None:
+            admission = self._mutations.admit(ctx, request, self._loader.image, self._api.error_body)
+        if admission is None:
+            return await self._forward(ctx, request)
+        forwarded = await self._forward(ctx, admission.forwarded) if admission.anything_to_forward else None
+        return self._mutations.respond(admission, forwarded)  # type: ignore[union-attr]
+
+    async def _forward(self, ctx: RequestContext, request: MessageData) -> Any:
         timeout_s = max(getattr(request, "timeout_ms", DEFAULT_WAIT_MS) / 1000, MIN_WAIT_S)
         try:
             response = await self._channel.forward(

@@ -28,6 +28,7 @@ from broker.quotas.client_quota_manager import (
     ClientQuotaManager,
     QuotaLookup,
 )
+from broker.quotas.controller_mutation import ControllerMutationQuotaManager
 from broker.quotas.throttle import ChannelThrottles
 from metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 
@@ -79,10 +80,18 @@ class BrokerQuotas:
             window_s=window_s,
             max_throttle_ms=window_s * 1000,
         )
+        self.mutations = ControllerMutationQuotaManager(
+            quotas, any_quota=any_quota, samples=samples, window_s=window_s, clock_ms=clock_ms
+        )
         self.any_quota = any_quota
         self.throttles = throttles if throttles is not None else ChannelThrottles()
         self._clock_ms = clock_ms
         self._on_throttle = on_throttle
+
+    @property
+    def on_throttle(self) -> ThrottleListener | None:
+        """Who hears throttles (the metrics), for the quotas kept outside this object."""
+        return self._on_throttle
 
     def produce_throttle_ms(self, connection_id: int, client_id: str | None, size: int) -> int:
         """Record a produce request's bytes; the throttle time (the connection muted for it)."""
