@@ -41,6 +41,9 @@ _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
+FOLLOWER_REPLICATION_BYTE_RATE = "kafka_server_followerreplication_byte_rate"
+
+
 def multiprocess_mode() -> bool:
     """True when prometheus-client writes values to the shared files of a multiprocess directory."""
     return bool(os.environ.get(MULTIPROCESS_DIR_ENV))
@@ -69,6 +72,13 @@ class FetcherMetrics:
             ["client_id"],
             buckets=_LATENCY_BUCKETS,
             registry=registry,
+        )
+        self.follower_replication_byte_rate = Gauge(
+            FOLLOWER_REPLICATION_BYTE_RATE,
+            "Bytes per second this broker's followers fetched for throttled partitions (Kafka's "
+            "FollowerReplication byte-rate, KIP-73; the processes' rates summed).",
+            registry=registry,
+            multiprocess_mode="livesum",
         )
         self.failed_partitions = Gauge(
             FAILED_PARTITIONS,

@@ -45,6 +45,9 @@ from storage.config import LogConfig
 from storage.handover import LogHandover, open_handed_over_log
 from storage.producer_state import PRODUCER_EXPIRATION_CHECK_INTERVAL_MS
 
+QUOTA_RATE_INTERVAL_MS = 1000
+"""How often the follower replication byte-rate gauge is refreshed."""
+
 _log = structlog.get_logger(__name__)
 
 SendEvent = Callable[[str, dict[str, Any]], Awaitable[None]]
@@ -368,7 +371,12 @@ class FollowerService:
             asyncio.create_task(
                 _every(PRODUCER_EXPIRATION_CHECK_INTERVAL_MS, self._expire_producers, "producer-expiration")
             ),
+            asyncio.create_task(_every(QUOTA_RATE_INTERVAL_MS, self._publish_quota_rate, "quota-rate")),
         ]
+
+    async def _publish_quota_rate(self) -> None:
+        """The follower quota's current rate as a gauge (it decays while nothing is fetched)."""
+        self._metrics.follower_replication_byte_rate.set(self.replication_quota.rate())
 
     async def _flush_due(self) -> None:
         """fsync the logs whose flush.ms passed with unflushed data (appends check it only when busy)."""

@@ -265,6 +265,11 @@ def test_a_throttled_move_is_held_to_the_rate_and_verify_removes_the_throttles(
         time.sleep(6)
         assert "is still in progress." in verify(), "a 4 MB copy at 150 kB/s cannot be done in 6 s"
         assert cluster.brokers[1].metric("kafka_server_leaderreplication_byte_rate") > 0
+        wait_until(
+            lambda: cluster.brokers[3].metric("kafka_server_followerreplication_byte_rate") > 0,
+            10,
+            "the follower's throttled byte rate",
+        )
         wait_until(lambda: "is completed." in verify(), 90, "the throttled move completes", interval_s=2.0)
         out = verify()
         assert "Clearing broker-level throttles on brokers 1,2,3,4" in out
