@@ -655,7 +655,7 @@ class TopicConfigDef:
     one set wins, times its ``topic_scale``), then ``fallback`` if none is set, then ``normalise``.
     A ``topic_only`` key has no broker key at all (Kafka's ``CONFIGS_WITH_NO_SERVER_DEFAULTS``): its
     default is ``fallback``. A key kipling accepts, validates and describes but whose behaviour is not
-    implemented yet (compaction, tiered storage, throttles) is declared with ``acted_on=False``; its
+    implemented yet (tiered storage, preallocation) is declared with ``acted_on=False``; its
     broker keys are then ``ignored`` ones, and the topic-config documentation says so.
     """
 
@@ -725,15 +725,14 @@ TOPIC_DEFINITIONS: tuple[TopicConfigDef, ...] = (
                    at_least(1)),
     TopicConfigDef("flush.ms", T.LONG, "fsync the log once unflushed data is this old.", at_least(0),
                    fallback=LONG_MAX),
-    TopicConfigDef("follower.replication.throttled.replicas", T.LIST, f"{_NOT_YET} (no replication "
-                   "quotas): the replicas whose follower fetches are throttled, as partition:broker "
-                   "pairs or *.", _REPLICAS, fallback=[], topic_only=True, acted_on=False),
+    TopicConfigDef("follower.replication.throttled.replicas", T.LIST, "The replicas whose follower "
+                   "fetches are throttled to follower.replication.throttled.rate, as partition:broker "
+                   "pairs or *.", _REPLICAS, fallback=[], topic_only=True),
     TopicConfigDef("index.interval.bytes", T.INT, "Bytes of records between two offset index entries.",
                    at_least(0)),
-    TopicConfigDef("leader.replication.throttled.replicas", T.LIST, f"{_NOT_YET} (no replication "
-                   "quotas): the replicas whose leader side of replication is throttled, as "
-                   "partition:broker pairs or *.", _REPLICAS, fallback=[], topic_only=True,
-                   acted_on=False),
+    TopicConfigDef("leader.replication.throttled.replicas", T.LIST, "The replicas whose leader side "
+                   "of replication is throttled to leader.replication.throttled.rate, as "
+                   "partition:broker pairs or *.", _REPLICAS, fallback=[], topic_only=True),
     TopicConfigDef("local.retention.bytes", T.LONG, f"{_NOT_YET} (no tiered storage): local size limit "
                    "of a partition; -2 means retention.bytes.", at_least(-2), acted_on=False),
     TopicConfigDef("local.retention.ms", T.LONG, f"{_NOT_YET} (no tiered storage): how long segments "

@@ -407,8 +407,6 @@ def test_log_config_carries_the_compression_settings() -> None:
 def test_keys_not_acted_on_are_marked_so_everywhere() -> None:
     not_acted_on = {d.name for d in TOPIC_DEFINITIONS if not d.acted_on}
     assert not_acted_on == {
-        "follower.replication.throttled.replicas",
-        "leader.replication.throttled.replicas",
         "local.retention.bytes",
         "local.retention.ms",
         "preallocate",
