@@ -60,8 +60,10 @@ from storage.loader import load_log
 from storage.producer_snapshot import delete_snapshots_after
 from storage.segment import (
     DELETED_SUFFIX,
+    INDEX_SUFFIX,
     LOG_SUFFIX,
     SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
     LogSegment,
     segment_file_name,
 )
@@ -734,8 +736,8 @@ class PartitionLog:
             and [(s.base_offset, s.size) for s in old] == [tuple(entry) for entry in replaced]
         )
         if not unchanged:
-            cleaned_log.unlink(missing_ok=True)
-            cleaned_txn.unlink(missing_ok=True)
+            for suffix in (LOG_SUFFIX, TXN_INDEX_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                (directory / cleaned_file_name(base, suffix, token)).unlink(missing_ok=True)
             _log.info(
                 "discarding cleaned segment: the segments it replaces changed",
                 topic=self.topic,
@@ -761,6 +763,10 @@ class PartitionLog:
             self._remove_segments([segment], now)
             step(f"segment {segment.base_offset} -> deleted")
         fsync_directory(directory)
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # the cleaner built them (a crash: rebuilt)
+            cleaned_index = directory / cleaned_file_name(base, suffix, token)
+            if cleaned_index.exists():
+                os.replace(cleaned_index, directory / segment_file_name(base, suffix))
         final_txn = directory / segment_file_name(base, TXN_INDEX_SUFFIX)
         os.replace(swap_txn, final_txn)
         step("txnindex swap -> final")
@@ -770,7 +776,8 @@ class PartitionLog:
         if final_txn.stat().st_size == 0:
             final_txn.unlink()
         new = LogSegment(directory, base, self.config, created_ms=old[0].created_ms)
-        new.recover()  # builds the offset and time indexes
+        if new.needs_recovery:  # no index from the cleaner: rebuild them (a scan of the whole file)
+            new.recover()
         new.needs_recovery = False
         new.on_becoming_inactive()
         new.flush()

@@ -70,10 +70,13 @@ from storage.checkpoint import fsync_directory
 from storage.cleaner.files import cleaned_file_name
 from storage.cleaner.offset_map import OffsetMap
 from storage.cleaner.throttler import Throttler
+from storage.index import OffsetIndex, TimeIndex
 from storage.producer_state import ProducerStateEntry
 from storage.segment import (
+    INDEX_SUFFIX,
     LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
+    TIME_INDEX_SUFFIX,
     segment_file_name,
     walk_batches,
 )
@@ -206,10 +209,15 @@ class CleanTask:
     active_producers: Mapping[int, LastRecord] = field(default_factory=dict)
     token: str = ""
     """Names the round's ``.cleaned`` files (:func:`storage.cleaner.files.cleaned_file_name`)."""
+    index_interval_bytes: int = 4096
+    """The log's index.interval.bytes: the cleaner writes each cleaned segment's offset and time
+    indexes, so that installing it costs its owner no scan of the segment (Kafka's cleaner builds
+    them as it appends to the cleaned segment)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "token": self.token,
+            "index_interval_bytes": self.index_interval_bytes,
             "directory": self.directory,
             "segments": [
                 [s.base_offset, s.size, s.offset_index_bytes, s.time_index_bytes] for s in self.segments
@@ -231,6 +239,7 @@ class CleanTask:
     def from_json(cls, body: Mapping[str, Any]) -> CleanTask:
         return cls(
             token=str(body.get("token", "")),
+            index_interval_bytes=int(body.get("index_interval_bytes", 4096)),
             directory=str(body["directory"]),
             segments=tuple(SegmentInfo(*(int(v) for v in entry)) for entry in body["segments"]),
             first_dirty_offset=int(body["first_dirty_offset"]),
@@ -569,12 +578,13 @@ def _write_group(
     cleaned_txn = directory / cleaned_file_name(base, TXN_INDEX_SUFFIX, task.token)
     try:
         _write_cleaned(task, group, upper, state, cleaned_log, cleaned_txn, throttler)
+        _write_cleaned_indexes(task, base, cleaned_log)
         mtime = (directory / segment_file_name(group[-1].base_offset, LOG_SUFFIX)).stat().st_mtime_ns
     except CrashPoint:
         raise
     except BaseException:
-        cleaned_log.unlink(missing_ok=True)  # Kafka deletes the .cleaned segment of an aborted round
-        cleaned_txn.unlink(missing_ok=True)
+        # Kafka deletes the .cleaned segment of an aborted round
+        remove_cleaned_files(directory, CleanedGroup(((base, 0),)), task.token)
         raise
     os.utime(cleaned_log, ns=(mtime, mtime))
     fsync_directory(directory)
@@ -618,9 +628,57 @@ def _write_cleaned(
     _fsync_file(cleaned_txn)
 
 
+def _write_cleaned_indexes(task: CleanTask, base: int, cleaned_log: pathlib.Path) -> None:
+    """``<base>.index`` and ``<base>.timeindex`` of the cleaned segment as ``.cleaned`` files, fsynced.
+
+    The entries a :class:`~storage.segment.LogSegment` appending these batches would have made
+    (an entry past index.interval.bytes, the final time entry, trimmed), so the owner opens the
+    installed segment with them instead of re-reading and re-validating the whole file on its loop.
+    """
+    directory = pathlib.Path(task.directory)
+    offset_index = OffsetIndex(
+        directory / cleaned_file_name(base, INDEX_SUFFIX, task.token), base, task.max_index_size
+    )
+    try:
+        time_index = TimeIndex(
+            directory / cleaned_file_name(base, TIME_INDEX_SUFFIX, task.token), base, task.max_index_size
+        )
+    except BaseException:
+        offset_index.close()
+        raise
+    try:
+        max_timestamp, offset_of_max = NO_TIMESTAMP, base
+        since_last_entry = 0
+        fd = os.open(cleaned_log, os.O_RDONLY)
+        try:
+            for batch in walk_batches(fd, 0, os.fstat(fd).st_size):
+                if batch.max_timestamp > max_timestamp:
+                    max_timestamp, offset_of_max = batch.max_timestamp, batch.last_offset
+                full = offset_index.is_full or time_index.is_full
+                if since_last_entry > task.index_interval_bytes and not full:
+                    offset_index.append(batch.last_offset, batch.position)
+                    time_index.maybe_append(max_timestamp, offset_of_max)
+                    since_last_entry = 0
+                since_last_entry += batch.size
+        finally:
+            os.close(fd)
+        if max_timestamp >= 0:
+            time_index.maybe_append(max_timestamp, offset_of_max, skip_full_check=True)
+        offset_index.trim_to_valid_size()
+        time_index.trim_to_valid_size()
+        offset_index.flush()
+        time_index.flush()
+    finally:
+        offset_index.close()
+        time_index.close()
+
+
+_CLEANED_SUFFIXES = (LOG_SUFFIX, TXN_INDEX_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+
 def remove_cleaned_files(directory: pathlib.Path, group: CleanedGroup, token: str = "") -> None:
     """Drop a group's ``.cleaned`` files (its install was refused, or the round failed)."""
-    for suffix in (LOG_SUFFIX, TXN_INDEX_SUFFIX):
+    for suffix in _CLEANED_SUFFIXES:
         (directory / cleaned_file_name(group.base_offset, suffix, token)).unlink(missing_ok=True)
 
 
@@ -662,6 +720,7 @@ def plan_clean(
         delete_retention_ms=delete_retention_ms,
         max_segment_bytes=max_segment_bytes if max_segment_bytes is not None else log.config.segment_bytes,
         max_index_size=max_index_size if max_index_size is not None else log.config.max_index_size,
+        index_interval_bytes=log.config.index_interval_bytes,
         aborted=tuple(log.collect_aborted_transactions(start, upper)) if inactive else (),
         active_producers=dict(active_producers or {}),
         token=uuid.uuid4().hex[:8] if token is None else token,

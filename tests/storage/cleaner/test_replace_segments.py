@@ -137,8 +137,12 @@ def test_two_rounds_over_one_log_never_share_a_file(tmp_path: pathlib.Path) -> N
     old_result, new_result = write_cleaned_segments(old), write_cleaned_segments(new)
     names = sorted(p.name for p in log.directory.glob("*.cleaned"))
     assert names == [
+        "00000000000000000000.index.0ld0wner.cleaned",
+        "00000000000000000000.index.n3w0wner.cleaned",
         "00000000000000000000.log.0ld0wner.cleaned",
         "00000000000000000000.log.n3w0wner.cleaned",
+        "00000000000000000000.timeindex.0ld0wner.cleaned",
+        "00000000000000000000.timeindex.n3w0wner.cleaned",
         "00000000000000000000.txnindex.0ld0wner.cleaned",
         "00000000000000000000.txnindex.n3w0wner.cleaned",
     ]
