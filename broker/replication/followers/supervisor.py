@@ -49,6 +49,7 @@ from prometheus_client import CollectorRegistry
 from broker.replication.followers.fetcher_ids import fetcher_id_for
 from broker.replication.followers.metrics import FollowerMetricsCollector, LagSeries, forget_process
 from broker.replication.followers.process import FollowerProcess
+from broker.replication.followers.quota_shares import quota_shares
 from client.replica_ipc import IpcClosedError, IpcError, JsonObject
 from client.replica_messages import (
     ADD_PARTITIONS,
@@ -66,7 +67,6 @@ from client.replica_messages import (
     PartitionOffsets,
     fetcher_client_id,
 )
-from client.replication_quota import UNBOUNDED
 from client.tasks import cancel_and_wait
 from storage.config import LogConfig
 from storage.handover import LogHandover
@@ -171,8 +171,8 @@ class FollowerSupervisor:
         self.broker_id = broker_id
         self.num_fetchers = num_fetchers
         self._settings = settings
-        self._replication_quota: JsonObject | None = None
-        """The last follower replication quota sent (a launched process gets it too)."""
+        self._replication_quota: dict[int, JsonObject] = {}
+        """The last follower replication quota sent to each process (a launched one gets it too)."""
         self._python = python_executable
         self._on_offsets = on_offsets
         self._on_partition_failed = on_partition_failed
@@ -371,10 +371,9 @@ class FollowerSupervisor:
         sent: list[TopicPartition] = []
         try:
             await process.request(CONFIGURE, self._settings.to_json(), self._request_timeout_s)
-            if self._replication_quota is not None:
-                await process.request(
-                    UPDATE_REPLICATION_QUOTA, self._replication_quota, self._request_timeout_s
-                )
+            quota = self._replication_quota.get(slot.fetcher_id)
+            if quota is not None:
+                await process.request(UPDATE_REPLICATION_QUOTA, quota, self._request_timeout_s)
             entries = [self._assignments[tp] for tp in self._partitions_of(slot)]
             if entries:
                 sent = [entry.topic_partition for entry in entries]
@@ -604,16 +603,22 @@ class FollowerSupervisor:
     async def update_replication_quota(
         self, rate: int, throttled: Mapping[str, frozenset[int] | str]
     ) -> None:
-        """The follower side of the replication quota for every process: each gets an equal share
-        of the broker's rate (Kafka's one follower quota spans all its fetcher threads) and the
-        throttled partitions; a process launched later gets them after its configure."""
-        share = rate if rate >= UNBOUNDED else max(1, rate // max(1, len(self._slots)))
-        body: JsonObject = {
-            "rate": share,
-            "throttled": {t: p if isinstance(p, str) else sorted(p) for t, p in throttled.items()},
+        """The follower side of the replication quota for every process: its share of the broker's
+        rate (Kafka's one follower quota spans all its fetcher threads: see
+        :mod:`~broker.replication.followers.quota_shares`) and the throttled partitions; a process
+        launched later gets them after its configure."""
+        shares = quota_shares(rate, throttled, len(self._slots), self._assignments)
+        listed = {t: p if isinstance(p, str) else sorted(p) for t, p in throttled.items()}
+        self._replication_quota = {
+            slot.fetcher_id: {"rate": shares[slot.fetcher_id], "throttled": listed} for slot in self._slots
         }
-        self._replication_quota = body
-        await asyncio.gather(*(self._send_quota(slot, body) for slot in self._slots))
+        await asyncio.gather(
+            *(self._send_quota(slot, self._replication_quota[slot.fetcher_id]) for slot in self._slots)
+        )
+
+    def replication_quota_body(self, fetcher_id: int) -> JsonObject | None:
+        """The follower replication quota last sent to (or kept for) process ``fetcher_id``."""
+        return self._replication_quota.get(fetcher_id)
 
     async def _send_quota(self, slot: _Slot, body: JsonObject) -> None:
         async with slot.lock:
