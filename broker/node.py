@@ -75,6 +75,7 @@ from broker.quorum.controller_role import CommitGate, ControllerRole, RaftMetada
 from broker.quorum.peers import QuorumPeers
 from broker.quorum.raft_manager import RaftManager
 from broker.quorum.snapshots import MetadataSnapshots
+from broker.quotas.connection_rate import IpConnectionRates
 from broker.quotas.enforcement import BrokerQuotas, ChannelThrottles
 from broker.quotas.request_quota import RequestQuota
 from broker.replication.followers import FollowerSupervisor
@@ -502,6 +503,12 @@ def _build_broker(
             registry,
             client_quotas.throttles,
             RequestQuota(client_quotas),
+            IpConnectionRates(
+                image.client_quota,
+                any_quota=image.has_client_quotas,
+                samples=config.quota_window_num,
+                window_s=config.quota_window_size_seconds,
+            ),
         )
     )
     tasks = [*housekeeping_tasks(config, replicas, log_manager), *groups.tasks, *transactions.tasks]
@@ -778,6 +785,7 @@ def _client_servers(
     registry: CollectorRegistry,
     throttles: ChannelThrottles | None = None,
     request_quota: RequestQuota | None = None,
+    ip_rates: IpConnectionRates | None = None,
 ) -> list[BrokerServer]:
     """One server per client listener, all sharing the broker's request memory pool and
     connection quotas (per broker, as in Kafka)."""
@@ -790,6 +798,7 @@ def _client_servers(
         per_ip_overrides=resolve_overrides(config.max_connections_per_ip_overrides),
         listeners=[listener.name for listener in listeners],
         inter_broker_listener=config.inter_broker_listener_name,
+        ip_rates=ip_rates,
     )
     return [
         BrokerServer(

@@ -64,6 +64,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.ip = "?"
         self.admitted = False
         """Counted by ``admit``; a refused connection is closed without serving anything."""
+        self.close_delay_s = 0.0
+        """Set by ``admit`` for a throttled connection: held unserved this long, then closed."""
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_frame_size)
         self._max_frame_size = max_frame_size
@@ -102,7 +104,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         refused = self._admit(self) if self._admit is not None else None
         if refused is not None:
             self.close_reason = refused
-            self.abort()
+            if self.close_delay_s > 0:  # throttled: Kafka's acceptor closes it after the throttle
+                transport.pause_reading()  # type: ignore[attr-defined]
+                asyncio.get_running_loop().call_later(self.close_delay_s, self.abort)
+            else:
+                self.abort()
             return
         self.admitted = True
         self._pool.join(self)

@@ -11,8 +11,13 @@ Kafka then closes the least recently used connection of another listener, which 
 The per-IP limit applies on every listener. The controller listener has no quota of its own
 (a voter's peers and brokers are few and known).
 
-Not implemented: Kafka's per-listener ``listener.name.X.max.connections`` and the connection
-creation rate limits (``max.connection.creation.rate``).
+An IP with a ``connection_creation_rate`` client quota (KIP-612) that opens connections faster
+than it is throttled: the connection is refused with :data:`CONNECTION_RATE_THROTTLED` and
+:attr:`ConnectionQuotas.throttle_ms` says for how long the listener holds it, unserved, before
+closing it (Kafka's acceptor's delayed close; see :mod:`broker.quotas.connection_rate`).
+
+Not implemented: Kafka's per-listener ``listener.name.X.max.connections`` and the broker-wide
+connection creation rate limits (``max.connection.creation.rate``).
 
 Refusals are logged at most once per :data:`REFUSAL_LOG_INTERVAL_S`, with the count refused since
 the last line, so 2,000 refused connections do not write 2,000 lines; the connection-close metric
@@ -29,10 +34,13 @@ from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
+from broker.quotas.connection_rate import IpConnectionRates
+
 log = structlog.get_logger("kipling.server")
 
 MAX_CONNECTIONS = "max_connections"
 MAX_CONNECTIONS_PER_IP = "max_connections_per_ip"
+CONNECTION_RATE_THROTTLED = "connection_rate_throttled"
 """Refusal reasons, as the connection-close metric labels them."""
 
 REFUSAL_LOG_INTERVAL_S = 10.0
@@ -112,9 +120,10 @@ class ConnectionQuotas:
         listeners: Sequence[str] = (),
         inter_broker_listener: str | None = None,
         refusal_log: RefusalLog | None = None,
+        ip_rates: IpConnectionRates | None = None,
     ) -> None:
         """``per_ip_overrides`` by address (:func:`resolve_overrides`); ``listeners``: the names of
-        the client listeners that share these quotas."""
+        the client listeners that share these quotas; ``ip_rates``: the IPs' connection_creation_rate."""
         self._max_connections = max_connections
         self._max_per_ip = max_connections_per_ip
         self._overrides = {normalize_ip(host): count for host, count in per_ip_overrides.items()}
@@ -122,6 +131,9 @@ class ConnectionQuotas:
         self._total = 0
         self._per_ip: collections.Counter[str] = collections.Counter()
         self._log = refusal_log if refusal_log is not None else RefusalLog()
+        self._ip_rates = ip_rates
+        self.throttle_ms = 0
+        """How long to hold the connection last refused with CONNECTION_RATE_THROTTLED."""
 
     @property
     def total(self) -> int:
@@ -137,6 +149,10 @@ class ConnectionQuotas:
         """Count a new connection from ``ip`` on ``listener``, or say why it must be closed (then
         nothing is counted, and :meth:`release` must not be called for it)."""
         ip = normalize_ip(ip)
+        if self._ip_rates is not None:  # Kafka records the IP's rate before counting it
+            self.throttle_ms = self._ip_rates.record_and_get_throttle_ms(ip)
+            if self.throttle_ms > 0:
+                return CONNECTION_RATE_THROTTLED
         per_ip_limit = self.limit_for(ip)
         if self._per_ip[ip] >= per_ip_limit:
             self._log.refused(MAX_CONNECTIONS_PER_IP, ip, per_ip_limit)

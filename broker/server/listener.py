@@ -19,7 +19,7 @@ import structlog
 
 from broker.metrics.requests import RequestMetrics
 from broker.server.connection import PEER_CLOSED, KafkaConnection
-from broker.server.connection_quotas import ConnectionQuotas
+from broker.server.connection_quotas import CONNECTION_RATE_THROTTLED, ConnectionQuotas
 from broker.server.dispatcher import RequestDispatcher
 from broker.server.memory_pool import MemoryPool
 
@@ -90,7 +90,10 @@ class BrokerServer:
 
     def _admit(self, connection: KafkaConnection) -> str | None:
         assert self._quotas is not None
-        return self._quotas.admit(self._listener, connection.ip)
+        refused = self._quotas.admit(self._listener, connection.ip)
+        if refused == CONNECTION_RATE_THROTTLED:
+            connection.close_delay_s = self._quotas.throttle_ms / 1000
+        return refused
 
     def _closed(self, connection: KafkaConnection) -> None:
         if connection.admitted and self._quotas is not None:
