@@ -17,6 +17,7 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from metadata.controller.reassignment_control import ReassignablePartition
 from metadata.controller.replication_control import AlterPartitionItem, CreatableTopic, CreatePartitionsTopic
 from metadata.image import MetadataImage
 from metadata.topics import NO_LEADER
@@ -37,6 +38,12 @@ OPERATIONS = st.one_of(
     st.tuples(st.just("alter"), NAMES, st.integers(0, 4), st.integers(0, 15)),
     st.tuples(st.just("unregister"), BROKERS),
     st.tuples(st.just("restart")),
+    st.tuples(
+        st.just("reassign"),
+        NAMES,
+        st.integers(0, 4),
+        st.none() | st.lists(BROKERS, min_size=1, max_size=3, unique=True),
+    ),
 )
 
 
@@ -71,6 +78,10 @@ def run(cluster: Cluster, operation: tuple[Any, ...]) -> Cluster:
             controller.unregister_broker(args[0])
     elif kind == "restart":
         return cluster.restart(epoch=controller.controller_epoch + 1)
+    elif kind == "reassign":
+        name, index, replicas = args
+        target = None if replicas is None else tuple(replicas)
+        controller.alter_partition_reassignments([ReassignablePartition(name, index, target)])
     return cluster
 
 
