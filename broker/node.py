@@ -471,12 +471,14 @@ def _build_broker(
         producer_ids,
         _transaction_state_topic_creator(channel, loader, config),
     )
+    quota_metrics = ClientQuotaMetrics(registry)
     client_quotas = BrokerQuotas(
         image.client_quota,
         any_quota=image.has_client_quotas,
         samples=config.quota_window_num,
         window_s=config.quota_window_size_seconds,
-        on_throttle=ClientQuotaMetrics(registry).record,
+        on_throttle=quota_metrics.record,
+        on_request_time=quota_metrics.record_request_time,
     )
     handler_registry = broker_handlers(
         config,

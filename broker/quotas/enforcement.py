@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 ThrottleListener = Callable[[str, str, str, int], None]
+RequestTimeListener = Callable[[str, str, float], None]
 
 CLIENT_THROTTLES_PRODUCE_VERSION = 6
 CLIENT_THROTTLES_FETCH_VERSION = 8
@@ -64,8 +65,11 @@ class BrokerQuotas:
         throttles: ChannelThrottles | None = None,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         on_throttle: ThrottleListener | None = None,
+        on_request_time: RequestTimeListener | None = None,
     ) -> None:
-        """``on_throttle(quota type, user, client id, ms)`` hears every throttle (the metrics)."""
+        """``on_throttle(quota type, user, client id, ms)`` hears every throttle and
+        ``on_request_time(user, client id, percent-seconds)`` every request's measured time (the
+        metrics)."""
         self.produce = ClientQuotaManager(
             PRODUCER_BYTE_RATE, quotas, any_quota=any_quota, samples=samples, window_s=window_s
         )
@@ -87,6 +91,7 @@ class BrokerQuotas:
         self.throttles = throttles if throttles is not None else ChannelThrottles()
         self._clock_ms = clock_ms
         self._on_throttle = on_throttle
+        self._on_request_time = on_request_time
 
     @property
     def on_throttle(self) -> ThrottleListener | None:
@@ -130,6 +135,7 @@ class BrokerQuotas:
         (Kafka's ClientRequestQuotaManager: nanoseconds as a percentage of one thread for a
         second); the throttle time, at most one window (the connection muted for it)."""
         value = thread_ns * NANOS_TO_PERCENTAGE_PER_SECOND
+        self._request_time(client_id, value)
         throttle_ms = self.request.record_and_get_throttle_ms(client_id, value, self._clock_ms())
         if throttle_ms > 0:
             self.throttles.mute(connection_id, throttle_ms)
@@ -140,7 +146,12 @@ class BrokerQuotas:
         """Time spent on a request after its throttle was decided (encoding the response): it
         counts toward the client's next requests, as Kafka records network-thread time."""
         value = thread_ns * NANOS_TO_PERCENTAGE_PER_SECOND
+        self._request_time(client_id, value)
         self.request.record_no_throttle(client_id, value, self._clock_ms())
+
+    def _request_time(self, client_id: str | None, value: float) -> None:
+        if self._on_request_time is not None:
+            self._on_request_time(ANONYMOUS_USER, client_id or "", value)
 
     def _heard(self, quota: str, client_id: str | None, throttle_ms: int) -> None:
         if self._on_throttle is not None:

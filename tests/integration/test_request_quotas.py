@@ -68,6 +68,8 @@ def test_a_client_over_its_request_percentage_is_throttled_and_keeps_working(
     labels = {"quota": "Request", "user": "ANONYMOUS", "client_id": "busy"}
     assert node.metric("kafka_server_quota_throttled_requests_total", **labels) >= 1
     assert node.metric("kafka_server_quota_throttle_time_ms_total", **labels) >= throttle_ms
+    # Kafka's type=Request request-time, as percent-seconds: over 0.01 % for one second at least
+    assert node.metric("kafka_server_request_request_time_total", user="ANONYMOUS", client_id="busy") > 0.01
 
 
 def test_confluent_producer_over_its_request_percentage_sees_throttles_and_delivers_everything(

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from broker.handlers.base import EncodedResponse, Handler, RequestContext
 from broker.handlers.registry import HandlerRegistry
+from broker.metrics.client_quotas import INACTIVE_SERIES_EXPIRATION_S, ClientQuotaMetrics
 from broker.metrics.requests import RequestMetrics
 from broker.quotas.enforcement import BrokerQuotas
 from broker.quotas.request_quota import RequestQuota, ThreadTime, with_throttle_time
@@ -202,3 +203,24 @@ async def test_without_a_quota_the_dispatcher_does_not_measure() -> None:
     body = await list_groups(dispatcher, 3, connection_id=5)
     assert body.throttle_time_ms == 0
     assert quotas.request._sensors == {}
+
+
+def test_request_time_is_exported_in_percent_seconds_and_idle_clients_expire() -> None:
+    now_s = [0.0]
+    registry = CollectorRegistry()
+    metrics = ClientQuotaMetrics(registry, clock=lambda: now_s[0])
+    quotas = BrokerQuotas(
+        lambda entity: {"request_percentage": 50.0} if entity == APP else {},
+        samples=2,
+        window_s=1,
+        clock_ms=lambda: 0,
+        on_throttle=metrics.record,
+        on_request_time=metrics.record_request_time,
+    )
+    quotas.request_throttle_ms(1, "app", 20_000_000)  # 20 ms: 2 percent-seconds
+    quotas.record_request_time("app", 10_000_000)
+    labels = {"user": "ANONYMOUS", "client_id": "app"}
+    assert registry.get_sample_value("kafka_server_request_request_time_total", labels) == pytest.approx(3.0)
+    now_s[0] += INACTIVE_SERIES_EXPIRATION_S + 60
+    metrics.record("Request", "ANONYMOUS", "other", 1)  # the expiry runs on a record
+    assert registry.get_sample_value("kafka_server_request_request_time_total", labels) is None
