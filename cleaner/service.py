@@ -9,6 +9,7 @@ process's event loop, which has nothing else to do; the owner waits for the repl
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -16,9 +17,10 @@ import structlog
 
 from client.cleaner_messages import CLEAN, CONFIGURE, CleanerSettings
 from client.replica_ipc import JsonObject
-from storage.cleaner import CleanTask, OffsetMap, Throttler, write_cleaned_segments
+from storage.cleaner import CleaningAborted, CleanTask, OffsetMap, Throttler, write_cleaned_segments
 
 _log = structlog.get_logger(__name__)
+_OWNER_CHECK_S = 0.2
 _UNLIMITED = 1e300
 """Rates at or above this are Kafka's unthrottled default (Double.MAX_VALUE)."""
 
@@ -30,7 +32,9 @@ class UnknownRequestError(Exception):
 class CleanerService:
     """Serves one owner's cleaning requests; keeps one offset map and throttler between rounds."""
 
-    def __init__(self) -> None:
+    def __init__(self, owner_pid: int | None = None) -> None:
+        """``owner_pid`` is the owner's process id (this process's parent by default)."""
+        self._owner_pid = os.getppid() if owner_pid is None else owner_pid
         self._settings: CleanerSettings | None = None
         self._offset_map: OffsetMap | None = None
         self._throttler: Throttler | None = None
@@ -46,7 +50,7 @@ class CleanerService:
         self._settings = settings
         self._offset_map = OffsetMap(settings.dedupe_buffer_size, settings.load_factor)
         rate = settings.io_max_bytes_per_second
-        self._throttler = Throttler(rate) if rate < _UNLIMITED else None
+        self._throttler = Throttler(rate, sleep=self._sleep) if rate < _UNLIMITED else None
         _log.info("cleaner configured", **settings.to_json())
         return {}
 
@@ -56,7 +60,12 @@ class CleanerService:
         task = CleanTask.from_json(body["task"])
         started = time.monotonic()
         try:
-            result = write_cleaned_segments(task, offset_map=self._offset_map, throttler=self._throttler)
+            result = write_cleaned_segments(
+                task, offset_map=self._offset_map, throttler=self._throttler, check_done=self._check_owner
+            )
+        except CleaningAborted as exc:
+            _log.warning("cleaning aborted", directory=task.directory, reason=str(exc))
+            return {"aborted": str(exc)}
         except FileNotFoundError as exc:
             _log.info("cleaning aborted: a segment went away", directory=task.directory, reason=str(exc))
             return {"aborted": str(exc)}
@@ -72,3 +81,19 @@ class CleanerService:
             seconds=round(elapsed, 3),
         )
         return reply
+
+    def _sleep(self, seconds: float) -> None:
+        """The throttler's pause, in slices that check the owner (a pause may last many seconds)."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            self._check_owner()
+            time.sleep(min(left, _OWNER_CHECK_S))
+        self._check_owner()
+
+    def _check_owner(self) -> None:
+        """Stop a round whose owner died (this process was re-parented): a round can take minutes
+        (throttled, large segments) while this event loop cannot see the channel close, and its
+        files would land after the restarted owner's loader removed stale ones, never to be removed,
+        while the new owner's own cleaner runs beside it."""
+        if os.getppid() != self._owner_pid:
+            raise CleaningAborted(f"the owner (pid {self._owner_pid}) went away")

@@ -12,6 +12,7 @@ from storage.cleaner.checkpoint import CLEANER_OFFSET_CHECKPOINT, CleanerOffsetC
 from storage.cleaner.cleanable import CleanableRange, cleanable_range
 from storage.cleaner.cleaner import (
     CleanedGroup,
+    CleaningAborted,
     CleanResult,
     CleanTask,
     CrashPoint,
@@ -36,6 +37,7 @@ __all__ = [
     "CleanableRange",
     "CleanedGroup",
     "CleanerOffsetCheckpoint",
+    "CleaningAborted",
     "CrashPoint",
     "LastRecord",
     "OffsetMap",

@@ -260,7 +260,13 @@ class CrashPoint(Exception):
     """Raised by a test's step hook to simulate a crash between two file operations."""
 
 
+class CleaningAborted(Exception):
+    """Raised by a round's ``check_done`` to stop it (Kafka's LogCleaningAbortedException): the
+    round's ``.cleaned`` files are removed and nothing is installed."""
+
+
 StepHook = Callable[[str], None]
+CheckDone = Callable[[], None]
 
 
 # -- transactions ----------------------------------------------------------------------------------
@@ -322,7 +328,10 @@ class _TxnMetadata:
 
 
 def _batches(
-    directory: pathlib.Path, segment: SegmentInfo, throttler: Throttler | None = None
+    directory: pathlib.Path,
+    segment: SegmentInfo,
+    throttler: Throttler | None = None,
+    check_done: CheckDone | None = None,
 ) -> Iterator[tuple[RecordBatchHeader, bytes, bool]]:
     """(header, bytes, is the segment's last batch) of each batch, one batch in memory at a time.
 
@@ -339,6 +348,8 @@ def _batches(
                 raise FileNotFoundError(f"segment {segment.base_offset} of {directory} shrank while cleaned")
             if throttler is not None:
                 throttler.maybe_throttle(len(data))
+            if check_done is not None:
+                check_done()  # Kafka's checkDone, before each batch
             yield read_header(data), data, i == len(positions) - 1
     finally:
         os.close(fd)
@@ -349,7 +360,11 @@ def _overlapping(aborted: Sequence[AbortedTxn], start: int, end: int) -> list[Ab
 
 
 def build_offset_map(
-    task: CleanTask, end: int, offset_map: OffsetMap, throttler: Throttler | None = None
+    task: CleanTask,
+    end: int,
+    offset_map: OffsetMap,
+    throttler: Throttler | None = None,
+    check_done: CheckDone | None = None,
 ) -> None:
     """Fill ``offset_map`` from the keyed, non-aborted records in [first dirty, end); stops when full."""
     start = task.first_dirty_offset
@@ -366,7 +381,7 @@ def build_offset_map(
     txn.add_aborted(_overlapping(task.aborted, start, end))
     for i, (segment, _) in enumerate(dirty):
         next_start = dirty[i + 1][0].base_offset if i + 1 < len(dirty) else end
-        for header, data, _last in _batches(directory, segment, throttler):
+        for header, data, _last in _batches(directory, segment, throttler, check_done):
             if header.last_offset < start:
                 continue
             if header.base_offset >= end:
@@ -570,6 +585,7 @@ def _write_group(
     state: _Round,
     throttler: Throttler | None,
     hook: StepHook | None,
+    check_done: CheckDone | None = None,
 ) -> CleanedGroup:
     """Write the group's cleaned segment as ``.cleaned`` files (fsynced, with the group's last mtime)."""
     directory = pathlib.Path(task.directory)
@@ -577,7 +593,7 @@ def _write_group(
     cleaned_log = directory / cleaned_file_name(base, LOG_SUFFIX, task.token)
     cleaned_txn = directory / cleaned_file_name(base, TXN_INDEX_SUFFIX, task.token)
     try:
-        _write_cleaned(task, group, upper, state, cleaned_log, cleaned_txn, throttler)
+        _write_cleaned(task, group, upper, state, cleaned_log, cleaned_txn, throttler, check_done)
         _write_cleaned_indexes(task, base, cleaned_log)
         mtime = (directory / segment_file_name(group[-1].base_offset, LOG_SUFFIX)).stat().st_mtime_ns
     except CrashPoint:
@@ -600,6 +616,7 @@ def _write_cleaned(
     cleaned_log: pathlib.Path,
     cleaned_txn: pathlib.Path,
     throttler: Throttler | None,
+    check_done: CheckDone | None = None,
 ) -> None:
     """The retained batches of ``group`` into ``cleaned_log``, its aborted transactions into
     ``cleaned_txn`` (always written, empty when there are none); both fsynced. ``upper`` is the
@@ -611,7 +628,7 @@ def _write_cleaned(
         for i, segment in enumerate(group):
             segment_upper = group[i + 1].base_offset if i + 1 < len(group) else upper
             state.txn.add_aborted(_overlapping(task.aborted, segment.base_offset, segment_upper))
-            for header, data, last_of_segment in _batches(directory, segment, throttler):
+            for header, data, last_of_segment in _batches(directory, segment, throttler, check_done):
                 state.result.bytes_read += len(data)
                 last_of_group = i == len(group) - 1 and last_of_segment
                 force = last_of_group and len(group) > 1 and written_next <= group[-1].base_offset
@@ -734,6 +751,7 @@ def write_cleaned_segments(
     throttler: Throttler | None = None,
     step_hook: StepHook | None = None,
     on_group: Callable[[CleanedGroup], None] | None = None,
+    check_done: CheckDone | None = None,
 ) -> CleanResult:
     """The cleaner's half: build the offset map and write every group's ``.cleaned`` files.
 
@@ -745,7 +763,7 @@ def write_cleaned_segments(
     result = CleanResult(end_offset=task.first_dirty_offset, token=task.token)
     if task.first_dirty_offset >= task.upper_bound or not task.segments:
         return result
-    build_offset_map(task, task.upper_bound, offset_map, throttler)
+    build_offset_map(task, task.upper_bound, offset_map, throttler, check_done)
     result.map_utilization = offset_map.utilization
     end = offset_map.latest_offset + 1
     result.end_offset = max(end, task.first_dirty_offset)
@@ -766,7 +784,7 @@ def write_cleaned_segments(
         for group in groups:
             after = bases.index(group[-1].base_offset) + 1
             upper = bases[after] if after < len(bases) else task.upper_bound
-            cleaned = _write_group(task, group, upper, state, throttler, step_hook)
+            cleaned = _write_group(task, group, upper, state, throttler, step_hook, check_done)
             result.groups.append(cleaned)
             result.segments_replaced.append([s.base_offset for s in group])
             if on_group is not None:
