@@ -70,6 +70,10 @@ Spawn = Callable[[int], Awaitable[CleanerProcess]]
 _RESTART_BACKOFF_S = 1.0
 _MAX_RESTART_BACKOFF_S = 30.0
 _STOP_TIMEOUT_S = 5.0
+_MAX_DEATHS_PER_LOG = 2
+"""Rounds of one log in a row during which the cleaner process died before the log is marked
+uncleanable: a log that kills its cleaner (memory, a crash in a codec) must not keep the
+filthiest slot of its log dir, and every other log there from being cleaned, forever."""
 
 
 @dataclass(eq=False)
@@ -81,6 +85,8 @@ class _Worker:
     restart_backoff_s: float = _RESTART_BACKOFF_S
     in_flight: tuple[pathlib.Path, str] | None = None
     """(directory, token) of the round its process is writing: removed once the process is gone."""
+    died_cleaning: tuple[tuple[str, int], int] | None = None
+    """(partition, how many rounds of it in a row) while its process dies during its rounds."""
 
     @property
     def running(self) -> bool:
@@ -263,9 +269,21 @@ class LogCleaner:
             _log.warning("cleaner process went away during a round", error=str(exc))
             _discard_cleaned_files(log.directory, task.token)
             worker.in_flight = None
-            self.manager.abort_cleaning(taken)
+            tp = candidate.topic_partition
+            previous = worker.died_cleaning
+            deaths = previous[1] + 1 if previous is not None and previous[0] == tp else 1
+            worker.died_cleaning = (tp, deaths)
+            if deaths >= _MAX_DEATHS_PER_LOG and not self._stopping.is_set():
+                _log.error(
+                    "the cleaner process keeps dying on a log; marking it uncleanable", topic_partition=tp
+                )
+                worker.died_cleaning = None
+                self.manager.mark_uncleanable(taken)
+            else:
+                self.manager.abort_cleaning(taken)
             return False
         worker.in_flight = None
+        worker.died_cleaning = None
         worker.restart_backoff_s = _RESTART_BACKOFF_S
         if "aborted" in reply:
             self.manager.abort_cleaning(taken)

@@ -32,8 +32,8 @@ COMPACT = LogConfig(segment_bytes=10_000_000, file_delete_delay_ms=0, cleanup_po
 SETTINGS = CleanerSettings(dedupe_buffer_size=1 << 20, load_factor=0.9, io_max_bytes_per_second=1e308)
 
 
-def dirty_log(tmp_path: pathlib.Path, clock: FakeClock) -> PartitionLog:
-    log = PartitionLog.open(tmp_path / "t-0", COMPACT, clock)
+def dirty_log(tmp_path: pathlib.Path, clock: FakeClock, name: str = "t-0") -> PartitionLog:
+    log = PartitionLog.open(tmp_path / name, COMPACT, clock)
     w = Writer(log)
     for segment in range(3):
         for i in range(50):
@@ -186,3 +186,51 @@ async def test_stop_during_a_round_removes_its_files_once_the_process_is_gone(tm
         await cleaner.stop()
     assert not list(log.directory.glob("*.cleaned"))
     log.close()
+
+
+async def test_a_log_its_process_keeps_dying_on_is_marked_uncleanable(tmp_path: pathlib.Path) -> None:
+    """A log whose rounds kill the cleaner process (memory, a crash) stays the filthiest of its log
+    dir: retried forever, it kept every other log there from being cleaned."""
+    clock = FakeClock(BASE_TIME)
+    poison = dirty_log(tmp_path, clock)  # first and as dirty as the other: the filthiest
+    other = dirty_log(tmp_path, clock, "u-0")
+    deaths = [0]
+
+    async def spawn(cleaner_id: int) -> CleanerProcess:
+        process = await real_spawn(cleaner_id)
+        real_request = process.request
+
+        async def die_on_the_poison(
+            message_type: str, body: Mapping[str, Any] | None = None, timeout_s: float | None = None
+        ) -> JsonObject:
+            if message_type == CLEAN and str(body and body["task"]["directory"]).endswith("t-0"):
+                deaths[0] += 1
+                process.kill()
+                await process.channel.wait_closed()
+            return await real_request(message_type, body, timeout_s)
+
+        process.request = die_on_the_poison  # type: ignore[method-assign]
+        return process
+
+    cleaner = LogCleaner(
+        broker_id=1,
+        manager=LogCleanerManager([tmp_path], clock),
+        candidates=lambda: [
+            CleanableLog(("t", 0), tmp_path, poison, poison.high_watermark, lambda: {}, lambda: True),
+            CleanableLog(("u", 0), tmp_path, other, other.high_watermark, lambda: {}, lambda: True),
+        ],
+        clock=clock,
+        settings=SETTINGS,
+        backoff_ms=50,
+        spawn=spawn,
+    )
+    cleaner.start()
+    try:
+        await cleaner.wait_for_round(20)  # the other log gets its turn
+    finally:
+        await cleaner.stop()
+    assert deaths[0] == 2
+    assert cleaner.manager.first_dirty_offsets(tmp_path) == {("u", 0): 150}
+    assert cleaner.manager.uncleanable_partitions_count(tmp_path) == 1
+    poison.close()
+    other.close()
