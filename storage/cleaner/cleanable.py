@@ -98,9 +98,13 @@ def _first_batch_timestamp(segment: LogSegment) -> int:
 
 
 def _max_compaction_delay(dirty_inactive: list[LogSegment], now_ms: int, max_lag_ms: int) -> int:
+    clean_until = now_ms - max(max_lag_ms, 0)
+    if clean_until <= 1:
+        # no positive timestamp is older (the default lag, Long.MAX_VALUE): spare the owner's loop
+        # a read of every dirty segment's first batch for each compacted log at every pass
+        return 0
     stamps = [t for t in (_first_batch_timestamp(s) for s in dirty_inactive) if t > 0]
     if not stamps:
         return 0
-    clean_until = now_ms - max(max_lag_ms, 0)
     earliest = min(stamps)
     return clean_until - earliest if earliest < clean_until else 0
