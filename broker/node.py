@@ -75,7 +75,7 @@ from broker.quorum.controller_role import CommitGate, ControllerRole, RaftMetada
 from broker.quorum.peers import QuorumPeers
 from broker.quorum.raft_manager import RaftManager
 from broker.quorum.snapshots import MetadataSnapshots
-from broker.quotas.connection_rate import IpConnectionRates
+from broker.quotas.connection_rate import BrokerConnectionRate, IpConnectionRates
 from broker.quotas.enforcement import BrokerQuotas, ChannelThrottles
 from broker.quotas.request_quota import RequestQuota
 from broker.replication.followers import FollowerSupervisor
@@ -801,6 +801,7 @@ def _client_servers(
         listeners=[listener.name for listener in listeners],
         inter_broker_listener=config.inter_broker_listener_name,
         ip_rates=ip_rates,
+        broker_rate=_broker_connection_rate(config),
     )
     return [
         BrokerServer(
@@ -818,6 +819,17 @@ def _client_servers(
         )
         for listener in listeners
     ]
+
+
+def _broker_connection_rate(config: BrokerConfig) -> BrokerConnectionRate | None:
+    """``max.connection.creation.rate``, or None at its default (no limit: nothing recorded)."""
+    if config.max_connection_creation_rate >= 2**31 - 1:
+        return None
+    return BrokerConnectionRate(
+        config.max_connection_creation_rate,
+        samples=config.quota_window_num,
+        window_s=config.quota_window_size_seconds,
+    )
 
 
 def _client_listener(config: BrokerConfig) -> Listener:

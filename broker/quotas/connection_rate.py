@@ -86,3 +86,47 @@ class IpConnectionRates:
         idle = [ip for ip, (_, used) in self._rates.items() if now_ms - used > INACTIVE_SENSOR_EXPIRATION_MS]
         for ip in idle:
             del self._rates[ip]
+
+
+class BrokerConnectionRate:
+    """``max.connection.creation.rate``: the broker-wide rate of new connections (KIP-612).
+
+    Kafka's acceptor records each new connection in the broker's rate and, over it, blocks for the
+    throttle time (at most one window) before it accepts the next: connections wait, they are not
+    refused. An asyncio server cannot stop accepting, so each connection is given the time it
+    would have waited behind that blocked acceptor: connections are admitted one after another
+    from a cursor that each throttle moves on, and a connection is served only once its turn has
+    come (:attr:`broker.server.connection.KafkaConnection.start_delay_s`).
+    """
+
+    def __init__(
+        self,
+        max_rate: int,
+        *,
+        samples: int = DEFAULT_QUOTA_WINDOW_NUM,
+        window_s: int = DEFAULT_QUOTA_WINDOW_SIZE_SECONDS,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self._quota = float(max_rate)
+        self._window_ms = window_s * 1000
+        self._clock_ms = clock_ms
+        self._rate = SampledRate(samples, self._window_ms, clock_ms())
+        self._accepting_at_ms = 0
+
+    def delay_ms(self) -> int:
+        """Record a new connection; how long it waits before it is served (0: at once)."""
+        now_ms = self._clock_ms()
+        start_ms = max(now_ms, self._accepting_at_ms)
+        self._rate.record(1.0, start_ms)
+        measured = self._rate.measure(start_ms)
+        throttle_ms = 0
+        if measured > self._quota:
+            if self._quota <= 0:
+                throttle_ms = self._window_ms
+            else:
+                throttle_ms = round(
+                    (measured - self._quota) / self._quota * self._rate.window_size_ms(start_ms)
+                )
+                throttle_ms = max(1, min(throttle_ms, self._window_ms))
+        self._accepting_at_ms = start_ms + throttle_ms
+        return self._accepting_at_ms - now_ms

@@ -66,6 +66,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Counted by ``admit``; a refused connection is closed without serving anything."""
         self.close_delay_s = 0.0
         """Set by ``admit`` for a throttled connection: held unserved this long, then closed."""
+        self.start_delay_s = 0.0
+        """Set by ``admit`` when the broker-wide connection creation rate makes it wait: its
+        requests are served only after this long (Kafka's acceptor blocks meanwhile)."""
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_frame_size)
         self._max_frame_size = max_frame_size
@@ -226,6 +229,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _serve(self) -> None:
         try:
+            if self.start_delay_s > 0:
+                await asyncio.sleep(self.start_delay_s)
             while True:
                 if not self._queue:
                     if self._closing:

@@ -16,8 +16,12 @@ than it is throttled: the connection is refused with :data:`CONNECTION_RATE_THRO
 :attr:`ConnectionQuotas.throttle_ms` says for how long the listener holds it, unserved, before
 closing it (Kafka's acceptor's delayed close; see :mod:`broker.quotas.connection_rate`).
 
-Not implemented: Kafka's per-listener ``listener.name.X.max.connections`` and the broker-wide
-connection creation rate limits (``max.connection.creation.rate``).
+``max.connection.creation.rate`` (broker-wide, the inter-broker listener exempt beside others as
+for ``max.connections``): a connection over it is not refused but waits, unserved, for the time
+Kafka's blocked acceptor would have made it wait (:attr:`ConnectionQuotas.accept_delay_ms`).
+
+Not implemented: Kafka's per-listener ``listener.name.X.max.connections`` and
+``listener.name.X.max.connection.creation.rate``.
 
 Refusals are logged at most once per :data:`REFUSAL_LOG_INTERVAL_S`, with the count refused since
 the last line, so 2,000 refused connections do not write 2,000 lines; the connection-close metric
@@ -34,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
-from broker.quotas.connection_rate import IpConnectionRates
+from broker.quotas.connection_rate import BrokerConnectionRate, IpConnectionRates
 
 log = structlog.get_logger("kipling.server")
 
@@ -121,6 +125,7 @@ class ConnectionQuotas:
         inter_broker_listener: str | None = None,
         refusal_log: RefusalLog | None = None,
         ip_rates: IpConnectionRates | None = None,
+        broker_rate: BrokerConnectionRate | None = None,
     ) -> None:
         """``per_ip_overrides`` by address (:func:`resolve_overrides`); ``listeners``: the names of
         the client listeners that share these quotas; ``ip_rates``: the IPs' connection_creation_rate."""
@@ -133,6 +138,9 @@ class ConnectionQuotas:
         self._log = refusal_log if refusal_log is not None else RefusalLog()
         self._ip_rates = ip_rates
         self.throttle_ms = 0
+        self._broker_rate = broker_rate
+        self.accept_delay_ms = 0
+        """How long the connection last admitted waits before it is served (the broker-wide rate)."""
         """How long to hold the connection last refused with CONNECTION_RATE_THROTTLED."""
 
     @property
@@ -149,6 +157,9 @@ class ConnectionQuotas:
         """Count a new connection from ``ip`` on ``listener``, or say why it must be closed (then
         nothing is counted, and :meth:`release` must not be called for it)."""
         ip = normalize_ip(ip)
+        self.accept_delay_ms = 0
+        if self._broker_rate is not None and listener != self._protected:  # Kafka's waitForConnectionSlot
+            self.accept_delay_ms = self._broker_rate.delay_ms()
         if self._ip_rates is not None:  # Kafka records the IP's rate before counting it
             self.throttle_ms = self._ip_rates.record_and_get_throttle_ms(ip)
             if self.throttle_ms > 0:

@@ -93,6 +93,8 @@ class BrokerServer:
         refused = self._quotas.admit(self._listener, connection.ip)
         if refused == CONNECTION_RATE_THROTTLED:
             connection.close_delay_s = self._quotas.throttle_ms / 1000
+        elif refused is None:
+            connection.start_delay_s = self._quotas.accept_delay_ms / 1000
         return refused
 
     def _closed(self, connection: KafkaConnection) -> None:

@@ -117,6 +117,7 @@ class BrokerConfig:
     max_connections_per_ip: int
     max_connections_per_ip_overrides: dict[str, int]
     """``max.connections.per.ip.overrides`` parsed: host name or IP address → most connections."""
+    max_connection_creation_rate: int
     queued_max_request_bytes: int
     kipling_request_receive_timeout_ms: int
     num_network_threads: int

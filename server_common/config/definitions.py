@@ -412,6 +412,10 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
               at_least(0)),
     ConfigDef("max.connections.per.ip.overrides", T.STRING, "", M, "host:count pairs, comma-separated, "
               "overriding max.connections.per.ip for those IP addresses or host names."),
+    ConfigDef("max.connection.creation.rate", T.INT, INT_MAX, M, "Most new connections per second the "
+              "broker accepts across its client listeners (KIP-612); one over it waits, unserved, "
+              "until the rate allows it, as Kafka's acceptor blocks. With several client listeners, "
+              "the inter-broker one is exempt.", at_least(0)),
     ConfigDef("queued.max.request.bytes", T.LONG, 104857600, M, "Bytes that requests received and not "
               "yet answered may hold, partial ones included, across all connections; when they are "
               "reached the broker stops reading until some are answered. 0 or less: no bound (Kafka's "

@@ -83,3 +83,25 @@ def test_connections_over_the_ip_rate_are_held_then_closed(node: BrokerProcess) 
                 break
         assert time.monotonic() < deadline
         time.sleep(0.2)
+
+
+def test_connections_over_the_broker_wide_rate_wait_and_are_all_served(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """max.connection.creation.rate=2: in the first seconds (a young rate measured over ten) the
+    21st connection is over it; the connections over it wait, as behind Kafka's blocked acceptor,
+    and are served."""
+    process = BrokerProcess(
+        tmp_path_factory.mktemp("broker-connection-rate"), overrides=["max.connection.creation.rate=2"]
+    ).start()
+    try:
+        clients = [WireClient(process.port, timeout_s=60) for _ in range(25)]
+        try:
+            started = time.monotonic()
+            assert all(served(client) for client in clients)  # none refused
+            assert time.monotonic() - started >= 0.5  # the last ones waited their turn
+        finally:
+            for client in clients:
+                client.close()
+    finally:
+        process.stop()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.quotas.connection_rate import IpConnectionRates
+from broker.quotas.connection_rate import BrokerConnectionRate, IpConnectionRates
 from broker.server.connection_quotas import CONNECTION_RATE_THROTTLED, ConnectionQuotas
 from metadata.image import QuotaEntity
 
@@ -60,3 +60,29 @@ def test_connection_quotas_refuse_a_throttled_connection_without_counting_it() -
     assert quotas.admit("PLAINTEXT", "127.0.0.1") == CONNECTION_RATE_THROTTLED
     assert quotas.throttle_ms == 1000
     assert quotas.count("127.0.0.1") == 1 and quotas.total == 1
+
+
+def test_the_broker_wide_rate_makes_connections_wait_in_turn_as_a_blocked_acceptor() -> None:
+    now = [0]
+    rate = BrokerConnectionRate(2, samples=2, window_s=1, clock_ms=lambda: now[0])
+    assert [rate.delay_ms() for _ in range(2)] == [0, 0]
+    assert rate.delay_ms() == 500  # 3/s over a 1 s window: (3 - 2) / 2 x 1 s
+    # the next one waits behind it: recorded when the acceptor gets to it, 500 ms from now
+    assert rate.delay_ms() == 1000
+    now[0] = 10_000  # long after: the rate is back under the quota
+    assert rate.delay_ms() == 0
+
+
+def test_the_inter_broker_listener_is_exempt_from_the_broker_wide_rate_beside_others() -> None:
+    now = [0]
+    quotas = ConnectionQuotas(
+        max_connections=100,
+        max_connections_per_ip=100,
+        per_ip_overrides={},
+        listeners=["CLIENT", "INTERNAL"],
+        inter_broker_listener="INTERNAL",
+        broker_rate=BrokerConnectionRate(1, samples=2, window_s=1, clock_ms=lambda: now[0]),
+    )
+    assert quotas.admit("CLIENT", "10.0.0.1") is None and quotas.accept_delay_ms == 0
+    assert quotas.admit("CLIENT", "10.0.0.1") is None and quotas.accept_delay_ms == 1000  # waits, not refused
+    assert quotas.admit("INTERNAL", "10.0.0.2") is None and quotas.accept_delay_ms == 0
