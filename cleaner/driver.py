@@ -282,14 +282,16 @@ class LogCleaner:
             else:
                 self.manager.abort_cleaning(taken)
             return False
-        worker.in_flight = None
         worker.died_cleaning = None
         worker.restart_backoff_s = _RESTART_BACKOFF_S
         if "aborted" in reply:
+            worker.in_flight = None
             self.manager.abort_cleaning(taken)
             return False
         result = CleanResult.from_json(reply["result"])
+        # in flight until installed: stop() between two groups removes the groups not installed
         installed = await self._install(candidate, result, truncations)
+        worker.in_flight = None
         if installed:
             self.manager.done_cleaning(taken, result.end_offset)
             self.rounds += 1

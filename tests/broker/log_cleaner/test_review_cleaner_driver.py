@@ -234,3 +234,45 @@ async def test_a_log_its_process_keeps_dying_on_is_marked_uncleanable(tmp_path: 
     assert cleaner.manager.uncleanable_partitions_count(tmp_path) == 1
     poison.close()
     other.close()
+
+
+async def test_stop_between_two_groups_removes_the_groups_not_installed(tmp_path: pathlib.Path) -> None:
+    clock = FakeClock(BASE_TIME)
+    config = LogConfig(segment_bytes=3_000, file_delete_delay_ms=0, cleanup_policy=("compact",))
+    log = PartitionLog.open(tmp_path / "t-0", config, clock)
+    w = Writer(log)
+    for i in range(200):  # many small segments: a round of several groups
+        w.put([(b"k%d" % i, b"v" * 40)])
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    before = read_records(log)
+    cleaner = LogCleaner(
+        broker_id=1,
+        manager=LogCleanerManager([tmp_path], clock),
+        candidates=lambda: [
+            CleanableLog(("t", 0), tmp_path, log, log.high_watermark, lambda: {}, lambda: not log.closed)
+        ],
+        clock=clock,
+        settings=SETTINGS,
+        backoff_ms=50,
+        spawn=real_spawn,
+    )
+    real_install = log.replace_segments
+    first_installed = asyncio.Event()
+
+    def replace_and_note(*args: Any, **kwargs: Any) -> Any:
+        segment = real_install(*args, **kwargs)
+        first_installed.set()
+        return segment
+
+    log.replace_segments = replace_and_note  # type: ignore[method-assign]
+    cleaner.start()
+    try:
+        async with asyncio.timeout(30):
+            await first_installed.wait()  # the loop yields before the next group
+    finally:
+        await cleaner.stop()
+    assert cleaner.rounds == 0
+    assert not list(log.directory.glob("*.cleaned")), "the groups not installed left their files"
+    assert read_records(log) == before  # every key is unique: nothing to remove
+    log.close()
