@@ -341,8 +341,8 @@ def _batches(
     """
     fd = os.open(directory / segment_file_name(segment.base_offset, LOG_SUFFIX), os.O_RDONLY)
     try:
-        positions = list(walk_batches(fd, 0, segment.size))  # headers only
-        for i, batch in enumerate(positions):
+        # headers one chunk at a time: a list of every batch's position was O(batches) of memory
+        for batch in walk_batches(fd, 0, segment.size):
             data = os.pread(fd, batch.size, batch.position)
             if len(data) != batch.size:
                 raise FileNotFoundError(f"segment {segment.base_offset} of {directory} shrank while cleaned")
@@ -350,7 +350,7 @@ def _batches(
                 throttler.maybe_throttle(len(data))
             if check_done is not None:
                 check_done()  # Kafka's checkDone, before each batch
-            yield read_header(data), data, i == len(positions) - 1
+            yield read_header(data), data, batch.position + batch.size >= segment.size
     finally:
         os.close(fd)
 
