@@ -161,7 +161,7 @@ class ErrorCode(IntEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = (86, False, "The group is subscribed to the topic whose offsets would go.")
     INVALID_RECORD = (87, False, "A record failed the broker's validation.")
     UNSTABLE_OFFSET_COMMIT = (88, True, "Pending transactional offsets must complete first.")
-    THROTTLING_QUOTA_EXCEEDED = (89, True, "The throttling quota was exceeded.")
+    THROTTLING_QUOTA_EXCEEDED = (89, True, "The throttling quota has been exceeded.")
     PRODUCER_FENCED = (90, False, "A newer producer with the same transactional id fenced this one.")
     RESOURCE_NOT_FOUND = (91, False, "The request refers to a resource that does not exist.")
     DUPLICATE_RESOURCE = (92, False, "The request refers to the same resource twice.")
