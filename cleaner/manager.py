@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -86,6 +87,8 @@ class _DirState:
     checkpoint: OffsetStore
     uncleanable: dict[TopicPartition, int] = field(default_factory=dict)
     """Partition -> its size when marked uncleanable."""
+    topic_ids: dict[TopicPartition, uuid.UUID | None] = field(default_factory=dict)
+    """Partition -> the topic id of the log whose first dirty offset this process stored."""
 
 
 class LogCleanerManager:
@@ -136,16 +139,22 @@ class LogCleanerManager:
             if tp in state.uncleanable or not candidate.log.config.compact:
                 continue
             config = candidate.log.config
+            last_clean = checkpointed.get(tp)
+            if last_clean is not None and _another_incarnation(state, tp, candidate.log):
+                # the topic was deleted and created again since: its offset says nothing of this log
+                # (Kafka drops a deleted log's checkpoint entry when it deletes the log)
+                _log.info("cleaner checkpoint of a deleted topic ignored", topic=tp[0], partition=tp[1])
+                last_clean = None
             found = cleanable_range(
                 candidate.log,
                 now,
-                last_clean_offset=checkpointed.get(tp),
+                last_clean_offset=last_clean,
                 last_stable_offset=candidate.last_stable_offset,
                 min_compaction_lag_ms=config.min_compaction_lag_ms,
                 max_compaction_lag_ms=config.max_compaction_lag_ms,
                 min_cleanable_ratio=config.min_cleanable_dirty_ratio,
             )
-            if found.checkpoint_reset and tp in checkpointed:
+            if found.checkpoint_reset and last_clean is not None:
                 _log.warning(
                     "cleaner checkpoint out of the log's range; cleaning from the log start offset",
                     topic=tp[0],
@@ -183,6 +192,7 @@ class LogCleanerManager:
         }
         offsets[tp] = end_offset
         checkpoint.write(offsets)
+        self._dirs[log_dir].topic_ids[tp] = taken.candidate.log.topic_id
 
     def abort_cleaning(self, taken: LogToClean) -> None:
         """A round that changed nothing (its segments changed, or its owner let the log go)."""
@@ -200,6 +210,14 @@ class LogCleanerManager:
 
     def uncleanable_bytes(self, log_dir: pathlib.Path) -> int:
         return sum(self._dirs[_dir(log_dir)].uncleanable.values())
+
+
+def _another_incarnation(state: _DirState, tp: TopicPartition, log: PartitionLog) -> bool:
+    """Whether ``log`` is not the topic whose first dirty offset this process stored for ``tp``."""
+    if tp not in state.topic_ids:
+        return False  # stored before this process started (or by another): nothing to compare
+    known = state.topic_ids[tp]
+    return known is not None and log.topic_id is not None and known != log.topic_id
 
 
 def _dir(path: pathlib.Path | str) -> pathlib.Path:
