@@ -10,60 +10,21 @@ by the log loader (storage/cleaner/recovery.py).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import logging
 import signal
 import socket
 import sys
-from collections.abc import MutableMapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import structlog
 import uvloop
 
 from cleaner.service import CleanerService
+from client.child_entry import configure_child_logging, parse_child_args
+from client.child_process import CLEANER_ROLE
 from client.replica_ipc import IpcChannel
 
 _log = structlog.get_logger("cleaner")
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m cleaner", description="kipling log cleaner process")
-    parser.add_argument("--broker-id", type=int, required=True)
-    parser.add_argument("--cleaner-id", type=int, required=True)
-    parser.add_argument("--ipc-fd", type=int, required=True, help="inherited Unix socket to the broker")
-    parser.add_argument("--log-level", default="INFO")
-    parser.add_argument("--log-json", action="store_true")
-    return parser.parse_args(argv)
-
-
-def configure_logging(level: str, json_output: bool, broker_id: int, cleaner_id: int) -> None:
-    """structlog to stderr (the broker's), every line carrying the broker and cleaner ids."""
-    numeric = logging.getLevelName(level.upper())
-
-    def add_ids(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-        event.setdefault("broker_id", broker_id)
-        event.setdefault("cleaner_id", cleaner_id)
-        return event
-
-    renderer: Any = (
-        structlog.processors.JSONRenderer() if json_output else structlog.dev.ConsoleRenderer(colors=False)
-    )
-    structlog.configure(
-        processors=[
-            add_ids,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            numeric if isinstance(numeric, int) else logging.INFO
-        ),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
-    )
 
 
 async def run(broker_id: int, cleaner_id: int, ipc_fd: int) -> int:
@@ -83,8 +44,10 @@ async def run(broker_id: int, cleaner_id: int, ipc_fd: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    configure_logging(args.log_level, args.log_json, args.broker_id, args.cleaner_id)
+    args = parse_child_args(CLEANER_ROLE, "kipling log cleaner process", argv)
+    configure_child_logging(
+        args.log_level, args.log_json, {"broker_id": args.broker_id, "cleaner_id": args.cleaner_id}
+    )
     return uvloop.run(run(args.broker_id, args.cleaner_id, args.ipc_fd))
 
 

@@ -13,65 +13,24 @@ broker shuts it down in order.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import logging
 import signal
 import socket
 import sys
-from collections.abc import MutableMapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import structlog
 import uvloop
 from prometheus_client import CollectorRegistry
 
+from client.child_entry import configure_child_logging, parse_child_args
+from client.child_process import FOLLOWER_ROLE
 from client.replica_ipc import IpcChannel
 from follower.ipc import FollowerRequestHandler
 from follower.metrics import FetcherMetrics
 from follower.service import FollowerService
 
 _log = structlog.get_logger("follower")
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m follower", description="kipling follower process")
-    parser.add_argument("--broker-id", type=int, required=True)
-    parser.add_argument("--fetcher-id", type=int, required=True)
-    parser.add_argument("--ipc-fd", type=int, required=True, help="inherited Unix socket to the broker")
-    parser.add_argument("--log-level", default="INFO")
-    parser.add_argument("--log-json", action="store_true")
-    return parser.parse_args(argv)
-
-
-def configure_logging(level: str, json_output: bool, broker_id: int, fetcher_id: int) -> None:
-    """structlog to stderr (the broker's), every line carrying the broker and fetcher ids."""
-    numeric = logging.getLevelName(level.upper())
-
-    def add_ids(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-        event.setdefault("broker_id", broker_id)
-        event.setdefault("fetcher_id", fetcher_id)
-        return event
-
-    renderer: Any = (
-        structlog.processors.JSONRenderer() if json_output else structlog.dev.ConsoleRenderer(colors=False)
-    )
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            add_ids,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.StackInfoRenderer(),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            numeric if isinstance(numeric, int) else logging.INFO
-        ),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
-    )
 
 
 async def run(broker_id: int, fetcher_id: int, ipc_fd: int) -> int:
@@ -100,8 +59,10 @@ async def run(broker_id: int, fetcher_id: int, ipc_fd: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    configure_logging(args.log_level, args.log_json, args.broker_id, args.fetcher_id)
+    args = parse_child_args(FOLLOWER_ROLE, "kipling follower process", argv)
+    configure_child_logging(
+        args.log_level, args.log_json, {"broker_id": args.broker_id, "fetcher_id": args.fetcher_id}
+    )
     return uvloop.run(run(args.broker_id, args.fetcher_id, args.ipc_fd))
 
 

@@ -1,34 +1,24 @@
-"""One follower process as its broker sees it: the child, and the IPC channel to it.
+"""One follower process as its broker sees it: a :class:`~client.child_process.ChildProcess` running
+``python -m follower``.
 
-The child gets one end of a Unix socketpair through ``pass_fds`` and runs ``python -m follower``
-in its own session, so a Ctrl-C aimed at the broker reaches only the broker, which then shuts its
-followers down in order (their logs flushed and closed). The child's stderr is the broker's, so
-its structured log lines land with the broker's.
+The broker stops a follower by asking it over the channel to shut down (its logs flushed and
+closed), so :meth:`stop` only waits, then kills one that did not exit.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import socket
-import subprocess
 from collections.abc import Mapping
-from typing import Any
 
-import structlog
-
-from client.replica_ipc import EventHandler, IpcChannel, JsonObject
-
-_log = structlog.get_logger(__name__)
+from client.child_process import FOLLOWER_ROLE, ChildProcess
+from client.replica_ipc import EventHandler
 
 
-class FollowerProcess:
+class FollowerProcess(ChildProcess):
     """A running follower process; create with :meth:`spawn`."""
 
-    def __init__(self, fetcher_id: int, process: asyncio.subprocess.Process, channel: IpcChannel) -> None:
-        self.fetcher_id = fetcher_id
-        self._process = process
-        self.channel = channel
+    @property
+    def fetcher_id(self) -> int:
+        return self.child_id
 
     @classmethod
     async def spawn(
@@ -42,80 +32,17 @@ class FollowerProcess:
         log_level: str = "INFO",
         log_json: bool = False,
     ) -> FollowerProcess:
-        """Start ``python -m follower`` with one end of a fresh socketpair and open the channel."""
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        args = [
-            "-m",
-            "follower",
-            "--broker-id",
-            str(broker_id),
-            "--fetcher-id",
-            str(fetcher_id),
-            "--ipc-fd",
-            str(child.fileno()),
-            "--log-level",
-            log_level,
-        ]
-        if log_json:
-            args.append("--log-json")
-        try:
-            process = await asyncio.create_subprocess_exec(
-                python_executable,
-                *args,
-                pass_fds=(child.fileno(),),
-                env=dict(env),
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        except BaseException:
-            parent.close()
-            raise
-        finally:
-            child.close()  # the child holds its own copy; ours would hide its exit from the channel
-        try:
-            channel = await IpcChannel.over_socket(parent, name=f"broker-{broker_id}-fetcher-{fetcher_id}")
-        except BaseException:
-            parent.close()
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
-            raise
-        channel.start(on_event=on_event)
-        _log.info("follower process started", fetcher_id=fetcher_id, pid=process.pid)
-        return cls(fetcher_id, process, channel)
-
-    @property
-    def pid(self) -> int:
-        return self._process.pid
-
-    @property
-    def returncode(self) -> int | None:
-        return self._process.returncode
-
-    async def request(
-        self, message_type: str, body: Mapping[str, Any] | None = None, timeout_s: float | None = None
-    ) -> JsonObject:
-        return await self.channel.request(message_type, body, timeout_s)
-
-    async def wait(self) -> int:
-        """Wait for the process to exit; its exit code (negative: killed by that signal)."""
-        return await self._process.wait()
-
-    async def stop(self, timeout_s: float) -> int:
-        """Wait up to ``timeout_s`` for the process to exit, then SIGKILL it; its exit code."""
-        try:
-            async with asyncio.timeout(timeout_s):
-                code = await asyncio.shield(self._process.wait())
-        except TimeoutError:
-            _log.error("follower process did not exit; killing it", fetcher_id=self.fetcher_id, pid=self.pid)
-            self.kill()
-            code = await self._process.wait()
-        await self.channel.close()
-        return code
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            self._process.kill()
+        """Start ``python -m follower`` and open the channel to it."""
+        return await cls.start_child(
+            FOLLOWER_ROLE,
+            python_executable=python_executable,
+            broker_id=broker_id,
+            child_id=fetcher_id,
+            env=env,
+            on_event=on_event,
+            log_level=log_level,
+            log_json=log_json,
+        )
 
 
 __all__ = ["FollowerProcess"]
