@@ -9,14 +9,14 @@ fails over, and a broker briefly starved of CPU must not be fenced or dropped fr
 Three partitions of replication factor 3 are all on [1, 2, 3], each led by another of them; each
 is moved to [4, 5, 6] rotated the same way, so every old broker leads one moving partition (its
 leader quota serves three new followers) and every new broker's follower process copies all three
-(its follower quota bounds the sum). About 1.5 MB per partition is written before the move, more
-than the ten seconds' burst the quota's rate lets through (Kafka's ``Rate`` counts at least ten
-whole windows), while one idempotent producer keeps writing at a steady pace well below the
-throttle, so the new replicas can catch up. ``kipling reassign-partitions --execute --throttle``
-starts the move, ``--verify`` is polled until it completes (and then clears the throttles). Then:
-leaders on 4-6, the old replicas' logs deleted, the throttle configs gone (DescribeConfigs), and
-each partition read from offset 0 to its end holds every acked record exactly once, in the order
-produced.
+(its follower quota bounds the sum). About 1.2 MB per partition, 3.6 MB into each new broker, is
+written before the move: more than the ten seconds' burst the quota's rate lets through (Kafka's
+``Rate`` counts at least ten whole windows). Meanwhile one idempotent producer keeps writing at a
+steady pace well below the throttle, so the new replicas can catch up.
+``kipling reassign-partitions --execute --throttle`` starts the move, ``--verify`` is polled until
+it completes (and then clears the throttles). Then: leaders on 4-6, the old replicas' logs
+deleted, the throttle configs gone (DescribeConfigs), and each partition read from offset 0 to its
+end holds every acked record exactly once, in the order produced.
 """
 
 from __future__ import annotations
