@@ -15,8 +15,8 @@ budget for log.cleaner.dedupe.buffer.size).
 from __future__ import annotations
 
 import hashlib
-import math
 import struct
+from math import gcd
 
 HASH_SIZE = 16
 ENTRY_SIZE = HASH_SIZE + 8
@@ -59,26 +59,24 @@ class OffsetMap:
     def full(self) -> bool:
         return self._size >= self.max_entries
 
-    def _slot_of(self, digest: bytes) -> tuple[int, int]:
-        """First slot and probe step (double hashing over the digest's two halves); the step is
-        coprime with the slot count, so the probe visits every slot."""
-        slots = self.slots
-        first = int.from_bytes(digest[:8], "big") % slots
-        step = 1 + int.from_bytes(digest[8:], "big") % slots
-        while math.gcd(step, slots) != 1:
-            step += 1
-        return first, step
-
     def _find(self, digest: bytes) -> tuple[int, bool]:
-        """(position, whether it holds ``digest``): the digest's slot, else the first empty one."""
+        """(position, whether it holds ``digest``): the digest's slot, else the first empty one.
+
+        Double hashing over the digest's two halves; the step is made coprime with the slot count
+        (Kafka's ``memory / 24``), so the probe visits every slot.
+        """
         buf = self._bytes
         slots = self.slots
-        slot, step = self._slot_of(digest)
+        slot = int.from_bytes(digest[:8], "big") % slots
+        step = 1 + int.from_bytes(digest[8:], "big") % slots
+        while gcd(step, slots) != 1:
+            step += 1
         for _ in range(slots):
             pos = slot * ENTRY_SIZE
-            if buf[pos : pos + HASH_SIZE] == digest:
+            entry = buf[pos : pos + ENTRY_SIZE]
+            if entry[:HASH_SIZE] == digest:
                 return pos, True
-            if buf[pos : pos + ENTRY_SIZE] == _EMPTY:
+            if entry == _EMPTY:
                 return pos, False
             slot = (slot + step) % slots
         return -1, False
