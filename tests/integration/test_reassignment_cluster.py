@@ -1,7 +1,7 @@
 """Partition reassignment on a four-broker cluster, end to end.
 
-Four brokers, not six: six broker processes plus their follower processes are too heavy for the
-two cores these tests share. So the moves are a partition of replication factor 3 from brokers
+The move of every replica to three other brokers is test_reassignment_six_brokers.py; here, on
+four brokers, the moves are a partition of replication factor 3 from brokers
 [1, 2, 3] to [2, 3, 4] (its leader, broker 1, is removed: leadership moves to 2) and a full move
 of a replication-factor-2 partition from [1, 2] to [3, 4] (no replica stays), both under a
 continuous acks=all producer, started with ``kipling reassign-partitions --execute --throttle`` and
