@@ -89,6 +89,8 @@ class _DirState:
     """Partition -> its size when marked uncleanable."""
     topic_ids: dict[TopicPartition, uuid.UUID | None] = field(default_factory=dict)
     """Partition -> the topic id of the log whose first dirty offset this process stored."""
+    truncations_seen: dict[TopicPartition, tuple[PartitionLog, int]] = field(default_factory=dict)
+    """Partition -> (its log, how many of that log's truncations were applied to its offset)."""
 
 
 class LogCleanerManager:
@@ -139,6 +141,7 @@ class LogCleanerManager:
             if tp in state.uncleanable or not candidate.log.config.compact:
                 continue
             config = candidate.log.config
+            self._apply_truncations(state, candidate, checkpointed)
             last_clean = checkpointed.get(tp)
             if last_clean is not None and _another_incarnation(state, tp, candidate.log):
                 # the topic was deleted and created again since: its offset says nothing of this log
@@ -173,6 +176,37 @@ class LogCleanerManager:
         if best is not None:
             self._in_progress.add(best.candidate.topic_partition)
         return best
+
+    def _apply_truncations(
+        self, state: _DirState, candidate: CleanableLog, checkpointed: dict[TopicPartition, int]
+    ) -> None:
+        """Lower the first dirty offset of a log truncated below it to the end the truncation left
+        (Kafka's ``maybeTruncateCheckpoint``): the records written again above it are dirty.
+
+        Truncations are counted per log object: a log opened here (handed over, reopened) brings
+        none of another process's; those reach this owner with the offsets it is given.
+        """
+        tp, log = candidate.topic_partition, candidate.log
+        seen = state.truncations_seen.get(tp)
+        applied = seen[1] if seen is not None and seen[0] is log else 0
+        if log.truncations == applied:
+            if seen is None or seen[0] is not log:
+                state.truncations_seen[tp] = (log, applied)
+            return
+        state.truncations_seen[tp] = (log, log.truncations)
+        lowest = log.lowest_truncation_end(applied)
+        offset = checkpointed.get(tp)
+        if lowest is None or offset is None or offset <= lowest:
+            return
+        _log.info(
+            "log truncated below its first dirty offset; lowering it",
+            topic=tp[0],
+            partition=tp[1],
+            first_dirty_offset=offset,
+            truncated_to=lowest,
+        )
+        checkpointed[tp] = lowest
+        state.checkpoint.write(checkpointed)
 
     def done_cleaning(self, taken: LogToClean, end_offset: int) -> None:
         """A round was installed: its end offset is the log's new first dirty offset.

@@ -153,6 +153,10 @@ class PartitionLog:
         self.truncations = 0
         """How many times the log was truncated: a cleaning round planned before one is not installed
         (a truncated segment can grow back to the same base and size with other records)."""
+        self._truncation_ends: list[int] = []
+        """The log end offset each truncation left, in order: the cleaner lowers a first dirty offset
+        above one to it (Kafka's maybeTruncateCheckpoint), else the records written again there
+        would count as clean forever."""
 
     # -- opening -----------------------------------------------------------------------------------
 
@@ -595,6 +599,7 @@ class PartitionLog:
         active.truncate_to(offset, now)
         active.resize_indexes(self.config.max_index_size)
         self.log_end_offset = active.next_offset
+        self._truncation_ends.append(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         delete_snapshots_after(self.directory, self.log_end_offset)
         self._clamp_offsets_to_end()
@@ -616,6 +621,13 @@ class PartitionLog:
         self.leader_epoch_cache.clear()
         delete_snapshots_after(self.directory, -1)  # none describes the restarted log
         self.log_start_offset = self.log_end_offset = self.high_watermark = self.recovery_point = offset
+        self._truncation_ends.append(offset)
+
+    def lowest_truncation_end(self, since: int) -> int | None:
+        """The lowest log end offset left by the truncations after the first ``since`` ones (counted
+        by :attr:`truncations` since this log was opened), or None when there were none."""
+        later = self._truncation_ends[since:]
+        return min(later) if later else None
 
     def _clamp_offsets_to_end(self) -> None:
         end = self.log_end_offset
