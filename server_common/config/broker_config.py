@@ -39,6 +39,7 @@ from server_common.config.definitions import (
     ConfigSynonym,
     broker_synonyms,
     format_value,
+    own_synonyms,
 )
 from server_common.config.properties import PropertiesError, parse_overrides, read_properties_file
 
@@ -305,6 +306,7 @@ class BrokerConfig:
         entries: list[ConfigEntry] = []
         for definition in DEFINITIONS:
             names = (definition.name, *definition.aliases)
+            synonyms = own_synonyms(definition.name, self.synonyms(broker_synonyms(definition.name)))
             for name in names:
                 entries.append(
                     ConfigEntry(
@@ -315,7 +317,7 @@ class BrokerConfig:
                         read_only=True,
                         doc=definition.doc,
                         type=definition.type,
-                        synonyms=self.synonyms(broker_synonyms(definition.name)),
+                        synonyms=synonyms,
                     )
                 )
         entries.sort(key=lambda entry: entry.name)

@@ -806,7 +806,6 @@ for _topic_def in TOPIC_DEFINITIONS:
     assert all(d.ignored != _topic_def.acted_on for d in _topic_def.broker_keys), _topic_def.name
 
 SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
-    ("log.dirs", "log.dir"),
     ("log.roll.ms", "log.roll.hours"),
     ("log.roll.jitter.ms", "log.roll.jitter.hours"),
     ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
@@ -820,3 +819,14 @@ def broker_synonyms(key: str) -> tuple[str, ...]:
         if key in group:
             return group
     return (key,)
+
+
+def own_synonyms(name: str, synonyms: Sequence[ConfigSynonym]) -> tuple[ConfigSynonym, ...]:
+    """``synonyms`` from ``name``'s own first entry on, as Kafka's ConfigHelper lists them: the
+    values of higher-precedence keys listed before it are dropped, so ``log.retention.hours``
+    does not show a dynamic ``log.retention.ms``, and a topic's ``retention.ms`` with no
+    ``log.retention.ms`` set (its default is null) has no broker synonyms at all."""
+    for index, synonym in enumerate(synonyms):
+        if synonym.name == name:
+            return tuple(synonyms[index:])
+    return ()

@@ -46,6 +46,7 @@ from server_common.config.definitions import (
     at_least,
     broker_synonyms,
     format_value,
+    own_synonyms,
 )
 
 LEADER_REPLICATION_THROTTLED_RATE = "leader.replication.throttled.rate"
@@ -261,7 +262,7 @@ class BrokerConfigLayers:
             if not dynamic:
                 entries.append(entry)
                 continue
-            synonyms = self.synonyms(broker_synonyms(definition.name))
+            synonyms = own_synonyms(definition.name, self.synonyms(broker_synonyms(definition.name)))
             value, source = self._resolved(definition.name, synonyms)
             entries.append(
                 dataclasses.replace(entry, value=value, source=source, read_only=False, synonyms=synonyms)

@@ -20,6 +20,7 @@ from server_common.config.definitions import (
     ConfigSource,
     ConfigSynonym,
     format_value,
+    own_synonyms,
 )
 from storage.config import LogConfig
 
@@ -91,15 +92,18 @@ def _kafka_default(key: str) -> object:
 def describe_topic_configs(overrides: Mapping[str, str], broker: BrokerDefaults) -> list[ConfigEntry]:
     """Every topic-level key of a topic, sorted by name, as DescribeConfigs reports it.
 
-    An override is DYNAMIC_TOPIC_CONFIG; otherwise the value is the broker's derived default, with
-    source STATIC_BROKER_CONFIG if one of the broker keys behind it was set, else DEFAULT_CONFIG.
-    Synonyms list the override first, then the broker keys in precedence order.
+    An override is DYNAMIC_TOPIC_CONFIG; otherwise the value is the broker's derived default and
+    the source that of the first synonym, DEFAULT_CONFIG if none. Synonyms list the override first,
+    then the broker keys in precedence order from the first broker key's own first entry on, as
+    Kafka's ConfigHelper does: with no ``log.retention.ms`` set anywhere (its default is null),
+    ``retention.ms`` lists no broker synonyms and its source is DEFAULT_CONFIG, even when
+    ``log.retention.hours`` was set and supplies the value.
     """
     defaults = broker.topic_defaults()
     entries: list[ConfigEntry] = []
     for definition in TOPIC_DEFINITIONS:
         broker_keys = [d.name for d in definition.broker_keys]
-        synonyms = broker.synonyms(broker_keys)
+        synonyms = own_synonyms(broker_keys[0], broker.synonyms(broker_keys)) if broker_keys else ()
         override = overrides.get(definition.name)
         if override is not None:
             value: str | None = override

@@ -295,8 +295,7 @@ def test_tool_alter_and_describe(node: BrokerProcess, admin: KafkaAdminClient, t
         "  cleanup.policy=delete,compact sensitive=false "
         "synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=delete,compact, "
         "DEFAULT_CONFIG:log.cleanup.policy=delete}",
-        "  retention.ms=60000 sensitive=false "
-        "synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000, DEFAULT_CONFIG:log.retention.hours=168}",
+        "  retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000}",
     ]
     props = tmp_path / "extra.properties"
     props.write_text("segment.ms=3600000\n")
