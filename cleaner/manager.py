@@ -17,7 +17,11 @@ log dir, sends the round to a cleaner process and reports back with :meth:`done_
   uncleanable and skipped until the owner restarts, as Kafka does.
 - The first dirty offsets are kept per log dir in ``cleaner-offset-checkpoint`` by the broker; a
   follower process keeps them in memory (:class:`InMemoryOffsets`: the broker is the checkpoint
-  file's only writer), so after its restart a followed log is cleaned from its start once.
+  file's only writer), reports them with its offsets (:meth:`LogCleanerManager.first_dirty_offset`)
+  for the broker to write, and is given them back with each log it takes
+  (:meth:`LogCleanerManager.take_first_dirty_offset`).
+- A log truncated below its first dirty offset has it lowered to the end the truncation left
+  (Kafka's ``maybeTruncateCheckpoint``), before the offset is used or reported.
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ class OffsetStore(Protocol):
 
     def read(self) -> dict[TopicPartition, int]: ...
 
+    def get(self, topic_partition: TopicPartition) -> int | None: ...
+
     def write(self, offsets: Mapping[TopicPartition, int]) -> None: ...
 
 
@@ -77,6 +83,9 @@ class InMemoryOffsets:
 
     def read(self) -> dict[TopicPartition, int]:
         return dict(self._offsets)
+
+    def get(self, topic_partition: TopicPartition) -> int | None:
+        return self._offsets.get(topic_partition)
 
     def write(self, offsets: Mapping[TopicPartition, int]) -> None:
         self._offsets = dict(offsets)
@@ -124,6 +133,41 @@ class LogCleanerManager:
     def first_dirty_offsets(self, log_dir: pathlib.Path) -> dict[TopicPartition, int]:
         return self._dirs[_dir(log_dir)].checkpoint.read()
 
+    def first_dirty_offset(self, log_dir: pathlib.Path, log: PartitionLog) -> int | None:
+        """The first dirty offset of ``log`` (None: none stored, or not a log dir of this cleaner),
+        lowered first below any truncation of the log not applied yet: what an owner reports to
+        the checkpoint's writer must never be above the records written again since."""
+        state = self._dirs.get(_dir(log_dir))
+        if state is None:
+            return None
+        tp = (log.topic, log.partition)
+        seen = state.truncations_seen.get(tp)
+        if seen is not None and seen[0] is log and seen[1] == log.truncations:
+            return state.checkpoint.get(tp)  # nothing to apply: no copy of every entry per report
+        offsets = state.checkpoint.read()
+        self._apply_truncations(state, tp, log, offsets)
+        return offsets.get(tp)
+
+    def take_first_dirty_offset(
+        self, log_dir: pathlib.Path, topic_partition: TopicPartition, offset: int | None
+    ) -> None:
+        """A log given to this owner comes with the checkpoint writer's first dirty offset for it
+        (None: none, cleaned from its start): it replaces whatever this owner kept from an earlier
+        time it owned the log, since the writer's is the newer (it led or was told since)."""
+        state = self._dirs.get(_dir(log_dir))
+        if state is None:
+            return
+        offsets = state.checkpoint.read()
+        if offsets.get(topic_partition) == offset:
+            return
+        if offset is None:
+            del offsets[topic_partition]
+        else:
+            offsets[topic_partition] = offset
+        state.checkpoint.write(offsets)
+        state.topic_ids.pop(topic_partition, None)
+        state.truncations_seen.pop(topic_partition, None)
+
     def grab_filthiest(self, log_dir: pathlib.Path, candidates: Iterable[CleanableLog]) -> LogToClean | None:
         """The dirtiest cleanable log of ``log_dir`` now, marked in progress; None when none is dirty."""
         log_dir = _dir(log_dir)
@@ -141,7 +185,7 @@ class LogCleanerManager:
             if tp in state.uncleanable or not candidate.log.config.compact:
                 continue
             config = candidate.log.config
-            self._apply_truncations(state, candidate, checkpointed)
+            self._apply_truncations(state, tp, candidate.log, checkpointed)
             last_clean = checkpointed.get(tp)
             if last_clean is not None and _another_incarnation(state, tp, candidate.log):
                 # the topic was deleted and created again since: its offset says nothing of this log
@@ -178,7 +222,7 @@ class LogCleanerManager:
         return best
 
     def _apply_truncations(
-        self, state: _DirState, candidate: CleanableLog, checkpointed: dict[TopicPartition, int]
+        self, state: _DirState, tp: TopicPartition, log: PartitionLog, checkpointed: dict[TopicPartition, int]
     ) -> None:
         """Lower the first dirty offset of a log truncated below it to the end the truncation left
         (Kafka's ``maybeTruncateCheckpoint``): the records written again above it are dirty.
@@ -186,7 +230,6 @@ class LogCleanerManager:
         Truncations are counted per log object: a log opened here (handed over, reopened) brings
         none of another process's; those reach this owner with the offsets it is given.
         """
-        tp, log = candidate.topic_partition, candidate.log
         seen = state.truncations_seen.get(tp)
         applied = seen[1] if seen is not None and seen[0] is log else 0
         if log.truncations == applied:

@@ -108,6 +108,9 @@ class PartitionAssignment:
     leader_port: int
     leader_epoch: int
     partition_epoch: int
+    first_dirty_offset: int | None = None
+    """The log's first dirty offset in the broker's ``cleaner-offset-checkpoint`` (None: none), so
+    that a (re)started follower process does not clean the log from its start again."""
 
     @property
     def topic_partition(self) -> tuple[str, int]:
@@ -126,6 +129,7 @@ class PartitionAssignment:
             leader_port=int(data["leader_port"]),
             leader_epoch=int(data["leader_epoch"]),
             partition_epoch=int(data["partition_epoch"]),
+            first_dirty_offset=_optional_int(data.get("first_dirty_offset")),
         )
 
 
@@ -139,6 +143,9 @@ class PartitionOffsets:
     recovery_point: int
     log_start_offset: int
     log_end_offset: int
+    first_dirty_offset: int | None = None
+    """The follower process's cleaner's first dirty offset of the log (None: not compacted, or not
+    cleaned yet): the broker writes it into the log dir's ``cleaner-offset-checkpoint``."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -152,7 +159,13 @@ class PartitionOffsets:
             recovery_point=int(data["recovery_point"]),
             log_start_offset=int(data["log_start_offset"]),
             log_end_offset=int(data["log_end_offset"]),
+            first_dirty_offset=_optional_int(data.get("first_dirty_offset")),
         )
+
+
+def _optional_int(value: Any) -> int | None:
+    """An optional field: absent or null from an older peer."""
+    return None if value is None else int(value)
 
 
 __all__ = [

@@ -4,9 +4,10 @@ this process; results installed on this process's loop, since it owns these logs
 
 The first uncleanable offset of a followed log is bounded by its last stable offset as this replica
 knows it: the high watermark its leader sent, and the first offset of the oldest transaction still
-open in its producer state. The first dirty offsets stay in memory (the broker is the only writer of
-``cleaner-offset-checkpoint``), so a followed log is cleaned from its start once after this process
-starts. A log handed back to the broker (``remove_partitions``) is no longer offered, and a round in
+open in its producer state. The first dirty offsets are kept in memory (the broker is the only writer
+of ``cleaner-offset-checkpoint``): they go to the broker with the periodic offsets report (and before
+a handback), the broker writes them into the checkpoint and sends each back with the log's
+``add_partitions`` entry, so a restarted process goes on where the last one stopped. A log handed back to the broker (``remove_partitions``) is no longer offered, and a round in
 flight for it is not installed.
 """
 

@@ -169,6 +169,9 @@ class FollowerService:
             config = LogConfig.from_properties(assignment.log_config or settings.log_config)
             log = self._open_replica_log(handover, config, settings.producer_id_expiration_ms)
             current = FollowedPartition(log, source, assignment.leader_epoch, assignment.partition_epoch)
+            if self._cleaner is not None:
+                log_dir = log.log.directory.parent
+                self._cleaner.manager.take_first_dirty_offset(log_dir, tp, assignment.first_dirty_offset)
             self._partitions[tp] = current
             self._logs[tp] = log
         else:
@@ -233,7 +236,14 @@ class FollowerService:
         return updated
 
     async def remove_partitions(self, tps: Iterable[TopicPartition]) -> list[LogHandover]:
-        """Stop following ``tps``, flush and close their logs; their handovers (unknown ones skipped)."""
+        """Stop following ``tps``, flush and close their logs; their handovers (unknown ones skipped).
+
+        Moved offsets are reported first (on the channel the reply follows): the broker's
+        checkpoint then holds this cleaner's first dirty offsets, lowered below any truncation,
+        when the broker takes the logs back.
+        """
+        with contextlib.suppress(Exception):
+            await self.report_offsets()
         handovers = []
         for tp in tps:
             followed = self._partitions.pop(tp, None)
@@ -302,6 +312,7 @@ class FollowerService:
     def moved_offsets(self) -> list[PartitionOffsets]:
         """The partitions whose offsets changed since they were last reported (marked reported)."""
         moved = []
+        manager = self._cleaner.manager if self._cleaner is not None else None
         for (topic, partition), followed in self._partitions.items():
             log = followed.log.log
             offsets = PartitionOffsets(
@@ -311,6 +322,7 @@ class FollowerService:
                 log.recovery_point,
                 log.log_start_offset,
                 log.log_end_offset,
+                None if manager is None else manager.first_dirty_offset(log.directory.parent, log),
             )
             if offsets != followed.reported:
                 followed.reported = offsets

@@ -39,6 +39,7 @@ from storage.checkpoint import (
     PartitionMetadataFile,
     fsync_directory,
 )
+from storage.cleaner.checkpoint import CleanerOffsetCheckpoint
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.errors import LOW_SPACE_BYTES, KiplingStorageError, LogDirFullError, free_bytes
@@ -113,6 +114,8 @@ class ExternalLog:
     recovery_point: int
     log_start_offset: int
     closed: bool = False
+    first_dirty_offset: int | None = None
+    """The cleaner's first dirty offset its owner last reported (written into the checkpoint)."""
 
 
 _OffsetOf = Callable[[PartitionLog | ExternalLog], int]
@@ -428,13 +431,25 @@ class LogManager:
         return log
 
     def update_external_offsets(
-        self, topic: str, partition: int, high_watermark: int, recovery_point: int, log_start_offset: int
+        self,
+        topic: str,
+        partition: int,
+        high_watermark: int,
+        recovery_point: int,
+        log_start_offset: int,
+        *,
+        first_dirty_offset: int | None = None,
     ) -> bool:
         """Record the offsets a follower process reported for a log it owns; False if not external.
 
         A report after the log was adopted back (or for an unknown partition) is ignored: the
         follower's reports and its handover reply travel on one ordered channel, so this is a late
         duplicate and the log's own offsets are newer.
+
+        ``first_dirty_offset`` is the follower process's cleaner's (the one cleaning this log): it
+        goes into the log dir's ``cleaner-offset-checkpoint``, of which this process is the only
+        writer, so that the next owner of the log (a restarted follower process, this broker when
+        it leads again, the next start) does not clean it from its start again.
         """
         external = self._external.get((topic, partition))
         if external is None:
@@ -443,6 +458,9 @@ class LogManager:
         external.recovery_point = recovery_point
         external.log_start_offset = log_start_offset
         external.closed = False
+        if first_dirty_offset is not None and external.first_dirty_offset != first_dirty_offset:
+            CleanerOffsetCheckpoint(external.log_dir).update(topic, partition, first_dirty_offset)
+            external.first_dirty_offset = first_dirty_offset
         return True
 
     def external_log_closed(self, handover: LogHandover) -> None:

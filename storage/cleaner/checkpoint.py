@@ -27,6 +27,9 @@ class CleanerOffsetCheckpoint:
     def read(self) -> dict[tuple[str, int], int]:
         return self._file.read()
 
+    def get(self, topic_partition: tuple[str, int]) -> int | None:
+        return self.read().get(topic_partition)
+
     def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
         self._file.write(offsets)
 

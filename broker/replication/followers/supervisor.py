@@ -68,14 +68,17 @@ from client.replica_messages import (
     fetcher_client_id,
 )
 from client.tasks import cancel_and_wait
+from storage.cleaner import CleanerOffsetCheckpoint
 from storage.config import LogConfig
+from storage.errors import StorageError
 from storage.handover import LogHandover
 
 _log = structlog.get_logger(__name__)
 
 TopicPartition = tuple[str, int]
-OffsetsCallback = Callable[[str, int, int, int, int], object]
-"""(topic, partition, HW, recovery point, log start offset): LogManager.update_external_offsets."""
+OffsetsCallback = Callable[..., object]
+"""(topic, partition, HW, recovery point, log start offset, first_dirty_offset=offset when the
+follower's cleaner reported one): LogManager.update_external_offsets."""
 FailureCallback = Callable[[str, int, str], object]
 """(topic, partition, reason): a follower process gave a partition up."""
 
@@ -106,7 +109,7 @@ class FollowedPartition:
     def topic_partition(self) -> TopicPartition:
         return self.handover.topic_partition
 
-    def to_message(self) -> PartitionAssignment:
+    def to_message(self, first_dirty_offset: int | None = None) -> PartitionAssignment:
         return PartitionAssignment(
             handover=self.handover.to_json(),
             log_config={} if self.log_config is None else self.log_config.to_properties(),
@@ -115,6 +118,7 @@ class FollowedPartition:
             leader_port=self.leader_port,
             leader_epoch=self.leader_epoch,
             partition_epoch=self.partition_epoch,
+            first_dirty_offset=first_dirty_offset,
         )
 
 
@@ -511,7 +515,14 @@ class FollowerSupervisor:
     async def _send_add(
         self, slot: _Slot, process: FollowerProcess, entries: Sequence[FollowedPartition]
     ) -> None:
-        body = {"partitions": [entry.to_message().to_json() for entry in entries]}
+        checkpoints: dict[str, dict[TopicPartition, int]] = {}
+        messages = []
+        for entry in entries:
+            log_dir = entry.handover.log_dir
+            if log_dir not in checkpoints:  # one read per log dir (a restart sends the whole table)
+                checkpoints[log_dir] = _first_dirty_offsets(log_dir)
+            messages.append(entry.to_message(checkpoints[log_dir].get(entry.topic_partition)).to_json())
+        body = {"partitions": messages}
         reply = await process.request(ADD_PARTITIONS, body, self._request_timeout_s)
         for failure in reply.get("failed", []):
             self._partition_failed(
@@ -694,12 +705,18 @@ class FollowerSupervisor:
         )
         self._assignments[tp] = replace(entry, handover=handover)
         if self._on_offsets is not None:
+            extra = (
+                {}
+                if offsets.first_dirty_offset is None
+                else {"first_dirty_offset": offsets.first_dirty_offset}
+            )
             self._on_offsets(
                 offsets.topic,
                 offsets.partition,
                 offsets.high_watermark,
                 offsets.recovery_point,
                 offsets.log_start_offset,
+                **extra,
             )
 
     def _partition_failed(self, slot: _Slot, tp: TopicPartition, reason: str) -> None:
@@ -730,6 +747,16 @@ class FollowerSupervisor:
             for tp, entry in self._assignments.items()
             if tp not in self._failed
         }
+
+
+def _first_dirty_offsets(log_dir: str) -> dict[TopicPartition, int]:
+    """A log dir's ``cleaner-offset-checkpoint`` (written by this broker from its own cleaner and its
+    follower processes' reports), sent with each assignment; unreadable: none (cleaned from start)."""
+    try:
+        return CleanerOffsetCheckpoint(pathlib.Path(log_dir)).read()
+    except (OSError, StorageError) as exc:
+        _log.warning("cannot read the cleaner checkpoint", log_dir=log_dir, error=str(exc))
+        return {}
 
 
 def _handovers(reply: Mapping[str, Any]) -> dict[TopicPartition, LogHandover]:
