@@ -582,6 +582,7 @@ def _build_controller(
         default_num_partitions=config.num_partitions,
         default_replication_factor=config.default_replication_factor,
         unclean_leader_election_enable=config.unclean_leader_election_enable,
+        node_id=config.node_id,
         lost_connection_grace_ms=config.broker_heartbeat_interval_ms,
         # a broker may first try a dead or paused voter for one request timeout before it finds us
         takeover_grace_ms=max(

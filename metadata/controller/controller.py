@@ -96,6 +96,9 @@ class ControllerConfig:
     default_num_partitions: int = 1
     default_replication_factor: int = 1
     unclean_leader_election_enable: bool = False
+    node_id: int | None = None
+    """This controller's node id: its per-node dynamic ``unclean.leader.election.enable`` (BROKER
+    resource named after it) beats the cluster-wide default, as Kafka's active controller reads it."""
     config_validator: ConfigValidator = validate_topic_configs
     lost_connection_grace_ms: int = 2000
     """How long a broker whose heartbeat connection closed keeps its session without a heartbeat:
@@ -145,6 +148,7 @@ class QuorumController:
             ),
             config_validator=self._config.config_validator,
             unclean_leader_election_enable=self._config.unclean_leader_election_enable,
+            node_id=self._config.node_id,
         )
         self._cluster = ClusterControl(
             self._image, self._writer, self._replication, self._sessions, cluster_id

@@ -12,7 +12,8 @@ Elections (Kafka's "online" election, without eligible leader replicas):
   unfenced, not in controlled shutdown);
 * otherwise the new leader is the first replica, in assignment order, that is in the ISR and active;
 * failing that, only if ``unclean.leader.election.enable`` (the topic's override, else the
-  controller's default), the first active replica outside the ISR, which becomes the whole ISR;
+  controller's own per-node, cluster-wide dynamic or static value), the first active replica
+  outside the ISR, which becomes the whole ISR;
 * failing that the partition has no leader (NO_LEADER) until a broker of its ISR comes back.
 
 A leader whose log failed resigns with an AlterPartition whose ISR leaves it out: the first active
@@ -56,6 +57,8 @@ from metadata.topics import (
     TopicState,
 )
 from protocol.error_codes import ErrorCode, KafkaError
+from server_common.config import BrokerConfig, layers_of
+from server_common.config.dynamic import CLUSTER_DEFAULT
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 NO_BROKER_EPOCH = -1
@@ -215,13 +218,19 @@ class ReplicationControl:
         defaults: TopicDefaults,
         config_validator: ConfigValidator,
         unclean_leader_election_enable: bool,
+        node_id: int | None = None,
     ) -> None:
+        """``node_id`` is this controller's own id: its per-node dynamic configs (the BROKER
+        resource named after it) count for ``unclean.leader.election.enable``, as in Kafka."""
         self._image = image
         self._writer = writer
         self._shutdowns = shutdowns
         self._defaults = defaults
         self._validate_configs = config_validator
-        self._unclean_default = unclean_leader_election_enable
+        self._static_config, _ = BrokerConfig.from_properties(
+            {UNCLEAN_LEADER_ELECTION_ENABLE: str(unclean_leader_election_enable).lower()}
+        )
+        self._node_id = node_id
         self._names = topic_rules.TopicNames()
         self.reload()
 
@@ -245,12 +254,16 @@ class ReplicationControl:
         return ClusterBrokers.of(registered, [b for b in registered if self.is_active(b)])
 
     def unclean_election_enabled(self, topic: TopicState) -> bool:
-        """The topic's ``unclean.leader.election.enable`` override, else the cluster-wide dynamic
-        default (BROKER resource ``""``, IncrementalAlterConfigs), else the controller's static one."""
+        """The topic's ``unclean.leader.election.enable`` override, else, as Kafka's
+        ConfigurationControlManager resolves it, the active controller's own per-node dynamic value,
+        the cluster-wide dynamic default (BROKER resource ``""``), then the controller's static one:
+        the broker layers' one precedence rule (:func:`layers_of`)."""
         value = topic.configs.get(UNCLEAN_LEADER_ELECTION_ENABLE)
-        if value is None:
-            value = self._image.broker_configs("").get(UNCLEAN_LEADER_ELECTION_ENABLE)
-        return self._unclean_default if value is None else value.strip().lower() == "true"
+        if value is not None:
+            return value.strip().lower() == "true"
+        node = -1 if self._node_id is None else self._node_id  # -1: no per-node layer
+        dynamic = {name: self._image.broker_configs(name) for name in (CLUSTER_DEFAULT, str(node))}
+        return layers_of(self._static_config, dynamic, node).value(UNCLEAN_LEADER_ELECTION_ENABLE) is True
 
     # -- CreateTopics ----------------------------------------------------------------------------
 

@@ -71,7 +71,7 @@ DYNAMIC_ONLY_BY_NAME: Mapping[str, ConfigDef] = {d.name: d for d in DYNAMIC_ONLY
 _NOT_LIVE: frozenset[str] = frozenset()
 """Topic-default keys whose new value nothing would apply at run time (none today:
 ``unclean.leader.election.enable`` is read by the controller at each election, topic override, then
-cluster-wide dynamic default, then its static value)."""
+these layers as seen from the active controller's node id)."""
 
 _FIRST_SYNONYMS: frozenset[str] = frozenset(
     topic.broker_keys[0].name for topic in TOPIC_BY_NAME.values() if topic.broker_keys
