@@ -290,7 +290,12 @@ class LogCleaner:
             return False
         result = CleanResult.from_json(reply["result"])
         # in flight until installed: stop() between two groups removes the groups not installed
-        installed = await self._install(candidate, result, truncations)
+        try:
+            installed = await self._install(candidate, result, truncations)
+        except OSError as exc:
+            worker.in_flight = None
+            self._storage_failed(taken, exc)
+            return False
         worker.in_flight = None
         if installed:
             self.manager.done_cleaning(taken, result.end_offset)
@@ -329,16 +334,36 @@ class LogCleaner:
                     replaced = candidate.log.replace_segments(group.replaced, token=result.token)
                     installing = replaced is not None
                     continue
-                except OSError as exc:
-                    # a .swap left behind is finished by the next open
-                    _log.error(
-                        "installing a cleaned segment failed", directory=str(directory), error=str(exc)
-                    )
-                    installing = False
+                except OSError:
+                    # the segment list may now be out of step with the files: the caller takes the
+                    # log offline; what this round left (.cleaned, a .swap) the next open finishes
+                    with contextlib.suppress(OSError):
+                        _discard_cleaned_files(directory, result.token)
+                    raise
             # also when the log was handed over: the new owner's loader ran when it opened the
             # log, maybe before this round wrote these files; only this round uses its token
             remove_cleaned_files(directory, group, result.token)
         return installing
+
+    def _storage_failed(self, taken: LogToClean, exc: OSError) -> None:
+        """An I/O error in the middle of an install: a log dir failure, as Kafka's cleaner reports an
+        IOException to the LogDirFailureChannel. The owner takes the log offline (the broker: the
+        partition answers KAFKA_STORAGE_ERROR and resigns its leadership; a follower process: the
+        partition is given up and reported failed, as after a failed append), and the log is not
+        offered again until it is reopened (a restart, or a repair by the next owner)."""
+        candidate = taken.candidate
+        _log.error(
+            "installing a cleaned segment failed; taking the log offline",
+            topic=candidate.topic_partition[0],
+            partition=candidate.topic_partition[1],
+            directory=str(candidate.log.directory),
+            error=str(exc),
+        )
+        self.manager.mark_uncleanable(taken)
+        try:
+            candidate.on_storage_error(exc)
+        except Exception:
+            _log.exception("taking the log offline failed", topic_partition=candidate.topic_partition)
 
 
 def _discard_cleaned_files(directory: pathlib.Path, token: str) -> None:

@@ -55,6 +55,10 @@ class CleanableLog:
     active_producers: Callable[[], Mapping[int, LastRecord]]
     is_current: Callable[[], bool]
     """Whether this owner still holds ``log`` (led here, not handed over, not closed)."""
+    on_storage_error: Callable[[OSError], None] = lambda exc: None
+    """Told of an I/O error while installing a cleaned round, which leaves the log's segment list
+    out of step with its files: the owner's storage-error path (Kafka's LogDirFailureChannel) takes
+    the log offline. The default (tests) only lets the driver mark the log uncleanable."""
 
 
 @dataclass(frozen=True, slots=True)

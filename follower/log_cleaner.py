@@ -7,8 +7,9 @@ knows it: the high watermark its leader sent, and the first offset of the oldest
 open in its producer state. The first dirty offsets are kept in memory (the broker is the only writer
 of ``cleaner-offset-checkpoint``): they go to the broker with the periodic offsets report (and before
 a handback), the broker writes them into the checkpoint and sends each back with the log's
-``add_partitions`` entry, so a restarted process goes on where the last one stopped. A log handed back to the broker (``remove_partitions``) is no longer offered, and a round in
-flight for it is not installed.
+``add_partitions`` entry, so a restarted process goes on where the last one stopped. A log handed
+back to the broker (``remove_partitions``) is no longer offered, and a round in flight for it is not
+installed. An I/O error while installing a round gives the partition up, as a failed append does.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from follower.replica_log import ReplicaLog
 from storage.cleaner import LastRecord, last_records_of_active_producers
 from storage.clock import Clock
 
+StorageErrorHandler = Callable[[TopicPartition, OSError], None]
+"""(partition, error): a followed log could not take a cleaned round (FollowerService gives it up)."""
+
 
 def build_follower_log_cleaner(
     settings: Mapping[str, Any],
@@ -33,9 +37,11 @@ def build_follower_log_cleaner(
     broker_id: int,
     fetcher_id: int,
     clock: Clock,
+    on_storage_error: StorageErrorHandler | None = None,
 ) -> LogCleaner | None:
     """The cleaner over ``logs`` (the service's live map of followed logs), or None when the
-    broker's settings (``FollowerSettings.log_cleaner``) turn cleaning off."""
+    broker's settings (``FollowerSettings.log_cleaner``) turn cleaning off. ``on_storage_error``
+    is told of a log whose cleaned segments could not be installed (an I/O error)."""
     if not settings:
         return None
     log_dirs = [pathlib.Path(d) for d in settings["log_dirs"]]
@@ -43,7 +49,7 @@ def build_follower_log_cleaner(
     return LogCleaner(
         broker_id=broker_id,
         manager=manager,
-        candidates=followed_compacted_logs(logs),
+        candidates=followed_compacted_logs(logs, on_storage_error),
         clock=clock,
         settings=CleanerSettings.from_json(settings),
         backoff_ms=int(settings["backoff_ms"]),
@@ -52,7 +58,7 @@ def build_follower_log_cleaner(
 
 
 def followed_compacted_logs(
-    logs: Mapping[TopicPartition, ReplicaLog],
+    logs: Mapping[TopicPartition, ReplicaLog], on_storage_error: StorageErrorHandler | None = None
 ) -> Callable[[], Iterator[CleanableLog]]:
     def candidates() -> Iterator[CleanableLog]:
         for tp, replica in list(logs.items()):
@@ -66,9 +72,14 @@ def followed_compacted_logs(
                 _last_stable_offset(replica),
                 _active_producers(replica),
                 _is_current(logs, tp, replica),
+                _storage_error(on_storage_error, tp),
             )
 
     return candidates
+
+
+def _storage_error(handler: StorageErrorHandler | None, tp: TopicPartition) -> Callable[[OSError], None]:
+    return lambda exc: None if handler is None else handler(tp, exc)
 
 
 def _last_stable_offset(replica: ReplicaLog) -> int:

@@ -126,6 +126,7 @@ class FollowerService:
                 broker_id=self.broker_id,
                 fetcher_id=self.fetcher_id,
                 clock=self._storage_clock,
+                on_storage_error=self._on_cleaner_storage_error,
             )
             if self._cleaner is not None:
                 self._cleaner.start()
@@ -297,6 +298,18 @@ class FollowerService:
         """A fetcher gave ``tp`` up: tell the broker (the log stays open here until removed)."""
         body = {"topic": tp[0], "partition": tp[1], "reason": reason}
         self._spawn_event(PARTITION_FAILED, body)
+
+    def _on_cleaner_storage_error(self, tp: TopicPartition, exc: OSError) -> None:
+        """The cleaner could not install a cleaned round (an I/O error): as after a failed append,
+        stop fetching the partition and tell the broker it was given up (the log stays open here
+        until removed; the next owner's open finishes or undoes the install)."""
+        followed = self._partitions.get(tp)
+        if followed is None:
+            return
+        fetcher = self._fetchers.get(followed.source)
+        if fetcher is not None:
+            fetcher.remove_partitions([tp])
+        self._on_partition_failed(tp, f"installing a cleaned segment failed: {exc!r}")
 
     def _spawn_event(self, message_type: str, body: dict[str, Any]) -> None:
         task = asyncio.create_task(self._send_quietly(message_type, body))

@@ -41,6 +41,7 @@ def led_compacted_logs(replicas: ReplicaManager) -> Callable[[], Iterator[Cleana
                 partition.last_stable_offset,
                 _active_producers(partition),
                 _is_current(replicas, partition, log),
+                partition.storage_failed,
             )
 
     return candidates

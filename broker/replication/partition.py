@@ -696,6 +696,11 @@ class Partition:
                 error=str(exc),
             )
 
+    def storage_failed(self, exc: OSError) -> None:
+        """An I/O error on this replica's log outside a request (the log cleaner installing a
+        cleaned segment): the same offline path as a failed append (:meth:`_go_offline`)."""
+        self._go_offline(exc)
+
     def _go_offline(self, exc: BaseException) -> None:
         """The replica's log failed (a failed write, an I/O error or a corrupt batch met while
         serving): refuse every later read and append with KAFKA_STORAGE_ERROR and hand the
