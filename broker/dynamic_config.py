@@ -7,6 +7,8 @@ this broker's effective configuration read from that image (the precedence rule 
 broker-level value such as the replication throttle rates, come from it. Because the image is
 loaded (local copy, then the controller's log) before the broker opens any partition, dynamic
 values apply from start-up on, and they survive restarts with the metadata log and its snapshots.
+The logs already open when the local copy is loaded (all of them: the LogManager opens them first)
+get their topic's configuration at once (:func:`reconfigure_loaded_logs`).
 
 :class:`DynamicConfigPublisher` reacts to each metadata delta after the replica transitions: for
 the topics whose overrides changed (every topic when this broker's or the cluster's dynamic
@@ -18,7 +20,7 @@ topic by topic (:meth:`DynamicConfigPublisher.apply_image`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 
@@ -29,8 +31,9 @@ from metadata.topics import TopicState
 from server_common.config import BrokerConfig, BrokerConfigLayers, to_log_config
 from server_common.config.dynamic import CLUSTER_DEFAULT
 from storage.config import LogConfig
+from storage.log import PartitionLog
 
-__all__ = ["DynamicBrokerConfig", "DynamicConfigPublisher", "then"]
+__all__ = ["DynamicBrokerConfig", "DynamicConfigPublisher", "reconfigure_loaded_logs", "then"]
 
 _log = structlog.get_logger("kipling.dynamic_config")
 
@@ -121,6 +124,36 @@ class DynamicConfigPublisher:
             followed_partitions=len(followed),
             broker_defaults=broker_defaults,
         )
+
+
+def reconfigure_loaded_logs(
+    logs: Iterable[PartitionLog], config: DynamicBrokerConfig, image: MetadataImage
+) -> int:
+    """Give the logs opened at start-up their topic's configuration once ``image`` holds the local
+    metadata copy; returns how many changed.
+
+    The LogManager opens every log before any metadata is read (the metadata log is one of them),
+    so each log starts with the static broker defaults; without this, a log kept its static
+    settings (index sizes of its next segment, retention once retention runs) until this broker led
+    or followed its partition. A log of a topic the image does not know (the metadata log, a
+    deleted topic) or of an older topic of the same name keeps its configuration.
+    """
+    changed = 0
+    for log in logs:
+        topic = image.get(log.topic)
+        if topic is None or (log.topic_id is not None and log.topic_id != topic.topic_id):
+            continue
+        try:
+            new = config.topic_log_config(topic)
+        except ValueError:
+            _log.exception("invalid topic configuration: the log keeps its own", topic=topic.name)
+            continue
+        if new != log.config:
+            log.reconfigure(new)
+            changed += 1
+    if changed:
+        _log.info("dynamic configs applied to the logs loaded at start-up", logs=changed)
+    return changed
 
 
 def then(first: Publisher, second: Publisher) -> Publisher:

@@ -51,7 +51,7 @@ from broker.cluster.controller_locator import ControllerLocator
 from broker.cluster.lifecycle import BrokerLifecycleManager
 from broker.cluster.metadata_loader import MetadataLoader
 from broker.cluster.producer_id_blocks import ControllerProducerIdManager
-from broker.dynamic_config import DynamicBrokerConfig, DynamicConfigPublisher, then
+from broker.dynamic_config import DynamicBrokerConfig, DynamicConfigPublisher, reconfigure_loaded_logs, then
 from broker.group_runtime import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_CONFIGS,
@@ -172,11 +172,15 @@ class BrokerNode:
     transactions: TransactionCoordination
     tasks: list[PeriodicTask] = field(default_factory=list)
     cleaner: LogCleaner | None = None
+    configure_loaded_logs: Callable[[], object] | None = None
+    """Applies the dynamic configs to the logs opened before the metadata (once the local copy is in)."""
 
     async def start(self, config: BrokerConfig) -> None:
         await self.supervisor.start()
         self.alter_partitions.start()
         local_end = self.loader.load_local()
+        if local_end > 0 and self.configure_loaded_logs is not None:
+            self.configure_loaded_logs()
         self.loader.start()
         self.lifecycle.start()
         if local_end > 0:
@@ -529,6 +533,7 @@ def _build_broker(
         transactions,
         tasks,
         build_log_cleaner(config, replicas, clock, registry),
+        lambda: reconfigure_loaded_logs(log_manager.all_logs(), dynamic, image),
     )
 
 
