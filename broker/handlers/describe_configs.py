@@ -5,8 +5,10 @@ Resources, each answered on its own (an error in one never fails the others):
   (KRaft's source for topic overrides), else the broker key behind it, which may itself be a
   dynamic per-broker or cluster-default value; synonyms list the override, then the broker keys in
   Kafka's order (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
-  DEFAULT_CONFIG). An illegal name is INVALID_TOPIC_EXCEPTION, a missing topic
-  UNKNOWN_TOPIC_OR_PARTITION.
+  DEFAULT_CONFIG) from the first broker key's own first entry on, as Kafka drops the ones before
+  it (no ``log.retention.ms`` set: ``retention.ms`` has no broker synonyms and DEFAULT_CONFIG).
+  A broker key likewise lists its synonyms from its own first entry on. An illegal name is
+  INVALID_TOPIC_EXCEPTION, a missing topic UNKNOWN_TOPIC_OR_PARTITION.
 - BROKER (4): the name is a broker id. This node's id gives every broker key: the dynamic ones
   (server_common.config.DYNAMIC_BROKER_KEYS) are writable and show where their value comes from,
   the others are read-only. The empty name lists the cluster-wide dynamic defaults, as in Kafka
