@@ -169,6 +169,7 @@ class FaultProxy:
             frame = _read_frame(link.client)
             if frame is None:
                 return
+            self._note_request(frame)
             api_key, _version, correlation_id = struct.unpack_from(">hhi", frame, 0)
             if api_key == ApiKey.PRODUCE:
                 self._note_produce(frame)
@@ -177,6 +178,9 @@ class FaultProxy:
                     if self._drop_produce(self.produce_requests):
                         link.doomed.add(correlation_id)
             _send_frame(link.broker, frame)
+
+    def _note_request(self, frame: bytes) -> None:
+        """Every request frame on its way to the broker (a subclass records what it needs)."""
 
     def _note_produce(self, frame: bytes) -> None:
         body = decode_request(frame).body

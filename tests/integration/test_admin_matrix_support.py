@@ -14,14 +14,11 @@ files may use) and a test of the header parsing.
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import struct
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from protocol.api_keys import ApiKey
+from tests.integration.fault_proxy import FaultProxy
 
 
 @dataclass(frozen=True)
@@ -40,61 +37,15 @@ def parse_request_header(frame: bytes) -> SeenRequest:
     return SeenRequest(api_key, api_version, client_id)
 
 
-def _read_exact(sock: socket.socket, n: int) -> bytes | None:
-    chunks = []
-    while n:
-        chunk = sock.recv(n)
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
-@dataclass
-class _Link:
-    client: socket.socket
-    broker: socket.socket
-    closed: threading.Event = field(default_factory=threading.Event)
-
-    def close(self) -> None:
-        self.closed.set()
-        for sock in (self.client, self.broker):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(OSError):
-                sock.close()
-
-
-class RecordingProxy:
-    """Forwards connections on ``port`` to ``broker_port`` and records each request's header."""
+class RecordingProxy(FaultProxy):
+    """The fault proxy with no fault: forwards connections on ``port`` to ``broker_port`` and records
+    each request's header."""
 
     def __init__(self, broker_port: int) -> None:
+        super().__init__(broker_port)
         self.broker_port = broker_port
         """Where the broker listens (it must listen there before a client connects)."""
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._listener.settimeout(0.1)  # accept() wakes up to notice stop()
-        self.port: int = self._listener.getsockname()[1]
-        self._lock = threading.Lock()
         self._seen: list[SeenRequest] = []
-        self._links: list[_Link] = []
-        self._threads: list[threading.Thread] = []
-        self._stopped = threading.Event()
-
-    def start(self) -> RecordingProxy:
-        self._spawn(self._accept)
-        return self
-
-    def stop(self) -> None:
-        self._stopped.set()
-        with contextlib.suppress(OSError):
-            self._listener.close()
-        with self._lock:
-            links = list(self._links)
-        for link in links:
-            link.close()
-        for thread in list(self._threads):
-            thread.join(10)
 
     @property
     def advertised(self) -> str:
@@ -119,61 +70,9 @@ class RecordingProxy:
                 if seen.api_key == api and (seen.client_id or "").startswith(client_id)
             }
 
-    # -- threads --------------------------------------------------------------------------------
-
-    def _spawn(self, target: Callable[..., None], *args: object) -> None:
-        thread = threading.Thread(target=self._guarded, args=(target, *args), daemon=True)
+    def _note_request(self, frame: bytes) -> None:
         with self._lock:
-            self._threads.append(thread)
-        thread.start()
-
-    def _guarded(self, target: Callable[..., None], *args: object) -> None:
-        try:
-            target(*args)
-        except OSError:
-            pass  # a connection went away: its link is closed below
-        finally:
-            for arg in args:
-                if isinstance(arg, _Link):
-                    arg.close()
-
-    def _accept(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            client.settimeout(None)
-            try:
-                broker = socket.create_connection(("127.0.0.1", self.broker_port), timeout=10)
-            except OSError:  # the broker is not listening (yet, or any more): the client retries
-                client.close()
-                continue
-            broker.settimeout(None)
-            link = _Link(client, broker)
-            with self._lock:
-                self._links.append(link)
-            self._spawn(self._upstream, link)
-            self._spawn(self._downstream, link)
-
-    def _upstream(self, link: _Link) -> None:
-        while not link.closed.is_set():
-            size = _read_exact(link.client, 4)
-            frame = _read_exact(link.client, struct.unpack(">i", size)[0]) if size else None
-            if size is None or frame is None:
-                return
-            with self._lock:
-                self._seen.append(parse_request_header(frame))
-            link.broker.sendall(size + frame)
-
-    def _downstream(self, link: _Link) -> None:
-        while not link.closed.is_set():
-            chunk = link.broker.recv(1 << 16)
-            if not chunk:
-                return
-            link.client.sendall(chunk)
+            self._seen.append(parse_request_header(frame))
 
 
 def test_parse_request_header() -> None:
