@@ -701,7 +701,15 @@ class RaftNode:
 
     def _next_deadline(self, now: int) -> int:
         if self._leader is not None:
-            deadlines = [self._leader.check_quorum_deadline_ms]
+            # The only voter has no quorum to check (poll never resigns it): its check-quorum
+            # deadline, renewed only by appends, would fall due on an idle log and make every poll
+            # due at once, a busy loop. Kafka's LeaderState never expires a lone voter; here it is
+            # polled once per check-quorum timeout, for nothing but liveness.
+            lone = len(self.voters) == 1
+            check = (
+                now + self.config.check_quorum_timeout_ms if lone else self._leader.check_quorum_deadline_ms
+            )
+            deadlines = [check]
             deadlines += [sent + self.config.request_timeout_ms for sent in self._begin_sent_ms.values()]
             return max(now, min(deadlines))
         deadlines = [self._timer_ms]

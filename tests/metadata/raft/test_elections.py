@@ -167,3 +167,17 @@ def test_a_follower_alone_in_losing_the_leader_does_not_disrupt_it() -> None:
     cluster.run(3_000)
     assert assert_one_leader_followed(cluster) is leader
     assert leader.epoch == epoch
+
+
+def test_an_idle_lone_voter_is_not_due_at_every_poll() -> None:
+    """A single-node quorum whose log stops growing: its check-quorum deadline (renewed only by
+    appends) passes, yet the next poll is not due at once; otherwise the broker's poll loop spins a
+    core at 100 % on an idle node (it did: every idle single-node broker)."""
+    cluster = Cluster(1)
+    cluster.run(1_000)
+    leader = cluster.the_leader()
+    cluster.clock.advance(cluster.config.check_quorum_timeout_ms * 5)
+    now = cluster.clock.time_ms()
+    result = leader.poll()
+    assert result.next_deadline_ms > now
+    assert leader.is_leader
