@@ -1,4 +1,4 @@
-"""Review: log.cleaner.io.max.bytes.per.second bounds the I/O of all cleaners together, as Kafka's
+"""log.cleaner.io.max.bytes.per.second bounds the I/O of all cleaners together, as Kafka's
 LogCleaner shares one Throttler between its threads. Kipling runs one cleaner process per log dir in
 the broker and in each follower process; each must get its share of the rate, as of the offset map."""
 

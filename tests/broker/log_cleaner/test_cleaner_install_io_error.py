@@ -23,7 +23,7 @@ from follower.replica_log import ReplicaLog
 from protocol.error_codes import ErrorCode, KafkaError
 from storage.clock import FakeClock
 from storage.log import PartitionLog
-from tests.broker.log_cleaner.test_review_cleaner_driver import SETTINGS, dirty_log, real_spawn
+from tests.broker.log_cleaner.test_cleaner_driver_supervision import SETTINGS, dirty_log, real_spawn
 from tests.broker.test_partition_offline import Sender, batch, lead
 from tests.follower.test_service import T0, World, until
 from tests.storage.cleaner.helpers import BASE_TIME

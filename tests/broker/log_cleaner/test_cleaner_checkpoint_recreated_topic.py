@@ -1,4 +1,4 @@
-"""Review: the first dirty offset of a deleted topic must not apply to the topic created again under
+"""The first dirty offset of a deleted topic must not apply to the topic created again under
 its name. Kafka drops a log's cleaner checkpoint entry when it deletes the log; kipling kept it until
 a round in the log dir found the directory gone, so a topic deleted and created again in between
 started with the old offset: its head counted as clean, never put in an offset map (its duplicates

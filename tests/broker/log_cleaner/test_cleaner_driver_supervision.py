@@ -1,4 +1,4 @@
-"""Review of the cleaner driver's process supervision and file hygiene (against Kafka's LogCleaner).
+"""The cleaner driver's process supervision and file hygiene, as in Kafka's LogCleaner.
 
 - A cleaner process that started but could not be configured is stopped before the next try: it
   would otherwise wait on its channel forever, one more orphan per retry.

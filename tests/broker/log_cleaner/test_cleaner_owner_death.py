@@ -1,4 +1,4 @@
-"""Review: a cleaner process whose owner died stops its round and leaves no files.
+"""A cleaner process whose owner died stops its round and leaves no files.
 
 The owner (broker or follower process) killed mid-round: the cleaner runs in its own session and its
 event loop is blocked by the round, so it cannot see its channel close. Before, it finished the
