@@ -1,4 +1,4 @@
-"""Review of client quotas: the per-client throttle metrics stay bounded.
+"""Client quotas: the per-client throttle metrics stay bounded.
 
 Client ids are the clients' choice; a series per throttled client id that is never dropped grows
 without bound. Kafka expires a client's quota sensors after an hour without a record: the label

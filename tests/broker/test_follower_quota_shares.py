@@ -1,4 +1,4 @@
-"""Review of the follower replication quota with several follower processes: Kafka's follower quota
+"""The follower replication quota with several follower processes: Kafka's follower quota
 is one per broker (all fetcher threads share it), so a lone moving partition is copied at the whole
 follower.replication.throttled.rate. Splitting the rate equally between num.replica.fetchers
 processes held it to rate / N (half the rate with the shipped cluster configs)."""

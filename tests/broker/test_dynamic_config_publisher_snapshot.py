@@ -1,4 +1,4 @@
-"""Review of dynamic configs: a whole image published without a delta (a metadata snapshot installed
+"""Dynamic configs: a whole image published without a delta (a metadata snapshot installed
 over a running broker) still brings config changes to the partitions led and followed here.
 
 Before, the initial publisher only ran the replica transitions, which keep a led partition's log and

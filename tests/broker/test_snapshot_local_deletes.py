@@ -1,4 +1,4 @@
-"""Review of the broker side of reassignments: a metadata snapshot installed over a running broker
+"""The broker side of reassignments: a metadata snapshot installed over a running broker
 (it fell behind the controller's log start) is published as a whole image, without a delta. A
 partition led or followed here that the snapshot assigns elsewhere (a reassignment completed or was
 cancelled meanwhile) must stop being led or followed and lose its log, as Kafka's snapshot delta

@@ -1,4 +1,4 @@
-"""Review of client quotas: the per-client rates stay bounded at a bounded cost.
+"""Client quotas: the per-client rates stay bounded at a bounded cost.
 
 Kafka drops a client's quota sensors after an hour without a record, from a task that runs every
 30 s. Kipling looked for idle rates on every recorded request once 64 clients had a rate (a scan of

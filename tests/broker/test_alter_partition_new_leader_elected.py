@@ -1,4 +1,4 @@
-"""Review of the leader side of a reassignment's completion: the AlterPartition that brings the last
+"""The leader side of a reassignment's completion: the AlterPartition that brings the last
 target replica into the ISR completes the reassignment, and when it removes the proposing leader the
 controller answers NEW_LEADER_ELECTED (the change *was* committed; a target replica now leads).
 

@@ -1,4 +1,5 @@
-"""Review of dynamic configs against Kafka's ConfigAdminManager and ConfigurationControlManager.
+"""AlterConfigs of BROKER resources, as Kafka's ConfigAdminManager and ConfigurationControlManager
+handle them.
 
 * Legacy AlterConfigs may name the BROKER resource ``""`` (the cluster defaults) on a broker: Kafka
   checks the broker id only for a non-empty name, and the controller replaces the defaults' whole

@@ -1,4 +1,4 @@
-"""Review of dynamic configs: of Kafka's multi-name broker keys only the first name is dynamic.
+"""Of Kafka's multi-name broker keys only the first name is dynamic.
 
 Kafka's DynamicLogConfig reconfigures the broker key of highest precedence behind each topic key
 (``ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS``): ``log.retention.ms``, ``log.roll.ms`` and

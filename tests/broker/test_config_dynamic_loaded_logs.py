@@ -1,4 +1,4 @@
-"""Logs opened before the metadata image is loaded get their dynamic configs (issue 17, gap 3).
+"""Logs opened before the metadata image is loaded get their dynamic configs.
 
 The LogManager opens every log at start-up, before any metadata is read (the metadata log is one of
 them), so each log starts with the static defaults. Once the local metadata copy is replayed, the

@@ -1,4 +1,4 @@
-"""Review of dynamic configs: a cluster-wide default change reconfigures every topic's led partitions
+"""Dynamic configs: a cluster-wide default change reconfigures every topic's led partitions
 in one pass.
 
 ``DynamicConfigPublisher`` hands every topic to the ReplicaManager when a broker default changes;

@@ -1,4 +1,4 @@
-"""DescribeConfigs synonyms as Kafka's ConfigHelper lists them (issue 17, gap 1).
+"""DescribeConfigs synonyms as Kafka's ConfigHelper lists them.
 
 Kafka collects a key's synonyms layer by layer (per-broker, cluster default, static, default; each
 layer in the synonym group's precedence order), then drops every entry before the described key's
