@@ -1,4 +1,4 @@
-"""Review of dynamic configs: a followed partition re-added with a new leader takes the config of
+"""Dynamic configs: a followed partition re-added with a new leader takes the config of
 the same assignment.
 
 A metadata delta that changes a topic's config and its partition's leader reaches a follower
