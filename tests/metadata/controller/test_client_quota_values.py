@@ -1,4 +1,4 @@
-"""Review of client quotas: AlterClientQuotas refuses the values Kafka's ClientQuotaControlManager
+"""AlterClientQuotas refuses the values Kafka's ClientQuotaControlManager
 refuses since 3.6 (KAFKA-14943): zero or negative quotas (which would throttle every client of the
 entity for the whole quota window), fractions of integral keys, and values beyond the key's type."""
 

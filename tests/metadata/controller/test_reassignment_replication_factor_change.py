@@ -1,4 +1,4 @@
-"""Review of AlterPartitionReassignments with allow_replication_factor_change false (KIP-860):
+"""AlterPartitionReassignments with allow_replication_factor_change false (KIP-860):
 Kafka's ReplicationControlManager answers INVALID_REPLICATION_FACTOR with "The replication factor is
 changed from <current> to <target>" (what kafka-reassign-partitions.sh prints per partition), the
 current factor being the one the partition is headed for, and checks it before the target list."""

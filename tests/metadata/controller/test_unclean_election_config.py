@@ -1,4 +1,4 @@
-"""``unclean.leader.election.enable`` per node (issue 17, gap 2).
+"""``unclean.leader.election.enable`` per node.
 
 Kafka's controller resolves the key for a topic without an override through its
 ConfigurationControlManager: the ACTIVE controller's own per-node dynamic value (BROKER resource
