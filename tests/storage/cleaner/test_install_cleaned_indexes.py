@@ -1,4 +1,4 @@
-"""Review: installing a cleaned segment must not scan it on the owner's event loop.
+"""Installing a cleaned segment must not scan it on the owner's event loop.
 
 Kafka's cleaner appends to the cleaned segment (its offset and time indexes built as it goes) in
 the cleaner thread; ``replaceSegments`` only renames. Kipling's install re-read and re-validated

@@ -1,4 +1,4 @@
-"""Review: a round reads each segment one batch at a time. It listed every batch's position of a
+"""A round reads each segment one batch at a time. It listed every batch's position of a
 segment first, memory proportional to its batch count (a 1 GB segment of 100-byte batches: ten
 million entries) on top of the offset map's log.cleaner.dedupe.buffer.size."""
 

@@ -1,4 +1,4 @@
-"""Review: the offset map stays within log.cleaner.dedupe.buffer.size (Kafka's SkimpyOffsetMap holds
+"""The offset map stays within log.cleaner.dedupe.buffer.size (Kafka's SkimpyOffsetMap holds
 ``memory / 24`` slots in a buffer of that size; a Python dict of digests cost over 5 times as much)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Review: choosing the filthiest log runs on the owner's event loop for every compacted log at every
+"""Choosing the filthiest log runs on the owner's event loop for every compacted log at every
 pass; without a max.compaction.lag.ms (Kafka's default, Long.MAX_VALUE) it must not read each dirty
 segment's first batch, whose timestamp cannot matter then."""
 
