@@ -1,4 +1,4 @@
-"""Review of ``kipling configs``: ``--describe`` without ``--entity-name`` lists every topic, internal
+"""``kipling configs --describe`` without ``--entity-name`` lists every topic, internal
 ones included (Kafka's ConfigCommand lists topics with ``listInternal(true)``), and every broker
 followed by the cluster defaults."""
 
