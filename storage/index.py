@@ -23,6 +23,7 @@ import errno
 import os
 import pathlib
 import struct
+import weakref
 from array import array
 from operator import le, lt
 from sys import byteorder
@@ -93,6 +94,9 @@ class _FileIndex:
         except BaseException:
             os.close(self._fd)
             raise
+        # a raw descriptor, unlike a file object, is not closed when its owner is collected: an index
+        # dropped without close() (an error path, a test) would hold it until the process exits
+        self._release_fd = weakref.finalize(self, os.close, self._fd)
 
     def _open(self) -> int:
         """The index's one descriptor, creating an empty file when writable (a read-only index must exist).
@@ -276,7 +280,7 @@ class _FileIndex:
         if self._closed:
             return
         self._closed = True
-        os.close(self._fd)
+        self._release_fd()
 
     def delete(self) -> None:
         """Close and remove the file."""

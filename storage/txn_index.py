@@ -29,6 +29,7 @@ import errno
 import os
 import pathlib
 import struct
+import weakref
 from typing import NamedTuple
 
 import structlog
@@ -155,6 +156,8 @@ class TransactionIndex:
     def _open_for_append(self) -> int:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            # closed with this index if it is dropped unclosed (a raw fd has no finalizer of its own)
+            self._release_fd = weakref.finalize(self, os.close, self._fd)
         return self._fd
 
     # -- searches ----------------------------------------------------------------------------------
@@ -258,7 +261,7 @@ class TransactionIndex:
 
     def _close_fd(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
+            self._release_fd()
             self._fd = None
 
     def close(self) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
+import os
 import pathlib
 import struct
 import tempfile
@@ -397,3 +399,28 @@ def test_time_index_is_monotonic_and_lookup_agrees_with_scan(
             expected = max((e for e in kept if e[0] <= target), default=(-1, BASE))
             assert index.lookup(target) == expected
         index.close()
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_an_index_dropped_without_close_releases_its_descriptors(tmp_path: pathlib.Path) -> None:
+    """A raw descriptor has no finalizer of its own: dropped indexes (an error path, a test) must not
+    pile up descriptors until the process runs out (a test worker did, past select()'s 1024)."""
+    before = _open_descriptors()
+    for base in range(0, 2000, 10):
+        OffsetIndex(tmp_path / f"{base:020d}.index", base)
+        TimeIndex(tmp_path / f"{base:020d}.timeindex", base)
+    gc.collect()
+    assert _open_descriptors() <= before + 2
+    index = OffsetIndex(tmp_path / "closed.index", 0)
+    index.close()
+    index.close()  # closing twice is harmless, and the finalizer does not close a reused number
+    kept = os.open(tmp_path / "kept", os.O_CREAT | os.O_RDWR)
+    try:
+        del index
+        gc.collect()
+        os.fstat(kept)  # still open
+    finally:
+        os.close(kept)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import os
 import pathlib
 import struct
 
@@ -267,3 +269,15 @@ def test_orphan_and_stale_index_files_are_removed(tmp_path: pathlib.Path) -> Non
     log.roll()
     assert log.segment_for(3).txn_index.entries == 0 and txn_files(log) == []
     log.close()
+
+
+def test_a_transaction_index_dropped_without_close_releases_its_descriptor(tmp_path: pathlib.Path) -> None:
+    before = len(os.listdir("/proc/self/fd"))
+    for base in range(200):
+        index = TransactionIndex(tmp_path / f"{base:020d}.txnindex", base)
+        index.append(
+            AbortedTxn(producer_id=7, first_offset=base, last_offset=base + 1, last_stable_offset=base + 2)
+        )
+    del index
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) <= before + 2
