@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,7 +56,12 @@ SPARK_CONF: dict[str, Any] = {
     "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+    # a query stuck in a micro-batch (a Python callback that never answers) makes stop() raise after
+    # this long instead of waiting forever, and with it SparkContext.stop()
+    "spark.sql.streaming.stopTimeout": "60000",
 }
+STOP_TIMEOUT_S = 120.0
+"""How long the session's stop may take before its JVM is killed (teardown is not under pytest-timeout)."""
 
 
 @pytest.fixture(scope="session")
@@ -74,4 +80,21 @@ def spark() -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     pipeline.register(session)
     yield session
-    session.stop()
+    stop_bounded(session)
+
+
+def stop_bounded(session: SparkSession) -> None:
+    """Stop the session; if that hangs (a JVM thread waiting on a dead Python callback), kill its JVM.
+
+    A session-scoped fixture's teardown runs after the last test's timeout is disarmed: a stop that
+    never returns would hang the whole test run.
+    """
+    stopper = threading.Thread(target=session.stop, name="spark-stop", daemon=True)
+    stopper.start()
+    stopper.join(STOP_TIMEOUT_S)
+    if stopper.is_alive():
+        jvm = getattr(session.sparkContext._gateway, "proc", None)
+        if jvm is not None:
+            jvm.kill()
+            jvm.wait(30)
+        pytest.fail(f"SparkSession.stop() did not return within {STOP_TIMEOUT_S:.0f} s; its JVM was killed")
