@@ -532,7 +532,7 @@ def _build_broker(
         groups.runtime,
         transactions,
         tasks,
-        build_log_cleaner(config, replicas, clock, registry),
+        build_log_cleaner(config, replicas, clock, registry, follower_stats=supervisor.cleaner_stats),
         lambda: reconfigure_loaded_logs(log_manager.all_logs(), dynamic, image),
     )
 

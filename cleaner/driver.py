@@ -30,39 +30,17 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
 import structlog
 
 from cleaner.manager import CleanableLog, LogCleanerManager, LogToClean
 from cleaner.process import CleanerProcess
+from cleaner.stats import CleanerStats, RoundStats, UncleanableStats
 from client.cleaner_messages import CLEAN, CONFIGURE, CleanerSettings
 from client.replica_ipc import IpcError, IpcRemoteError
 from client.tasks import cancel_and_wait
 from storage.cleaner import CleanResult, plan_clean, remove_cleaned_files
 from storage.clock import Clock
-
-
-class CleanerMetrics(Protocol):
-    """What the driver reports to (the broker's Prometheus gauges; a follower process has none)."""
-
-    def track(
-        self,
-        *,
-        max_dirty_percent: Callable[[], float],
-        time_since_last_run_ms: Callable[[], float],
-        max_compaction_delay_s: Callable[[], float],
-        dead_count: Callable[[], float],
-    ) -> None: ...
-
-    def track_log_dir(
-        self, log_dir: pathlib.Path, count: Callable[[], float], size: Callable[[], float]
-    ) -> None: ...
-
-    def record_round(
-        self, buffer_utilization: float, bytes_read: int, bytes_written: int, seconds: float
-    ) -> None: ...
-
 
 _log = structlog.get_logger(__name__)
 
@@ -87,12 +65,20 @@ class _Worker:
     """(directory, token) of the round its process is writing: removed once the process is gone."""
     died_cleaning: tuple[tuple[str, int], int] | None = None
     """(partition, how many rounds of it in a row) while its process dies during its rounds."""
+    last_round: RoundStats | None = None
 
     @property
     def running(self) -> bool:
         return (
             self.process is not None and self.process.returncode is None and not self.process.channel.closed
         )
+
+    @property
+    def dead(self) -> bool:
+        """Kafka's dead cleaner thread: the loop ended, or its process died and is not back yet (a
+        process never started, in a log dir without compacted logs, is not dead)."""
+        loop_ended = self.task is not None and self.task.done()
+        return loop_ended or (self.process is not None and not self.running)
 
 
 class LogCleaner:
@@ -107,7 +93,6 @@ class LogCleaner:
         clock: Clock,
         settings: CleanerSettings,
         backoff_ms: int,
-        metrics: CleanerMetrics | None = None,
         spawn: Spawn | None = None,
         log_level: str = "INFO",
         log_json: bool = False,
@@ -121,7 +106,6 @@ class LogCleaner:
         self._clock = clock
         self._settings = settings
         self._backoff_s = backoff_ms / 1000
-        self._metrics = metrics
         self._spawn = spawn or self._spawn_process
         self._log_level = log_level
         self._log_json = log_json
@@ -130,19 +114,23 @@ class LogCleaner:
         self.rounds = 0
         """Rounds installed since start (tests wait on it)."""
         self._round_done = asyncio.Event()
-        if metrics is not None:
-            metrics.track(
-                max_dirty_percent=lambda: manager.max_dirty_percent,
-                time_since_last_run_ms=lambda: manager.time_since_last_run_ms,
-                max_compaction_delay_s=lambda: manager.max_compaction_delay_ms / 1000,
-                dead_count=lambda: sum(1 for w in self._workers if w.task is not None and not w.running),
-            )
-            for log_dir in manager.log_dirs:
-                metrics.track_log_dir(
-                    log_dir,
-                    lambda d=log_dir: manager.uncleanable_partitions_count(d),  # type: ignore[misc]
-                    lambda d=log_dir: manager.uncleanable_bytes(d),  # type: ignore[misc]
+
+    def stats(self) -> CleanerStats:
+        """This owner's figures for the LogCleaner and LogCleanerManager gauges (cleaner/stats.py)."""
+        manager = self.manager
+        return CleanerStats(
+            max_dirty_percent=manager.max_dirty_percent,
+            last_run_ms=manager.last_run_ms,
+            max_compaction_delay_ms=manager.max_compaction_delay_ms,
+            dead_count=sum(1 for w in self._workers if w.dead),
+            last_rounds=tuple(w.last_round for w in self._workers if w.last_round is not None),
+            uncleanable={
+                str(d): UncleanableStats(
+                    manager.uncleanable_partitions_count(d), manager.uncleanable_bytes(d)
                 )
+                for d in manager.log_dirs
+            },
+        )
 
     async def _spawn_process(self, cleaner_id: int) -> CleanerProcess:
         return await CleanerProcess.spawn(
@@ -313,10 +301,9 @@ class LogCleaner:
             )
         else:
             self.manager.abort_cleaning(taken)
-        if self._metrics is not None:
-            self._metrics.record_round(
-                result.map_utilization, result.bytes_read, result.bytes_written, time.monotonic() - started
-            )
+        worker.last_round = RoundStats(
+            result.map_utilization, result.bytes_read, result.bytes_written, time.monotonic() - started
+        )
         return installed
 
     async def _install(self, candidate: CleanableLog, result: CleanResult, truncations: int) -> bool:

@@ -128,8 +128,9 @@ class LogCleanerManager:
         return list(self._dirs)
 
     @property
-    def time_since_last_run_ms(self) -> int:
-        return self._clock.time_ms() - self._last_run_ms
+    def last_run_ms(self) -> int:
+        """When a log was last looked for (the owner's clock)."""
+        return self._last_run_ms
 
     def in_progress(self, topic_partition: TopicPartition) -> bool:
         return topic_partition in self._in_progress

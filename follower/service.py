@@ -343,9 +343,12 @@ class FollowerService:
         return moved
 
     async def report_offsets(self) -> None:
-        moved = self.moved_offsets()
-        if moved:
-            await self._send_event(OFFSETS, {"partitions": [o.to_json() for o in moved]})
+        """The moved offsets, and the cleaner's figures (the broker's cleaner gauges show them)."""
+        body: dict[str, Any] = {"partitions": [o.to_json() for o in self.moved_offsets()]}
+        if self._cleaner is not None:
+            body["cleaner"] = self._cleaner.stats().to_json()
+        if body["partitions"] or self._cleaner is not None:
+            await self._send_event(OFFSETS, body)
 
     def snapshot(self) -> dict[str, Any]:
         """Per partition: offsets and fetch state; per fetcher: its leader and counts (diagnostics)."""

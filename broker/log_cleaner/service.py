@@ -6,7 +6,7 @@ Logs owned by follower processes are cleaned by those processes (follower/log_cl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry
 
@@ -15,6 +15,7 @@ from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager
 from cleaner.driver import LogCleaner
 from cleaner.manager import CleanableLog, LogCleanerManager
+from cleaner.stats import CleanerStats
 from client.cleaner_messages import CleanerSettings
 from server_common.config import BrokerConfig
 from storage.cleaner import LastRecord, last_records_of_active_producers
@@ -70,10 +71,14 @@ def build_log_cleaner(
     clock: Clock,
     registry: CollectorRegistry,
     *,
+    follower_stats: Callable[[], Iterable[CleanerStats]] = list,
     log_level: str = "INFO",
     log_json: bool = False,
 ) -> LogCleaner | None:
     """The broker's cleaner, or None when ``log.cleaner.enable`` is false or there are no threads.
+
+    Its gauges on ``registry`` cover its own logs and, through ``follower_stats`` (the follower
+    processes' latest snapshots), the logs they clean.
 
     One cleaner process per log dir (DESIGN.md section 3, Compaction), sharing
     ``log.cleaner.dedupe.buffer.size`` with the follower processes' cleaners as Kafka's threads
@@ -91,14 +96,15 @@ def build_log_cleaner(
         load_factor=config.log_cleaner_io_buffer_load_factor,
         io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second / processes,
     )
-    return LogCleaner(
+    cleaner = LogCleaner(
         broker_id=config.node_id,
         manager=manager,
         candidates=led_compacted_logs(replicas),
         clock=clock,
         settings=settings,
         backoff_ms=config.log_cleaner_backoff_ms,
-        metrics=LogCleanerMetrics(registry),
         log_level=log_level,
         log_json=log_json,
     )
+    LogCleanerMetrics(registry, lambda: [cleaner.stats(), *follower_stats()], clock)
+    return cleaner

@@ -1,8 +1,9 @@
 """Log compaction in a three-broker cluster: the leader's broker compacts the log it leads, and the
-follower processes compact the copies they follow (each owner installs its own cleaned segments);
-after the leader stops, the broker that takes the lead goes on compacting the copy handed to it;
-and a replica that lost its files replicates the compacted log (offsets with gaps) from scratch.
-Every consumer sees each key's latest value at the offset it was written at."""
+follower processes compact the copies they follow (each owner installs its own cleaned segments),
+their rounds shown by their brokers' cleaner gauges; after the leader stops, the broker that takes
+the lead goes on compacting the copy handed to it; and a replica that lost its files replicates the
+compacted log (offsets with gaps) from scratch. Every consumer sees each key's latest value at the
+offset it was written at."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
+from broker.metrics.log_cleaner import CLEANER_RECOPY, DEAD_THREAD_COUNT, MAX_CLEAN_TIME
 from protocol.records import iter_all_records
 from tests.integration.cluster import FAST_FAILOVER, Cluster, log_bytes, wait_until
 from tests.integration.test_log_compaction import KEYS, Latest, latest_of, read_all, value
@@ -94,6 +96,11 @@ def test_leaders_compact_and_replicas_follow_a_compacted_log(cluster: Cluster) -
     for node in (2, 3):  # the follower processes compact their own copies
         wait_until(lambda node=node: size(cluster, node) < produced / 4, TIMEOUT_S, f"follower {node}'s log")
         assert stored(cluster, node) == written
+    for node in (2, 3):  # no log they lead is compacted: every round in their gauges is a follower's
+        broker = cluster.brokers[node]
+        wait_until(lambda b=broker: b.metric(MAX_CLEAN_TIME) > 0, TIMEOUT_S, f"broker {node}'s clean time")
+        assert 0 < broker.metric(CLEANER_RECOPY) < 100
+        assert broker.metric(DEAD_THREAD_COUNT) == 0
 
     # the leader stops: the broker taking the lead compacts the copy it now leads
     cluster.brokers[1].stop()

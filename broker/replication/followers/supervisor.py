@@ -50,6 +50,7 @@ from broker.replication.followers.fetcher_ids import fetcher_id_for
 from broker.replication.followers.metrics import FollowerMetricsCollector, LagSeries, forget_process
 from broker.replication.followers.process import FollowerProcess
 from broker.replication.followers.quota_shares import quota_shares
+from cleaner.stats import CleanerStats
 from client.replica_ipc import IpcClosedError, IpcError, JsonObject
 from client.replica_messages import (
     ADD_PARTITIONS,
@@ -141,6 +142,8 @@ class _Slot:
     ran: bool = False
     """Whether a process of this slot ever got its partitions (until then its logs are untouched)."""
     restarts: int = 0
+    cleaner_stats: CleanerStats | None = None
+    """The latest snapshot of its process's log cleaner (with its offsets reports)."""
 
 
 class FollowerSupervisor:
@@ -362,6 +365,7 @@ class FollowerSupervisor:
 
     async def _launch(self, slot: _Slot) -> FollowerProcess:
         """Start a process for ``slot``: configure it and give it the slot's partitions."""
+        slot.cleaner_stats = None  # a dead process's figures are not the new one's
         env = {**self._env, MULTIPROCESS_DIR_ENV: str(self.metrics_dir)}
         process = await FollowerProcess.spawn(
             python_executable=self._python,
@@ -685,6 +689,8 @@ class FollowerSupervisor:
         if message_type == OFFSETS:
             for item in body.get("partitions", []):
                 self._offsets_reported(slot, PartitionOffsets.from_json(item))
+            if "cleaner" in body:
+                slot.cleaner_stats = CleanerStats.from_json(body["cleaner"])
         elif message_type == PARTITION_FAILED:
             self._partition_failed(slot, (str(body["topic"]), int(body["partition"])), str(body["reason"]))
         else:
@@ -734,6 +740,11 @@ class FollowerSupervisor:
             self._on_partition_failed(tp[0], tp[1], reason)
 
     # -- metrics -------------------------------------------------------------------------------------
+
+    def cleaner_stats(self) -> list[CleanerStats]:
+        """The running follower processes' latest log cleaner snapshots (the broker's cleaner gauges
+        combine them with its own)."""
+        return [s.cleaner_stats for s in self._slots if s.process is not None and s.cleaner_stats is not None]
 
     def register_collector(self, registry: CollectorRegistry) -> FollowerMetricsCollector:
         """Show the follower processes' metrics on ``registry`` (the broker's ``/metrics``)."""
