@@ -9,6 +9,12 @@ mapping before) and every append is one ``pwrite`` at the end of the file, where
 ordinary ENOSPC: the entry is not added and :class:`~storage.errors.LogDirFullError` is raised.
 The in-memory copy costs 8 + 12 bytes per ``index.interval.bytes`` (4 KiB) of log, about 0.5%.
 
+An index holds a descriptor only while its segment is written: once the segment is inactive
+(:meth:`_FileIndex.release`) lookups read the entries in memory, and the rare write (a truncation
+that makes the segment active again, the fsync of a later flush) opens the file again. A broker's
+descriptor limit is what caps its partitions; an inactive segment costs one (its .log), not three,
+as Kafka's lazily opened indexes cost nothing until used.
+
 The file holds exactly the entries (nothing is preallocated); ``max_index_size`` only caps how many
 entries an index takes before its segment must roll. Files written by an older version, or left by
 a crash, may still end in zero entries: on open the valid prefix is found by binary search (entries
@@ -80,9 +86,14 @@ class _FileIndex:
         self.base_offset = base_offset
         self._writable = writable
         self._closed = False
-        self._fd = self._open()
+        self._idle = not writable
+        """No descriptor kept between uses (released, or read-only: the entries are all in memory)."""
+        self._dirty = writable
+        """Written (or cut) since the last fsync; a writable file may have been cut on open."""
+        self._fd: int | None = None
+        fd = self._descriptor()
         try:
-            data = _read_all(self._fd)
+            data = _read_all(fd)
             self._size_is_corrupt = len(data) % self.ENTRY_SIZE != 0
             self._data = bytearray(data[: self._round(len(data))])
             self._entries = self._valid_entries_on_open()
@@ -92,11 +103,24 @@ class _FileIndex:
                 self._cut_file_to_entries(len(data))
                 self.resize(max(self._round(max_index_size), self.size_in_bytes))
         except BaseException:
-            os.close(self._fd)
+            self._close_descriptor()
             raise
-        # a raw descriptor, unlike a file object, is not closed when its owner is collected: an index
-        # dropped without close() (an error path, a test) would hold it until the process exits
-        self._release_fd = weakref.finalize(self, os.close, self._fd)
+        if self._idle:
+            self._close_descriptor()
+
+    def _descriptor(self) -> int:
+        """The open descriptor, opening the file when the index holds none."""
+        if self._fd is None:
+            self._fd = self._open()
+            # a raw descriptor, unlike a file object, is not closed when its owner is collected: an
+            # index dropped without close() (an error path, a test) would hold it until exit
+            self._release_fd = weakref.finalize(self, os.close, self._fd)
+        return self._fd
+
+    def _close_descriptor(self) -> None:
+        if self._fd is not None:
+            self._release_fd()
+            self._fd = None
 
     def _open(self) -> int:
         """The index's one descriptor, creating an empty file when writable (a read-only index must exist).
@@ -117,7 +141,7 @@ class _FileIndex:
         if file_size == self.size_in_bytes:
             return
         try:
-            os.ftruncate(self._fd, self.size_in_bytes)
+            os.ftruncate(self._descriptor(), self.size_in_bytes)
         except OSError as exc:
             if not is_log_dir_full(exc):
                 raise
@@ -196,15 +220,16 @@ class _FileIndex:
         the file never holds a torn entry that the next open would take for a corrupt index.
         """
         position = self.size_in_bytes
+        fd = self._writing()
         try:
-            written = os.pwrite(self._fd, entry, position)
+            written = os.pwrite(fd, entry, position)
             if written != len(entry):
                 raise OSError(
                     errno.ENOSPC, f"short write of an index entry ({written} of {len(entry)} bytes)"
                 )
         except OSError as exc:
             try:
-                os.ftruncate(self._fd, position)
+                os.ftruncate(fd, position)
             except OSError:
                 _log.warning("could not cut a torn index entry", path=str(self.path))
             raise_log_dir_full(self.path, exc)
@@ -248,7 +273,7 @@ class _FileIndex:
         if count >= self._entries:
             return
         self._require_writable()
-        os.ftruncate(self._fd, count * self.ENTRY_SIZE)
+        os.ftruncate(self._writing(), count * self.ENTRY_SIZE)
         del self._data[count * self.ENTRY_SIZE :]
         self._entries = count
 
@@ -271,16 +296,32 @@ class _FileIndex:
         self._capacity = rounded // self.ENTRY_SIZE
 
     def flush(self) -> None:
-        """fsync the entries written so far."""
-        if self._writable and not self._closed:
-            os.fsync(self._fd)
+        """fsync the entries written so far (a released index opens its file just for that)."""
+        if not (self._writable and self._dirty) or self._closed:
+            return
+        os.fsync(self._descriptor())
+        self._dirty = False
+        if self._idle:
+            self._close_descriptor()
+
+    def release(self) -> None:
+        """Hold no descriptor until the next write: the segment became inactive (its entries stay in
+        memory for lookups; unsynced ones are fsynced by the next :meth:`flush`, which reopens)."""
+        self._idle = True
+        self._close_descriptor()
+
+    def _writing(self) -> int:
+        """The descriptor for a write: the segment is written again, so the index keeps it."""
+        self._idle = False
+        self._dirty = True
+        return self._descriptor()
 
     def close(self) -> None:
         """Release the file; closing twice is harmless. Nothing is written: the file is already exact."""
         if self._closed:
             return
         self._closed = True
-        self._release_fd()
+        self._close_descriptor()
 
     def delete(self) -> None:
         """Close and remove the file."""
@@ -288,7 +329,8 @@ class _FileIndex:
         self.path.unlink(missing_ok=True)
 
     def rename(self, new_path: pathlib.Path) -> None:
-        """Rename the file (e.g. to a .deleted or .swap name); the open descriptor stays valid."""
+        """Rename the file (e.g. to a .deleted or .swap name); an open descriptor stays valid, a released
+        index opens the new name when it is next written."""
         new_path = pathlib.Path(new_path)
         os.replace(self.path, new_path)
         self.path = new_path

@@ -570,11 +570,14 @@ class LogSegment:
         self._indexes_full = self._indexes_incomplete or self.offset_index.is_full or self.time_index.is_full
 
     def on_becoming_inactive(self) -> None:
-        """After a roll: write the final time index entry, trim both indexes to their entries, flush
-        the transaction index and release its descriptor."""
+        """After a roll (or a load, or an install): write the final time index entry, trim both
+        indexes to their entries, flush the transaction index, and release the three indexes'
+        descriptors: an inactive segment holds only its .log open (storage/index.py)."""
         self._append_final_time_entry()
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        self.offset_index.release()
+        self.time_index.release()
         self.txn_index.release()
         self._refresh_indexes_full()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import pathlib
@@ -763,3 +764,47 @@ def test_a_compact_only_log_has_no_size_or_time_retention(tmp_path: pathlib.Path
     assert log.delete_old_segments() == 0 and len(log.segments()) == before
     log.maybe_increment_log_start_offset(log.segments()[2].base_offset)
     assert log.delete_old_segments() == 2
+
+
+# -- descriptors ------------------------------------------------------------------------------------
+
+
+def descriptors_into(directory: pathlib.Path) -> list[str]:
+    """The names of the files of ``directory`` this process holds open."""
+    names = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = pathlib.Path(os.readlink(f"/proc/self/fd/{fd}"))
+            if target.parent == directory:
+                names.append(target.name)
+    return sorted(names)
+
+
+def test_an_inactive_segment_holds_only_its_log_open(tmp_path: pathlib.Path, clock: FakeClock) -> None:
+    """The descriptor limit caps a broker's partitions: an inactive segment's indexes are in memory
+    and hold no descriptor; they still answer lookups, take a truncation back to active, and a
+    reopened log finds them intact."""
+    log = open_log(tmp_path, clock)
+    fill(log, 40)
+    segments = log.segments()
+    assert len(segments) > 3
+    active = segments[-1]
+    log.flush()
+    expected = sorted(
+        [s.log_path.name for s in segments] + [active.offset_index.path.name, active.time_index.path.name]
+    )
+    assert descriptors_into(log.directory) == expected
+    everything = read_all(log)  # reads walk every segment through its in-memory offset index
+    assert [h.base_offset for h in headers_of(everything)] == list(range(0, 80, 2))
+    assert log.offset_for_timestamp(BASE_TIME + 3)[0] == 5  # batch 2 (offsets 4, 5 at +2, +3): inactive
+    middle = segments[1]
+    assert log.truncate_to(middle.base_offset + 2)  # the middle segment is written again
+    fill(log, 10, epoch=1)
+    assert headers_of(read_all(log))[-1].next_offset == log.log_end_offset
+    log.close()
+    reopened = open_log(tmp_path, clock)
+    assert [(s.base_offset, index_entries(s)) for s in reopened.segments()] == [
+        (s.base_offset, expected_index_entries(scan_file(s.log_path), SMALL.index_interval_bytes))
+        for s in reopened.segments()
+    ]
+    reopened.close()
