@@ -84,6 +84,8 @@ def load_log(
             segments.append(open_segment(base))
             continue
         segment, cut_short = _open_checked(open_segment(base), epoch_cache)
+        if i < len(bases) - 1:  # inactive and checked: only its .log stays open while the rest loads
+            segment.release_index_descriptors()
         segments.append(segment)
         if cut_short and i < len(bases) - 1:  # as recovery does: no offsets missing in the middle
             _log.warning("deleting the segments after a segment cut short", deleted_segments=bases[i + 1 :])

@@ -576,10 +576,14 @@ class LogSegment:
         self._append_final_time_entry()
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
-        self.offset_index.release()
-        self.time_index.release()
+        self.release_index_descriptors()
         self.txn_index.release()
         self._refresh_indexes_full()
+
+    def release_index_descriptors(self) -> None:
+        """Close the offset and time indexes' descriptors until their next write (storage/index.py)."""
+        self.offset_index.release()
+        self.time_index.release()
 
     def _append_final_time_entry(self) -> None:
         """The segment's max timestamp as a last time index entry, when there is space for it.

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import storage.loader
 from protocol.errors import CorruptRecordError, UnsupportedMagicError
 from protocol.records import Record, build_batch, verify_batch
 from protocol.records.compression import CompressionType
@@ -808,3 +809,29 @@ def test_an_inactive_segment_holds_only_its_log_open(tmp_path: pathlib.Path, clo
         for s in reopened.segments()
     ]
     reopened.close()
+
+
+def test_loading_keeps_one_descriptor_per_checked_inactive_segment(
+    tmp_path: pathlib.Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restart of a log of many segments never holds three descriptors for each of them: those it
+    only checks (clean, or below the recovery point) release their indexes at once."""
+    log = open_log(tmp_path, clock)
+    fill(log, 40)
+    count = len(log.segments())
+    directory = log.directory
+    log.close()
+    seen: list[list[str]] = []
+    recover = storage.loader._recover_segments
+
+    def spy(*args: object) -> object:
+        seen.append(descriptors_into(directory))
+        return recover(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(storage.loader, "_recover_segments", spy)
+    for clean in (True, False):  # after a crash, with the recovery point in the last segment
+        seen.clear()
+        reopened = open_log(tmp_path, clock, clean_shutdown=clean, recovery_point=log.log_end_offset)
+        assert len(seen) == 1 and len(seen[0]) == count + 2  # every .log, the last segment's indexes
+        assert len(descriptors_into(directory)) == count + 2
+        reopened.close()
