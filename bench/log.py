@@ -135,7 +135,7 @@ def read_pass(log: PartitionLog, case: Case, high_watermark: int, *, materialize
         if piece is None or piece.length == 0:
             raise AssertionError(f"read at offset {offset} below HW {high_watermark} returned nothing")
         if materialize:
-            data = os.pread(piece.file.fileno(), piece.length, piece.position)
+            data = os.pread(piece.file.fd(), piece.length, piece.position)
             if len(data) != piece.length:
                 raise AssertionError(f"short pread: {len(data)} of {piece.length} bytes")
         total += piece.length
@@ -151,7 +151,7 @@ def check_log(log: PartitionLog, case: Case, high_watermark: int) -> None:
         raise AssertionError(f"first read: {result}")
     if result.log_end_offset != high_watermark:
         raise AssertionError(f"log end offset {result.log_end_offset}, expected {high_watermark}")
-    data = os.pread(result.slice.file.fileno(), case.batch_bytes, result.slice.position)
+    data = os.pread(result.slice.file.fd(), case.batch_bytes, result.slice.position)
     header = read_header(data)
     if header.base_offset != 0 or header.size != case.batch_bytes:
         raise AssertionError(f"first batch on disk: {header}")

@@ -32,6 +32,7 @@ from broker.startup import StartupError, as_startup_error, check_log_dirs, repor
 from client.tasks import cancel_and_wait
 from server_common.config import BrokerConfig, ConfigError, load_config
 from server_common.config.properties import PropertiesError
+from storage.file_pool import size_process_pool
 
 log = structlog.get_logger("kipling.broker")
 
@@ -110,10 +111,10 @@ async def _started_before_stop(broker: Node, stop: asyncio.Event) -> bool:
 
 
 def raise_file_limit() -> None:
-    """Lift the soft open-files limit to the hard one: every partition holds ~3 descriptors
-    (its active segment and two index mappings), and the usual soft limit of 1024 would cap a
-    broker at a few hundred partitions. Kafka's operators raise it by hand; kipling does what
-    the process may do by itself and logs the result."""
+    """Lift the soft open-files limit to the hard one: segment files share half of it
+    (``kipling.log.open.files.max``, storage/file_pool.py) and connections the rest, so the
+    usual soft limit of 1024 would leave a busy broker reopening files. Kafka's operators raise
+    it by hand; kipling does what the process may do by itself and logs the result."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != hard:
         try:
@@ -121,7 +122,7 @@ def raise_file_limit() -> None:
             soft = hard
         except (ValueError, OSError) as exc:
             log.warning("cannot raise the open-files limit", soft=soft, hard=hard, error=str(exc))
-    log.info("open-files limit", limit=soft, partitions_at_most=max(soft - 64, 0) // 3)
+    log.info("open-files limit", limit=soft)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -133,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         return report(exc, json_output=args.log_json)
     for warning in warnings:
         log.warning("configuration", message=warning)
+    log.info("segment files", open_at_most=size_process_pool(config.kipling_log_open_files_max))
     try:
         import uvloop
 

@@ -78,6 +78,8 @@ class FollowerSettings:
     log_retention_check_interval_ms: int = 300000
     producer_id_expiration_ms: int = 86_400_000
     """``producer.id.expiration.ms``: idle producers leave the state (and the snapshots) after this."""
+    log_open_files_max: int = 0
+    """``kipling.log.open.files.max``: the follower process sizes its file pool with it."""
     log_cleaner: dict[str, Any] = field(default_factory=dict)
     """The log cleaner's settings for the logs this process follows (empty: no cleaning):
     ``log_dirs``, ``backoff_ms`` and :class:`~client.cleaner_messages.CleanerSettings`' fields."""

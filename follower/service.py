@@ -42,6 +42,7 @@ from follower.replica_log import ReplicaLog
 from follower.source_fetcher import Connect, SourceBroker, SourceBrokerFetcher, fetcher_name
 from storage.clock import Clock, SystemClock
 from storage.config import LogConfig
+from storage.file_pool import size_process_pool
 from storage.handover import LogHandover, open_handed_over_log
 from storage.producer_state import PRODUCER_EXPIRATION_CHECK_INTERVAL_MS
 
@@ -119,6 +120,8 @@ class FollowerService:
         for fetcher in self._fetchers.values():
             fetcher.set_broker_epoch(settings.broker_epoch)
         if first:
+            open_at_most = size_process_pool(settings.log_open_files_max)
+            _log.info("segment files", open_at_most=open_at_most)
             self._start_housekeeping(settings)
             self._cleaner = build_follower_log_cleaner(
                 settings.log_cleaner,

@@ -9,11 +9,11 @@ mapping before) and every append is one ``pwrite`` at the end of the file, where
 ordinary ENOSPC: the entry is not added and :class:`~storage.errors.LogDirFullError` is raised.
 The in-memory copy costs 8 + 12 bytes per ``index.interval.bytes`` (4 KiB) of log, about 0.5%.
 
-An index holds a descriptor only while its segment is written: once the segment is inactive
-(:meth:`_FileIndex.release`) lookups read the entries in memory, and the rare write (a truncation
-that makes the segment active again, the fsync of a later flush) opens the file again. A broker's
-descriptor limit is what caps its partitions; an inactive segment costs one (its .log), not three,
-as Kafka's lazily opened indexes cost nothing until used.
+Lookups never touch the file: only writes need a descriptor, and it comes from the process's
+file pool (storage/file_pool.py), which closes the least recently used when it needs room. An
+inactive segment's index releases its descriptor at once (:meth:`_FileIndex.release`); the rare
+write (a truncation that makes the segment active again, the fsync of a later flush) opens the
+file again, as Kafka's lazily opened indexes cost nothing until used.
 
 The file holds exactly the entries (nothing is preallocated); ``max_index_size`` only caps how many
 entries an index takes before its segment must roll. Files written by an older version, or left by
@@ -29,7 +29,6 @@ import errno
 import os
 import pathlib
 import struct
-import weakref
 from array import array
 from operator import le, lt
 from sys import byteorder
@@ -38,6 +37,7 @@ import structlog
 
 from protocol.sentinels import NO_TIMESTAMP
 from storage.errors import CorruptIndexError, StorageError, is_log_dir_full, raise_log_dir_full
+from storage.file_pool import PooledFile
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 _MAX_INT32 = 2**31 - 1
@@ -82,7 +82,6 @@ class _FileIndex:
     _OFFSET_FIELD_START: int = 0
 
     def __init__(self, path: pathlib.Path, base_offset: int, max_index_size: int, writable: bool) -> None:
-        self.path = pathlib.Path(path)
         self.base_offset = base_offset
         self._writable = writable
         self._closed = False
@@ -90,7 +89,7 @@ class _FileIndex:
         """No descriptor kept between uses (released, or read-only: the entries are all in memory)."""
         self._dirty = writable
         """Written (or cut) since the last fsync; a writable file may have been cut on open."""
-        self._fd: int | None = None
+        self._file = self._open(pathlib.Path(path))
         fd = self._descriptor()
         try:
             data = _read_all(fd)
@@ -108,28 +107,21 @@ class _FileIndex:
         if self._idle:
             self._close_descriptor()
 
+    @property
+    def path(self) -> pathlib.Path:
+        """The file's current name (it changes with :meth:`rename`)."""
+        return self._file.path
+
     def _descriptor(self) -> int:
-        """The open descriptor, opening the file when the index holds none."""
-        if self._fd is None:
-            self._fd = self._open()
-            # a raw descriptor, unlike a file object, is not closed when its owner is collected: an
-            # index dropped without close() (an error path, a test) would hold it until exit
-            self._release_fd = weakref.finalize(self, os.close, self._fd)
-        return self._fd
+        """The descriptor for one system call now (the pool opens the file again if it closed it)."""
+        return self._file.fd()
 
     def _close_descriptor(self) -> None:
-        if self._fd is not None:
-            self._release_fd()
-            self._fd = None
+        self._file.release()
 
-    def _open(self) -> int:
-        """The index's one descriptor, creating an empty file when writable (a read-only index must exist).
-
-        With thousands of partitions the descriptor limit is what caps a broker: an index costs one.
-        """
-        if self._writable:
-            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        return os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+    def _open(self, path: pathlib.Path) -> PooledFile:
+        """The index's file, created empty when writable (a read-only index must exist)."""
+        return PooledFile(path, os.O_RDWR | os.O_CREAT if self._writable else os.O_RDONLY)
 
     def _cut_file_to_entries(self, file_size: int) -> None:
         """Drop a preallocated zero tail (an older version's file, or a crash): appends go at the end.
@@ -321,7 +313,7 @@ class _FileIndex:
         if self._closed:
             return
         self._closed = True
-        self._close_descriptor()
+        self._file.close()
 
     def delete(self) -> None:
         """Close and remove the file."""
@@ -331,9 +323,7 @@ class _FileIndex:
     def rename(self, new_path: pathlib.Path) -> None:
         """Rename the file (e.g. to a .deleted or .swap name); an open descriptor stays valid, a released
         index opens the new name when it is next written."""
-        new_path = pathlib.Path(new_path)
-        os.replace(self.path, new_path)
-        self.path = new_path
+        self._file.rename(new_path)
 
     def _check_size(self) -> None:
         if self._size_is_corrupt:

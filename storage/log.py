@@ -427,7 +427,7 @@ class PartitionLog:
         for batch in segment.iter_batches(start.position):
             if batch.max_timestamp < timestamp or batch.last_offset < log_start:
                 continue
-            data = os.pread(segment.file.fileno(), batch.size, batch.position)
+            data = segment.file.pread(batch.size, batch.position)
             record = first_record_at_or_after(data, read_header(data), timestamp, log_start)
             if record is not None:
                 epoch = batch.partition_leader_epoch

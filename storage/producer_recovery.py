@@ -15,7 +15,6 @@ the log end go) and the replay writes only the ones the indexes lack.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import structlog
@@ -83,7 +82,7 @@ def iter_log_batches(
             for position, header in _segment_headers_from(segment, start_offset):
                 marker = None
                 if header.is_control and header.producer_id >= 0 and header.records_count > 0:
-                    data = os.pread(segment.file.fileno(), header.size, position)
+                    data = segment.file.pread(header.size, position)
                     marker = read_end_txn_marker(data)
                 yield header, marker
         except ProtocolError as exc:
@@ -99,7 +98,7 @@ def _segment_headers_from(segment: LogSegment, start_offset: int) -> Iterator[tu
         if first is None:
             return
         position = first.position
-    yield from walk_headers(segment.file.fileno(), position, segment.size, chunk_size=_REPLAY_CHUNK)
+    yield from walk_headers(segment.file, position, segment.size, chunk_size=_REPLAY_CHUNK)
 
 
 def iter_log_headers(log: PartitionLog, start_offset: int) -> Iterator[RecordBatchHeader]:

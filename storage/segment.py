@@ -22,7 +22,7 @@ import pathlib
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, NamedTuple, cast
+from typing import NamedTuple
 
 import structlog
 
@@ -32,6 +32,7 @@ from protocol.sentinels import NO_TIMESTAMP
 from storage.config import LogConfig
 from storage.epoch import LeaderEpochFileCache
 from storage.errors import CorruptIndexError, KiplingStorageError, LogDirFullError, raise_log_dir_full
+from storage.file_pool import PooledFile
 from storage.index import OffsetIndex, TimeIndex
 from storage.slices import FileSlice
 from storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
@@ -85,7 +86,7 @@ def _batch_position(position: int, header: RecordBatchHeader) -> BatchPosition:
     )
 
 
-def walk_batches(fd: int, position: int, end: int) -> Iterator[BatchPosition]:
+def walk_batches(fd: int | PooledFile, position: int, end: int) -> Iterator[BatchPosition]:
     """Yield the batches of an open .log from ``position`` (a batch boundary) up to ``end``.
 
     Reads ``_SCAN_CHUNK`` bytes per pread so several small batches cost one system call; only the
@@ -96,18 +97,21 @@ def walk_batches(fd: int, position: int, end: int) -> Iterator[BatchPosition]:
 
 
 def walk_headers(
-    fd: int, position: int, end: int, *, chunk_size: int = _SCAN_CHUNK
+    fd: int | PooledFile, position: int, end: int, *, chunk_size: int = _SCAN_CHUNK
 ) -> Iterator[tuple[int, RecordBatchHeader]]:
     """(position, full header) of each batch of an open .log from ``position`` up to ``end``.
 
-    Reads ``chunk_size`` bytes per pread; raises a protocol error when a header is impossible.
+    Reads ``chunk_size`` bytes per pread; raises a protocol error when a header is impossible. A
+    pooled file is asked for its descriptor at every pread: the walk may be interleaved with other
+    files' uses, which can close it (storage/file_pool.py).
     """
+    pread = fd.pread if isinstance(fd, PooledFile) else lambda length, at: os.pread(fd, length, at)
     buf = b""
     buf_start = position
     while position < end:
         relative = position - buf_start
         if relative + HEADER_SIZE > len(buf):
-            buf = os.pread(fd, chunk_size, position)
+            buf = pread(chunk_size, position)
             buf_start, relative = position, 0
         header = read_header(buf, relative)
         yield position, header
@@ -156,12 +160,10 @@ class LogSegment:
         self._max_index_size = config.max_index_size
         self.created_ms = created_ms
         self.roll_jitter_ms = roll_jitter_ms
-        self.log_path = self.directory / segment_file_name(base_offset, LOG_SUFFIX)
         index_path = self.directory / segment_file_name(base_offset, INDEX_SUFFIX)
         time_index_path = self.directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
         self.needs_recovery = not (index_path.exists() and time_index_path.exists())
-        self._file = cast(BinaryIO, open(self.log_path, "a+b", buffering=0))  # noqa: SIM115
-        self._fd = self._file.fileno()
+        self._file = PooledFile(self._path(LOG_SUFFIX), os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
             self.offset_index = OffsetIndex(index_path, base_offset, config.max_index_size)
             try:
@@ -181,7 +183,7 @@ class LogSegment:
             raise
         self._rebuilding_indexes = False
         self._indexes_incomplete = False
-        self._size = os.fstat(self._fd).st_size
+        self._size = self._file.size()
         self._closed = False
         self._refresh_indexes_full()
         try:
@@ -197,9 +199,14 @@ class LogSegment:
         return self._size
 
     @property
-    def file(self) -> BinaryIO:
-        """The open .log file (what read slices point into)."""
+    def file(self) -> PooledFile:
+        """The .log file (what read slices point into); its descriptor comes from the file pool."""
         return self._file
+
+    @property
+    def log_path(self) -> pathlib.Path:
+        """The .log's current name (it changes with :meth:`change_file_suffix`)."""
+        return self._file.path
 
     @property
     def next_offset(self) -> int:
@@ -301,7 +308,7 @@ class LogSegment:
     def _undo_append(self, before: _SegmentTail, cause: OSError) -> None:
         """Put the files and the counters back as they were before a failed append."""
         try:
-            os.ftruncate(self._fd, before.size)
+            os.ftruncate(self._file.fd(), before.size)
             self.offset_index.truncate_to_entries(before.offset_index_entries)
             self.time_index.truncate_to_entries(before.time_index_entries)
         except OSError as exc:
@@ -366,9 +373,9 @@ class LogSegment:
 
     def _write_all(self, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data)
-        written = self._file.write(view)
+        written = os.write(self._file.fd(), view)
         while written < len(view):  # a short write only happens when the disk fills up
-            more = self._file.write(view[written:])
+            more = os.write(self._file.fd(), view[written:])
             if not more:
                 raise OSError(errno.ENOSPC, f"short write to {self.log_path}")
             written += more
@@ -404,7 +411,7 @@ class LogSegment:
 
     def iter_batches(self, position: int = 0, end: int | None = None) -> Iterator[BatchPosition]:
         """Walk batch headers from ``position`` (a batch boundary) up to ``end`` (default: the end)."""
-        return walk_batches(self._fd, position, self._size if end is None else end)
+        return walk_batches(self._file, position, self._size if end is None else end)
 
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchPosition | None:
         """The first batch whose last offset is >= ``offset``, or None if every batch ends before it."""
@@ -482,7 +489,7 @@ class LogSegment:
         self.offset_index.truncate_to(batch.base_offset)
         self.time_index.truncate_to(batch.base_offset)
         removed = self._size - batch.position
-        os.ftruncate(self._fd, batch.position)
+        os.ftruncate(self._file.fd(), batch.position)
         self._size = batch.position
         self.resize_indexes(self._max_index_size)
         self._load_tail_state()
@@ -519,26 +526,26 @@ class LogSegment:
                     _assign_newer_epoch(epoch_cache, header)
         finally:
             self._rebuilding_indexes = False
-        file_size = os.fstat(self._fd).st_size
+        file_size = self._file.size()
         if self._size < file_size:
-            os.ftruncate(self._fd, self._size)
+            os.ftruncate(self._file.fd(), self._size)
         self.txn_index.truncate_to(self._next_offset)  # markers cut off with the tail
         return file_size - self._size
 
     def _iter_valid_batches(self) -> Iterator[tuple[int, RecordBatchHeader]]:
         """Yield (position, header) of CRC-valid batches read in large chunks; stop at the first bad one."""
-        file_size = os.fstat(self._fd).st_size
+        file_size = self._file.size()
         buf = b""
         buf_start = position = 0
         while position + LOG_OVERHEAD <= file_size:
             relative = position - buf_start
             if relative + HEADER_SIZE > len(buf):
-                buf, buf_start, relative = os.pread(self._fd, _RECOVERY_CHUNK, position), position, 0
+                buf, buf_start, relative = self._file.pread(_RECOVERY_CHUNK, position), position, 0
             size = _LENGTH.unpack_from(buf, relative + 8)[0] + LOG_OVERHEAD
             if size < HEADER_SIZE or position + size > file_size:
                 return
             if relative + size > len(buf):
-                buf = os.pread(self._fd, max(_RECOVERY_CHUNK, size), position)
+                buf = self._file.pread(max(_RECOVERY_CHUNK, size), position)
                 buf_start, relative = position, 0
             try:
                 header = verify_batch(buf, relative)
@@ -604,8 +611,8 @@ class LogSegment:
             )
 
     def flush(self) -> None:
-        """fsync the .log and the indexes."""
-        os.fsync(self._fd)
+        """fsync the .log and the indexes (a file whose descriptor the pool closed is opened again)."""
+        os.fsync(self._file.fd())
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
@@ -633,9 +640,7 @@ class LogSegment:
 
     def change_file_suffix(self, suffix: str) -> None:
         """Rename the files to ``<name><suffix>`` (e.g. ".deleted"); open handles stay valid."""
-        new_log = self._path(LOG_SUFFIX + suffix)
-        os.replace(self.log_path, new_log)
-        self.log_path = new_log
+        self._file.rename(self._path(LOG_SUFFIX + suffix))
         self.offset_index.rename(self._path(INDEX_SUFFIX + suffix))
         self.time_index.rename(self._path(TIME_INDEX_SUFFIX + suffix))
         self.txn_index.rename(self._path(TXN_INDEX_SUFFIX + suffix))

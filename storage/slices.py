@@ -1,23 +1,25 @@
-"""A byte range of an open segment file: what a log read hands to the network layer.
+"""A byte range of a segment file: what a log read hands to the network layer.
 
-Reads never copy record bytes into Python objects: the fetch path writes the slice to the socket
-with ``os.sendfile`` or ``os.pread`` on ``file.fileno()``. :meth:`FileSlice.read_bytes` exists for
-tests, tools and the follower's local reads, which do need the bytes.
+Reads never copy record bytes into Python objects until the response is written: the connection
+reads the slice then (``pread``, in the tick it writes the response) and the codec only counts its
+length. A slice names the file, never a descriptor: the file pool (storage/file_pool.py) may close
+the descriptor between the read and the write, and the slice's file opens it again by name.
 """
 
 from __future__ import annotations
 
-import os
-from typing import BinaryIO, NamedTuple
+from typing import NamedTuple
+
+from storage.file_pool import PooledFile
 
 
 class FileSlice(NamedTuple):
     """``length`` bytes of ``file`` starting at ``position``; always whole record batches."""
 
-    file: BinaryIO
+    file: PooledFile
     position: int
     length: int
 
     def read_bytes(self) -> bytes:
         """Copy the slice out of the file (pread: the file offset is left alone)."""
-        return os.pread(self.file.fileno(), self.length, self.position)
+        return self.file.pread(self.length, self.position)

@@ -55,7 +55,6 @@ has no such topic config, and a zstd batch behind a non-zstd first batch is not 
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -603,5 +602,5 @@ def _starts_with_zstd(records: FileSlice) -> bool:
     """True if the first batch of the slice is zstd-compressed (reads its attributes, 2 bytes)."""
     if records.length <= ATTRIBUTES_OFFSET + 1:
         return False
-    attributes = os.pread(records.file.fileno(), 2, records.position + ATTRIBUTES_OFFSET)
+    attributes = records.file.pread(2, records.position + ATTRIBUTES_OFFSET)
     return len(attributes) == 2 and (attributes[1] & COMPRESSION_MASK) == CompressionType.ZSTD

@@ -130,6 +130,7 @@ class BrokerConfig:
     log_dirs: list[Path]
     metadata_log_dir: Path
     """Where the metadata log lives: ``metadata.log.dir``, else the first of ``log_dirs``."""
+    kipling_log_open_files_max: int
     message_max_bytes: int
     log_segment_bytes: int
     log_roll_ms: int

@@ -444,6 +444,11 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     ConfigDef("metadata.log.dir", T.STRING, None, H, "The directory of the KRaft metadata log "
               "(__cluster_metadata-0). Unset: the first of log.dirs. A directory of its own keeps the "
               "metadata log writable when the data log dirs fill up."),
+    ConfigDef("kipling.log.open.files.max", T.INT, 0, M, "Most descriptors a broker process (and "
+              "each follower process) keeps open for segment files and indexes, across all its "
+              "partitions (a kipling key; Kafka keeps every segment open): the least recently used "
+              "is closed when another must open, and reopened when used. 0: half the process's "
+              "open-files limit, leaving the rest to connections.", at_least(0)),
     ConfigDef("message.max.bytes", T.INT, 1048588, H, "Largest record batch a partition accepts, after "
               "compression.", at_least(0), topic_name="max.message.bytes"),
     ConfigDef("log.segment.bytes", T.INT, 1073741824, H, "Roll to a new segment file once the active "

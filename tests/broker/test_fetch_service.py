@@ -162,7 +162,7 @@ def records_of(result: PartitionFetchResult) -> bytes:
 def log_bytes(env: FetchEnv, topic: str, index: int = 0) -> bytes:
     """Every batch of a one-segment log, as written."""
     segment = env.partition(topic, index).log.active_segment
-    with open(segment.file.name, "rb") as f:
+    with open(segment.file.path, "rb") as f:
         return f.read()
 
 

@@ -36,6 +36,7 @@ def follower_settings(config: BrokerConfig, broker_epoch: int = -1) -> FollowerS
         ),
         log_retention_check_interval_ms=config.log_retention_check_interval_ms,
         producer_id_expiration_ms=config.producer_id_expiration_ms,
+        log_open_files_max=config.kipling_log_open_files_max,
         log_cleaner=follower_cleaner_settings(config),
     )
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 from dataclasses import dataclass, field
 
@@ -103,8 +102,7 @@ def read_batches(log: PartitionLog) -> list[tuple[RecordBatchHeader, list[Decode
     """Every batch of every segment with its records, straight from the files."""
     out = []
     for segment in log.segments():
-        fd = segment.file.fileno()
-        data = os.pread(fd, segment.size, 0)
+        data = segment.file.pread(segment.size, 0)
         for pos, header in iter_batches(data):
             chunk = data[pos : pos + header.size]
             out.append((read_header(chunk), list(iter_records(chunk))))
