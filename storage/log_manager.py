@@ -334,6 +334,10 @@ class LogManager:
         raise ValueError(f"{log_dir} is not one of this log manager's log dirs")
 
     def _least_loaded_log_dir(self) -> pathlib.Path:
+        """The placement dir holding the fewest logs (Kafka's nextLogDirs). Counting is O(logs), so
+        a single dir, the common case, skips it: creating 100,000 partitions must not be quadratic."""
+        if len(self._placement_dirs) == 1:
+            return self._placement_dirs[0]
         counts = Counter(self._dir_of.values())
         counts.update(external.log_dir for external in self._external.values())
         return min(self._placement_dirs, key=lambda directory: counts[directory])

@@ -33,9 +33,26 @@ def sample_value(text: str, name: str, **labels: str) -> float:
     return total
 
 
-LISTEN_PORTS = range(10_000, 32_000)
-"""Where test brokers listen: below Linux's ephemeral range (32768-60999), so that no client
-connection's source port, picked by the kernel meanwhile, can take a port chosen here."""
+def _worker_ports(ports: range) -> range:
+    """This pytest-xdist worker's share of ``ports`` (all of them outside xdist).
+
+    A port is checked free here and bound later by the broker process: two workers picking from
+    the same range could both find one free and the second broker would fail to start. Disjoint
+    shares make that impossible; within a worker the picks are sequential.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or not worker[2:].isdigit() or count <= 1:
+        return ports
+    share = len(ports) // count
+    start = ports.start + int(worker[2:]) % count * share
+    return range(start, start + share)
+
+
+LISTEN_PORTS = _worker_ports(range(10_000, 32_000))
+"""Where this test process's brokers listen: below Linux's ephemeral range (32768-60999), so that
+no client connection's source port, picked by the kernel meanwhile, can take a port chosen here,
+and apart from the other xdist workers' ports."""
 
 
 def free_port() -> int:
@@ -72,6 +89,8 @@ class BrokerProcess:
     port: int = field(default_factory=free_port)
     metrics_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    command_prefix: list[str] = field(default_factory=list)
+    """Run the broker under this command (``prlimit --nofile=...``, which execs it: same pid)."""
     group: int | None = None
     """Run the broker (and the follower processes it starts) with this gid: a fault test tells the
     nodes' traffic apart by the group owning each socket (nft ``meta skgid``)."""
@@ -97,6 +116,7 @@ class BrokerProcess:
     def launch(self) -> BrokerProcess:
         """Start the process without waiting (the voters of a quorum start together)."""
         args = [
+            *self.command_prefix,
             sys.executable,
             "-m",
             "broker",
