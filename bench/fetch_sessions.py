@@ -22,10 +22,10 @@ Modes alternate in blocks on the same broker; the first rounds of every block ar
 they carry the catch-up of what the other mode's rounds produced. Fetch v12 is used (topic names,
 what kafka-python sends); ``--fetch-version 13`` switches to topic ids.
 
-Session sizes that the machine cannot host are skipped, not faked: every kipling partition holds
-open file descriptors and memory maps, and both are capped per process (``RLIMIT_NOFILE``,
-``vm.max_map_count``). After the first size the bench measures descriptors and maps per partition,
-skips the sizes that do not fit, and measures the largest size that does instead.
+Session sizes that the machine cannot host are skipped, not faked. Descriptors no longer limit the
+size: a broker keeps at most ``kipling.log.open.files.max`` of them for segment files, whatever N
+(storage/file_pool.py), and maps none; the bench still measures maps per partition after the first
+size and skips a size that ``vm.max_map_count`` could not hold.
 
 Run from the repository root: ``python -m bench.fetch_sessions`` (``--sizes``, ``--blocks``,
 ``--rounds``, ``--fixed-changed``, ``--phase-seconds``); writes ``bench/results/fetch_sessions.json``
@@ -62,7 +62,6 @@ PARTITION_MAX_BYTES = 1 << 20
 RESPONSE_MAX_BYTES = 50 << 20
 SESSION_ERRORS = {70, 71, 106}
 """FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR."""
-FD_MARGIN = 300
 MAP_MARGIN = 2_000
 FILL_STEP = 500
 
@@ -267,21 +266,20 @@ def summarize(samples: list[Sample], changed: int) -> dict[str, Any]:
 
 
 def capacity(broker: KiplingProcess, n_created: int, fds_before: int, maps_before: int) -> dict[str, Any]:
-    """How many partitions one broker process can host here, from what ``n_created`` took."""
+    """How many partitions one broker process can host here, from what ``n_created`` took.
+
+    Descriptors are pooled (a bounded number whatever N), so only memory maps can cap N."""
     fds_pp = (broker.open_files() - fds_before) / n_created
     maps_pp = (broker.memory_maps() - maps_before) / n_created
-    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     max_maps = int(Path("/proc/sys/vm/max_map_count").read_text())
-    by_fds = int((nofile - fds_before - FD_MARGIN) / fds_pp) if fds_pp else 10**9
     by_maps = int((max_maps - maps_before - MAP_MARGIN) / maps_pp) if maps_pp else 10**9
     return {
         "fds_per_partition": fds_pp,
         "maps_per_partition": maps_pp,
-        "rlimit_nofile_hard": nofile,
+        "rlimit_nofile_hard": resource.getrlimit(resource.RLIMIT_NOFILE)[1],
         "vm_max_map_count": max_maps,
-        "max_partitions_by_fds": by_fds,
         "max_partitions_by_maps": by_maps,
-        "max_partitions": min(by_fds, by_maps),
+        "max_partitions": by_maps,
     }
 
 
@@ -431,15 +429,12 @@ def main() -> None:
         if cap is not None and n > cap["max_partitions"]:
             needs = {
                 "n": n,
-                "fds_needed": round(n * cap["fds_per_partition"]),
                 "maps_needed": round(n * cap["maps_per_partition"]),
-                "rlimit_nofile_hard": cap["rlimit_nofile_hard"],
                 "vm_max_map_count": cap["vm_max_map_count"],
             }
             skipped.append(needs)
             print(
-                f"  N={n:,} skipped: needs ~{needs['fds_needed']:,} open files (hard limit "
-                f"{needs['rlimit_nofile_hard']:,}) and ~{needs['maps_needed']:,} memory maps "
+                f"  N={n:,} skipped: needs ~{needs['maps_needed']:,} memory maps "
                 f"(vm.max_map_count {needs['vm_max_map_count']:,})"
             )
             fit = cap["max_partitions"] // FILL_STEP * FILL_STEP

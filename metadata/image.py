@@ -391,7 +391,7 @@ class MetadataImage:
             return f"partition {topic.name}-{record.partition_id} already exists"
         reason = _invalid_partition(record)
         if reason is None:
-            topic.partitions[record.partition_id] = partition_state_of(record)
+            topic.set_partition(partition_state_of(record))
         return reason
 
     def _change_partition(self, record: PartitionChangeRecord, offset: int) -> str | None:
@@ -403,7 +403,7 @@ class MetadataImage:
             return f"unknown partition {topic.name}-{record.partition_id}"
         reason = _invalid_partition(record) or _invalid_epochs(old, record)
         if reason is None:
-            topic.partitions[record.partition_id] = partition_state_of(record)
+            topic.set_partition(partition_state_of(record))
         return reason
 
     def _remove_topic(self, record: RemoveTopicRecord, offset: int) -> str | None:

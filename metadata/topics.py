@@ -52,6 +52,14 @@ class TopicState:
     topic_id: uuid.UUID
     partitions: dict[int, PartitionState]
     configs: dict[str, str] = field(default_factory=dict)
+    generation: int = field(default=0, compare=False)
+    """Bumped by every change to ``partitions`` (:meth:`set_partition`): what is derived from them,
+    such as a Metadata response's encoded partitions, is reused while it stays the same."""
+
+    def set_partition(self, state: PartitionState) -> None:
+        """Add or replace one partition (the only way ``partitions`` changes)."""
+        self.partitions[state.partition] = state
+        self.generation += 1
 
     @property
     def replication_factor(self) -> int:

@@ -22,7 +22,7 @@ from protocol import types as t
 from protocol.data import MessageData
 from protocol.errors import DecodeError, EncodeError, UnknownFieldError, UnsupportedVersionError
 from protocol.sentinels import ZERO_UUID
-from protocol.wire import SegmentedBytesIO
+from protocol.wire import EncodedArray, SegmentedBytesIO
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+)|(\+))?$")
 
@@ -306,6 +306,31 @@ class MessageCodec:
         io = BytesIO()
         self.write(obj, io)
         return io.getvalue()
+
+    def array_encoder(self, *path: str) -> Callable[[Sequence[Any]], EncodedArray]:
+        """An encoder of the array field at ``path`` (``"topics", "partitions"``) in this version,
+        whose result this codec writes as is: see :class:`~protocol.wire.EncodedArray`."""
+        construct: Any = self.struct
+        for name in path:
+            if isinstance(construct, t.Array):
+                construct = construct.element
+            fields = {f.name: f for f in (*construct.fields, *construct.tagged)}
+            if name not in fields:
+                raise KeyError(f"{self.spec.name} v{self.version} has no field {'.'.join(path)}")
+            construct = fields[name].construct
+        if not isinstance(construct, t.Array):
+            raise TypeError(f"{self.spec.name} v{self.version}: {'.'.join(path)} is not an array")
+        array = construct
+
+        def encode(items: Sequence[Any]) -> EncodedArray:
+            io = BytesIO()
+            try:
+                array.build_stream(items, io)
+            except (*_DECODE_FAILURES, AttributeError) as exc:
+                raise EncodeError(f"{self.spec.name} v{self.version} {'.'.join(path)}: {exc}") from None
+            return EncodedArray(io.getvalue())
+
+        return encode
 
     def encode_parts(self, obj: Any) -> tuple[list[object], int]:
         """Encode a message whose bytes fields may hold :class:`~protocol.wire.ExternalBytes`:

@@ -124,11 +124,16 @@ class Array(Construct):  # type: ignore[misc]  # construct has no type hints: Co
             return None
         return [self.element._parsereport(stream, context, path) for _ in range(n)]
 
-    def _build(self, obj: Sequence[Any] | None, stream: BytesIO, context: Any, path: str) -> Any:
+    def _build(
+        self, obj: Sequence[Any] | wire.EncodedArray | None, stream: BytesIO, context: Any, path: str
+    ) -> Any:
         if obj is None:
             if not self.nullable:
                 raise EncodeError("null array in a non-nullable field")
             stream.write(b"\x00" if self.compact else b"\xff\xff\xff\xff")
+            return obj
+        if isinstance(obj, wire.EncodedArray):
+            stream.write(obj.data)
             return obj
         if self.compact:
             wire.write_compact_array_count(stream, len(obj))
@@ -168,6 +173,9 @@ class Array(Construct):  # type: ignore[misc]  # construct has no type hints: Co
             def {fname}(obj, io, this):
                 if obj is None:
                     {null}
+                    return obj
+                if type(obj) is EncodedArray:
+                    io.write(obj.data)
                     return obj
                 items = obj
                 {writer}(io, len(items))

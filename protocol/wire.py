@@ -257,6 +257,21 @@ class ExternalBytes:
         self.source = source
 
 
+class EncodedArray:
+    """An array field's value already in wire form for one message version, its count included: the
+    encoder writes the bytes as they are.
+
+    For response parts that change far less often than they are sent: a topic's partitions in
+    Metadata are encoded once per change of the topic, not once per request (100,000 partitions
+    are 100,000 structs to build for every full Metadata request otherwise).
+    """
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
 class SegmentedBytesIO(BytesIO):
     """A BytesIO that accepts :class:`ExternalBytes` and yields the message as pieces."""
 

@@ -14,7 +14,10 @@ number may already belong to another file). A read of many partitions (a fetch r
 
 Reopening drops ``O_CREAT``: a file that was deleted meanwhile raises FileNotFoundError rather
 than coming back empty. Data written through a descriptor that was closed since is still made
-durable by an ``fsync`` through the reopened one (the kernel syncs the file, not the descriptor).
+durable by an ``fsync`` through the reopened one (the kernel syncs the file, not the descriptor);
+what a reopened descriptor may not see is a write-back error that an earlier one already reported,
+which only matters where every append is fsynced (``flush.messages=1``), and there the file is used
+too often to be the least recently used.
 
 One pool per process (:data:`OPEN_FILES`), because the limit is per process; the broker sizes it
 from its configuration at start (``kipling.log.open.files.max``), a follower process from what the

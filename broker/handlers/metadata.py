@@ -23,6 +23,7 @@ crashes on -1).
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -36,7 +37,9 @@ from metadata.topics import NO_LEADER, PartitionState, TopicLookup, TopicState
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
+from protocol.messages import RESPONSES
 from protocol.sentinels import ZERO_UUID
+from protocol.wire import EncodedArray
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 """Kafka's "not computed" value for topic/cluster authorized operations."""
@@ -84,6 +87,10 @@ class MetadataHandler(Handler):
         self._controller_id = controller_id if callable(controller_id) else (lambda: controller_id)
         self._auto_create_topics_enable = auto_create_topics_enable
         self._auto_create = auto_create
+        self._encoded_partitions: dict[tuple[int, uuid.UUID], tuple[TopicState, int, EncodedArray]] = {}
+        """(version, topic id) → (topic, its generation, its partitions encoded): a full Metadata
+        request of 100,000 partitions costs the encoding of the topics that changed since."""
+        self._prune_at = 1024
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         version = ctx.api_version
@@ -93,7 +100,7 @@ class MetadataHandler(Handler):
             return self.error_response(ctx, request, exc.code)
         include_ops = version >= 8 and request.include_topic_authorized_operations
         if _wants_all_topics(version, request.topics):
-            results = [self._describe(topic, include_ops) for topic in self._topics.all()]
+            results = [self._describe(topic, include_ops, version) for topic in self._topics.all()]
         else:
             results = await self._requested(ctx, request, include_ops)
         cluster_ops = (
@@ -137,24 +144,24 @@ class MetadataHandler(Handler):
             if wanted.topic_id != ZERO_UUID:
                 if wanted.topic_id not in seen_ids:
                     seen_ids.add(wanted.topic_id)
-                    results.append(self._by_id(wanted.topic_id, include_ops))
+                    results.append(self._by_id(wanted.topic_id, include_ops, ctx.api_version))
             elif wanted.name not in seen_names:
                 seen_names.add(wanted.name)
                 results.append(await self._by_name(ctx, wanted.name, allow_create, include_ops))
         return results
 
-    def _by_id(self, topic_id: uuid.UUID, include_ops: bool) -> dict[str, Any]:
+    def _by_id(self, topic_id: uuid.UUID, include_ops: bool, version: int) -> dict[str, Any]:
         topic = self._topics.get_by_id(topic_id)
         if topic is None:
             return _error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
-        return self._describe(topic, include_ops)
+        return self._describe(topic, include_ops, version)
 
     async def _by_name(
         self, ctx: RequestContext, name: str, allow_create: bool, include_ops: bool
     ) -> dict[str, Any]:
         topic = self._topics.get(name)
         if topic is not None:
-            return self._describe(topic, include_ops)
+            return self._describe(topic, include_ops, ctx.api_version)
         if not topic_names.is_valid(name):
             return _error_topic(ErrorCode.INVALID_TOPIC_EXCEPTION, name, ZERO_UUID)
         if not allow_create or topic_names.is_internal(name):
@@ -167,19 +174,45 @@ class MetadataHandler(Handler):
             )
             return _error_topic(exc.code, name, ZERO_UUID)
         _log.info("topic auto-created", topic=name, client_id=ctx.client_id, peer=ctx.peer)
-        return self._describe(created, include_ops)
+        return self._describe(created, include_ops, ctx.api_version)
 
-    def _describe(self, topic: TopicState, include_ops: bool) -> dict[str, Any]:
+    def _describe(self, topic: TopicState, include_ops: bool, version: int) -> dict[str, Any]:
         return {
             "error_code": int(ErrorCode.NONE),
             "name": topic.name,
             "topic_id": topic.topic_id,
             "is_internal": topic.is_internal,
-            "partitions": [_partition(p) for p in topic.sorted_partitions()],
+            "partitions": self._partitions(topic, version),
             "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS
             if include_ops
             else AUTHORIZED_OPERATIONS_OMITTED,
         }
+
+    def _partitions(self, topic: TopicState, version: int) -> EncodedArray:
+        """The topic's partitions in wire form for ``version``, encoded again only when it changed."""
+        key = (version, topic.topic_id)
+        cached = self._encoded_partitions.get(key)
+        if cached is not None and cached[0] is topic and cached[1] == topic.generation:
+            return cached[2]
+        encoded = _partitions_encoder(version)([_partition(p) for p in topic.sorted_partitions()])
+        if cached is None and len(self._encoded_partitions) >= self._prune_at:
+            self._prune()
+        self._encoded_partitions[key] = (topic, topic.generation, encoded)
+        return encoded
+
+    def _prune(self) -> None:
+        """Forget the encodings of deleted topics (kept until the cache grows: deletions are rare)."""
+        self._encoded_partitions = {
+            key: entry
+            for key, entry in self._encoded_partitions.items()
+            if self._topics.get_by_id(key[1]) is entry[0]
+        }
+        self._prune_at = max(self._prune_at, 2 * len(self._encoded_partitions))
+
+
+@functools.cache
+def _partitions_encoder(version: int) -> Callable[[Sequence[Any]], EncodedArray]:
+    return RESPONSES[ApiKey.METADATA].codec(version).array_encoder("topics", "partitions")
 
 
 TopicCreator = Callable[[str], Awaitable[TopicState]]

@@ -157,6 +157,25 @@ async def test_metadata_v12_describes_the_cluster_and_topics(env: Env) -> None:
     assert [(p.leader_epoch, p.offline_replicas) for p in orders.partitions] == [(0, []), (0, [])]
 
 
+async def test_metadata_reuses_a_topics_encoded_partitions_until_the_topic_changes(env: Env) -> None:
+    """The handler encodes a topic's partitions once per change: new partitions, a deleted and
+    recreated topic and every version still answer what the metadata says now."""
+    handler = env.metadata()
+    env.topics.create_topic("orders", 2, 1, {})
+    for version in (1, 9, 12):
+        for _ in range(2):  # the second request answers from the encoded partitions
+            response = await call(handler, version, {"topics": None})
+            assert [p.partition_index for p in response.topics[0].partitions] == [0, 1]
+    env.topics.create_partitions("orders", 4)
+    response = await call(handler, 12, {"topics": [{"name": "orders", "topic_id": ZERO_UUID}]})
+    assert [p.partition_index for p in response.topics[0].partitions] == [0, 1, 2, 3]
+    env.topics.delete_topic("orders")
+    recreated = env.topics.create_topic("orders", 1, 1, {})
+    response = await call(handler, 12, {"topics": None})
+    assert response.topics[0].topic_id == recreated.topic_id
+    assert [p.partition_index for p in response.topics[0].partitions] == [0]
+
+
 async def test_metadata_empty_list_means_no_topics_from_v1(env: Env) -> None:
     env.topics.create_topic("a", 1, 1, {})
     assert names(await call(env.metadata(), 1, {"topics": []})) == []
