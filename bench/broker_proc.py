@@ -205,7 +205,8 @@ class KiplingProcess(ServerProcess):
             "metrics.listener": f"127.0.0.1:{self.metrics_port}",
             **self.overrides,
         }
-        args = [sys.executable, "-m", "broker", "--log-level", "warning"]
+        level = os.environ.get("KIPLING_BENCH_LOG_LEVEL", "warning")  # info: to see why a run went wrong
+        args = [sys.executable, "-m", "broker", "--log-level", level]
         for key, value in settings.items():
             args += ["--override", f"{key}={value}"]
         return args

@@ -227,7 +227,7 @@ class ClusterControl:
         records.append(
             RegisterBrokerRecord(broker_id, incarnation_id, broker_epoch, tuple(endpoints), rack, fenced=True)
         )
-        self._writer.commit(records)
+        self._writer.commit(records, atomic=False)  # the old incarnation's partitions move first
         self._sessions.start(broker_id, broker_epoch, now_ms)
         _log.info(
             "broker registered",
@@ -270,7 +270,7 @@ class ClusterControl:
             )
         records: list[MetadataRecord] = list(self._replication.changes_for_removed_broker(broker_id))
         records.append(UnregisterBrokerRecord(broker_id, registration.broker_epoch))
-        self._writer.commit(records)
+        self._writer.commit(records, atomic=False)
         self._sessions.remove(broker_id)
         _log.info("broker unregistered", broker=broker_id, broker_epoch=registration.broker_epoch)
 
@@ -366,7 +366,7 @@ class ClusterControl:
     def _unfence(self, broker_id: int, broker_epoch: int) -> None:
         records: list[MetadataRecord] = [UnfenceBrokerRecord(broker_id, broker_epoch)]
         records.extend(self._replication.changes_for_unfenced_broker(broker_id))
-        self._writer.commit(records)
+        self._writer.commit(records, atomic=False)  # one change per partition it may lead: maybe 100,000
         _log.info("broker unfenced", broker=broker_id, broker_epoch=broker_epoch, elections=len(records) - 1)
 
     def _fence(
@@ -376,7 +376,7 @@ class ClusterControl:
             self._replication.changes_for_removed_broker(broker_id, also_leaving)
         )
         records.append(FenceBrokerRecord(broker_id, broker_epoch))
-        self._writer.commit(records)
+        self._writer.commit(records, atomic=False)  # each of its partitions moves: the fence comes last
         self._sessions.end_controlled_shutdown(broker_id)
         _log.info(
             "broker fenced",
@@ -388,7 +388,7 @@ class ClusterControl:
 
     def _begin_controlled_shutdown(self, broker_id: int) -> None:
         records = self._replication.changes_for_removed_broker(broker_id)
-        commit = self._writer.commit(records)
+        commit = self._writer.commit(records, atomic=False)
         self._sessions.begin_controlled_shutdown(broker_id, commit.last_offset)
         _log.info("broker in controlled shutdown", broker=broker_id, changes=len(records))
 

@@ -333,7 +333,7 @@ class QuorumController:
         in one batch; ``requested`` None means every partition."""
         results, records = plan_elections(self._image, self._replication.is_active, election_type, requested)
         if records:
-            self._writer.commit(records)
+            self._writer.commit(records, atomic=False)  # independent elections, maybe of every partition
             _log.info("leaders elected", election=election_type.name, partitions=len(records))
         return results
 
@@ -386,5 +386,5 @@ class QuorumController:
             return
         _, records = plan_elections(self._image, self._replication.is_active, ElectionType.UNCLEAN, wanted)
         if records:
-            self._writer.commit(records)
+            self._writer.commit(records, atomic=False)
             _log.info("unclean leaders elected after a config change", partitions=len(records))

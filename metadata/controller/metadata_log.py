@@ -108,6 +108,10 @@ class Commit:
     delta: MetadataDelta
 
 
+MAX_RECORDS_PER_BATCH = 10_000
+"""Records per batch of a non-atomic commit (Kafka's QuorumController.MAX_RECORDS_PER_BATCH)."""
+
+
 class MetadataWriter:
     """Appends a batch, then applies it to the image, then notifies: the controller's only write path."""
 
@@ -146,14 +150,36 @@ class MetadataWriter:
                 f"{self._image.offset}: replay the whole log before writing"
             )
 
-    def commit(self, records: Sequence[MetadataRecord]) -> Commit:
-        """Append ``records`` as one batch and apply it; an empty batch changes nothing."""
+    def commit(self, records: Sequence[MetadataRecord], *, atomic: bool = True) -> Commit:
+        """Append ``records`` and apply them; an empty list changes nothing.
+
+        ``atomic`` records go in one batch: a reader sees all of them or none (a topic and its
+        partitions). Otherwise they go in batches of at most :data:`MAX_RECORDS_PER_BATCH`, as
+        Kafka's controller writes a change that is a list of independent ones: fencing the
+        leader of 100,000 partitions moves each of them, which in one batch would be megabytes,
+        more than a metadata batch may hold.
+        """
         self.check_writable()
         if not records:
             return Commit(self.next_offset, self.next_offset - 1, MetadataDelta())
+        step = len(records) if atomic else MAX_RECORDS_PER_BATCH
+        first = self._log.end_offset
+        for start in range(0, len(records), step):
+            self._append(records[start : start + step])
+        try:
+            delta = self._image.apply_batch(((first + i, r) for i, r in enumerate(records)), self._epoch)
+        except Exception as exc:
+            self._fail(f"the controller's own batch does not replay: {exc}")
+            raise
+        last = first + len(records) - 1
+        self._notify(last)
+        return Commit(first, last, delta)
+
+    def _append(self, batch: Sequence[MetadataRecord]) -> None:
+        """Append one batch right after the last; any failure fails the writer."""
         expected = self._log.end_offset
         try:
-            first = self._log.append(records, self._epoch)
+            first = self._log.append(batch, self._epoch)
         except Exception as exc:
             self._fail(f"metadata append failed: {exc!r}")
             if isinstance(exc, KafkaError):
@@ -164,14 +190,6 @@ class MetadataWriter:
         if first != expected:
             self._fail(f"the metadata log put the batch at offset {first}, expected {expected}")
             raise ControllerFailedError(self._failure)
-        try:
-            delta = self._image.apply_batch(((first + i, r) for i, r in enumerate(records)), self._epoch)
-        except Exception as exc:
-            self._fail(f"the controller's own batch does not replay: {exc}")
-            raise
-        last = first + len(records) - 1
-        self._notify(last)
-        return Commit(first, last, delta)
 
     def _fail(self, reason: str) -> None:
         self._failure = reason

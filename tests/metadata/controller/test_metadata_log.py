@@ -8,7 +8,12 @@ from collections.abc import Sequence
 import pytest
 
 from metadata.controller.controller import QuorumController
-from metadata.controller.metadata_log import ControllerFailedError, InMemoryMetadataLog, MetadataWriter
+from metadata.controller.metadata_log import (
+    MAX_RECORDS_PER_BATCH,
+    ControllerFailedError,
+    InMemoryMetadataLog,
+    MetadataWriter,
+)
 from metadata.image import MetadataImage
 from metadata.records import MetadataRecord, RegisterBrokerRecord, TopicRecord
 from protocol.error_codes import ErrorCode, KafkaError
@@ -113,3 +118,31 @@ def test_register_record_carries_its_own_offset_as_broker_epoch() -> None:
     assert isinstance(record, RegisterBrokerRecord)
     assert record.broker_epoch == offset == epoch
     assert cluster.heartbeat(2).error is ErrorCode.NONE
+
+
+class BatchRecordingLog(InMemoryMetadataLog):
+    """Remembers the size of every batch appended."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    def append(self, records: Sequence[MetadataRecord], epoch: int) -> int:
+        self.batches.append(len(records))
+        return super().append(records, epoch)
+
+
+def test_a_non_atomic_commit_is_written_in_batches_of_at_most_ten_thousand_records() -> None:
+    """Fencing the leader of 100,000 partitions is 100,000 changes: one batch of them would be
+    larger than a metadata batch may be, so independent changes go in batches, as Kafka writes them."""
+    image = MetadataImage()
+    log = BatchRecordingLog()
+    writer = MetadataWriter(log, image, 1)
+    topics = [TopicRecord(f"t{i}", uuid.UUID(int=i + 1)) for i in range(MAX_RECORDS_PER_BATCH * 2 + 5)]
+    commit = writer.commit(topics[:3])
+    assert log.batches == [3]
+    commit = writer.commit(topics[3:], atomic=False)
+    assert log.batches == [3, MAX_RECORDS_PER_BATCH, MAX_RECORDS_PER_BATCH, 2]
+    assert (commit.first_offset, commit.last_offset) == (3, len(topics) - 1)
+    assert len(commit.delta.topics_created) == len(topics) - 3
+    assert image.offset == len(topics) - 1 and len(image.all()) == len(topics)
