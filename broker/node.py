@@ -134,9 +134,12 @@ METADATA_LOG_CONFIG_OVERRIDES = {
     "retention.ms": "-1",
     "retention.bytes": "-1",
     "compression.type": "producer",
+    "max.message.bytes": str(8 * 1024 * 1024),
 }
-"""The metadata log is never trimmed by time or size (it is the cluster's whole history), and its
-batches stay as the controller wrote them whatever the broker-wide ``compression.type``."""
+"""The metadata log is never trimmed by time or size (it is the cluster's whole history), its
+batches stay as the controller wrote them whatever the broker-wide ``compression.type``, and a
+batch may be 8 MiB whatever ``message.max.bytes`` says (Kafka's KRaft batch bound): 10,000 partition
+records of a high replication factor are more than the 1 MiB default."""
 PLAINTEXT = 0
 COMMIT_WAIT_FACTOR = 2
 """A controller answer waits at most this many quorum fetch timeouts for its commit: longer than a

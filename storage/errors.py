@@ -63,6 +63,16 @@ class CorruptLogError(KiplingStorageError):
         self.damaged_from = damaged_from
 
 
+class OutOfDescriptorsError(OSError):
+    """A segment file could not be opened: the process's open-files limit is reached and the file
+    pool (storage/file_pool.py) has no descriptor of its own left to close.
+
+    Connections or other files hold the rest: a shortage that passes, not a failed disk, so callers
+    answer KAFKA_STORAGE_ERROR (retriable) but keep the partition online. It is an OSError carrying
+    EMFILE, so every path that undoes a failed write handles it unchanged.
+    """
+
+
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 """A full file system or an exhausted quota: the disk is healthy, it only has no room for more."""
 

@@ -13,11 +13,12 @@ number may already belong to another file). A read of many partitions (a fetch r
 100,000 of them) therefore works with any capacity: each slice opens its file when it is read.
 
 Reopening drops ``O_CREAT``: a file that was deleted meanwhile raises FileNotFoundError rather
-than coming back empty. Data written through a descriptor that was closed since is still made
-durable by an ``fsync`` through the reopened one (the kernel syncs the file, not the descriptor);
-what a reopened descriptor may not see is a write-back error that an earlier one already reported,
-which only matters where every append is fsynced (``flush.messages=1``), and there the file is used
-too often to be the least recently used.
+than coming back empty, and so does a name that now belongs to another file (the reopened
+descriptor's device and inode must be the first open's). Data written through a descriptor that
+was closed since is still made durable by an ``fsync`` through the reopened one (the kernel syncs
+the file, not the descriptor). What a reopened descriptor may not see is a write-back error that
+an earlier one already reported; that matters only where every append is fsynced
+(``flush.messages=1``), and there the file is used too often to be the least recently used.
 
 One pool per process (:data:`OPEN_FILES`), because the limit is per process; the broker sizes it
 from its configuration at start (``kipling.log.open.files.max``), a follower process from what the
@@ -32,6 +33,8 @@ import pathlib
 import resource
 import weakref
 from collections import OrderedDict
+
+from storage.errors import OutOfDescriptorsError
 
 DEFAULT_CAPACITY = 1024
 """Until the process sets its own: a quarter of the usual soft limit of 4,096 descriptors."""
@@ -82,8 +85,14 @@ class FilePool:
                 descriptor.fd = os.open(path, flags, mode)
                 break
             except OSError as exc:
-                if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self._lru:
+                if exc.errno not in (errno.EMFILE, errno.ENFILE):
                     raise
+                if not self._lru:
+                    raise OutOfDescriptorsError(
+                        exc.errno,
+                        f"cannot open {path}: the open-files limit is reached and no segment file is "
+                        "left to close (raise the limit, or lower kipling.log.open.files.max)",
+                    ) from exc
                 self._evict_oldest()
         self._lru[descriptor] = None
         self.opens += 1
@@ -116,6 +125,13 @@ def _checked_capacity(capacity: int) -> int:
     return capacity
 
 
+def _identity(fd: int) -> tuple[int, int]:
+    """Which file a descriptor is: a name may meanwhile belong to another one (two segments of the
+    same base renamed to the same ``.deleted`` name), and a reopen must not read that one."""
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
 OPEN_FILES = FilePool()
 """The process's pool: every segment file and index opened without an explicit pool is in it."""
 
@@ -144,7 +160,16 @@ class PooledFile:
     """A file whose descriptor comes from a :class:`FilePool`: opened when used, closed when the
     pool needs room (or :meth:`release` is called), reopened by name on the next use."""
 
-    __slots__ = ("__weakref__", "_closed", "_descriptor", "_finalizer", "_pool", "_reopen_flags", "path")
+    __slots__ = (
+        "__weakref__",
+        "_closed",
+        "_descriptor",
+        "_finalizer",
+        "_identity",
+        "_pool",
+        "_reopen_flags",
+        "path",
+    )
 
     def __init__(
         self, path: pathlib.Path, flags: int, *, mode: int = 0o644, pool: FilePool | None = None
@@ -158,6 +183,7 @@ class PooledFile:
         self._closed = False
         self._pool._open(self._descriptor, self.path, flags | os.O_CLOEXEC, mode)
         self._finalizer = weakref.finalize(self, self._pool._close, self._descriptor)
+        self._identity = _identity(self._descriptor.fd)
 
     def fd(self) -> int:
         """The open descriptor, for one system call now: never keep it across another pool use."""
@@ -166,6 +192,11 @@ class PooledFile:
             if self._closed:
                 raise ValueError(f"I/O on closed file {self.path}")
             self._pool._open(descriptor, self.path, self._reopen_flags, 0)
+            if _identity(descriptor.fd) != self._identity:
+                self._pool._close(descriptor)
+                raise FileNotFoundError(
+                    errno.ENOENT, f"{self.path} is another file now (this one was replaced meanwhile)"
+                )
         else:
             self._pool._touch(descriptor)
         return descriptor.fd

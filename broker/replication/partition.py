@@ -83,6 +83,7 @@ from storage.errors import (
     KiplingStorageError,
     LogDirFullError,
     OffsetOutOfRangeError,
+    OutOfDescriptorsError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
     free_bytes,
@@ -711,6 +712,11 @@ class Partition:
         line per partition, not one per request: once offline no request reaches the log again.
         """
         if self.is_offline:
+            return
+        if isinstance(exc, OutOfDescriptorsError):  # a shortage that passes: the log is intact
+            self._logger.warning(
+                "no file descriptor free: request refused, partition stays online", error=str(exc)
+            )
             return
         self.is_offline = True
         self._logger.error("log failed, partition offline", error=str(exc), error_type=type(exc).__name__)

@@ -8,6 +8,7 @@ truncation, retention's renames and a restart, all with at most ``capacity`` des
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import os
 import pathlib
@@ -19,6 +20,7 @@ import pytest
 from storage import file_pool
 from storage.clock import FakeClock
 from storage.config import LogConfig
+from storage.errors import OutOfDescriptorsError
 from storage.file_pool import OPEN_FILES, FilePool, PooledFile, size_process_pool
 from storage.log import PartitionLog
 from tests.storage.log_helpers import BASE_TIME, headers_of, make_batch
@@ -185,3 +187,39 @@ def test_many_partitions_work_within_a_few_descriptors(tmp_path: pathlib.Path, s
         assert [h.base_offset for h in headers_of(data)] == [*range(0, 10, 2), 10]
         log.close()
     assert open_descriptors_into(tmp_path) == 0
+
+
+def test_a_name_taken_by_another_file_is_not_reopened(tmp_path: pathlib.Path) -> None:
+    """Two segments of the same base renamed to the same .deleted name within file.delete.delay.ms:
+    the first one's reopen must not read the second one's bytes."""
+    pool = FilePool(1)
+    first, second = (PooledFile(tmp_path / f"{n}.log", RW_CREATE, pool=pool) for n in ("a", "b"))
+    os.pwrite(first.fd(), b"first", 0)
+    os.pwrite(second.fd(), b"second", 0)
+    first.rename(tmp_path / "x.log.deleted")
+    second.rename(tmp_path / "x.log.deleted")  # replaces the first one's file under that name
+    assert not first.holds_descriptor
+    with pytest.raises(FileNotFoundError, match="is another file now"):
+        first.pread(5, 0)
+    assert second.pread(6, 0) == b"second" and pool.open_count == 1
+
+
+def test_no_descriptor_left_is_a_shortage_not_a_failed_disk(tmp_path: pathlib.Path) -> None:
+    """With the process limit reached and nothing of the pool's own to close, the open fails with
+    OutOfDescriptorsError (an OSError carrying EMFILE), which the broker answers without taking the
+    partition offline."""
+    pool = FilePool(4)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    held: list[int] = []
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 2, hard))
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(os.open(tmp_path, os.O_RDONLY))
+        with pytest.raises(OutOfDescriptorsError, match="open-files limit is reached") as failed:
+            PooledFile(tmp_path / "f", RW_CREATE, pool=pool)
+        assert failed.value.errno == errno.EMFILE
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
