@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,7 @@ def segment_descriptors(pid: int, log_dir: Path) -> int:
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> BrokerProcess:
+def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     process = BrokerProcess(
         tmp_path / "broker",
         overrides=["broker.session.timeout.ms=60000"],
