@@ -72,6 +72,9 @@ def recover_cleaner_files(directory: pathlib.Path) -> list[int]:
     Idempotent: a crash during recovery is recovered by running it again.
     """
     directory = pathlib.Path(directory)
+    leftovers = (CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX)
+    if not any(name.endswith(leftovers) for name in os.listdir(directory)):
+        return []  # the common case: no listing again and no directory fsync (one per log at start-up)
     log_swap_suffix = LOG_SUFFIX + SWAP_SUFFIX
     for path in list(directory.iterdir()):
         if path.name.endswith((CLEANED_SUFFIX, DELETED_SUFFIX)):
