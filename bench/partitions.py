@@ -32,7 +32,7 @@ from typing import Any
 from bench import write_results
 from bench.broker_proc import KiplingProcess
 from bench.fetch_sessions import PARTITIONS_PER_TOPIC, FetchClient, Layout, Producer
-from bench.wire import Connection, create_topics
+from bench.wire import Connection, create_topics, wait_for_leaders
 from protocol.api_keys import ApiKey
 
 CREATE_CHUNK = 1_000
@@ -220,12 +220,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             broker.stop(timeout_s=1800)
         with Phase(broker, "restart_until_listening", figures):
             broker.start(timeout_s=1800)
-        with (
-            Connection("127.0.0.1", broker.port, timeout_s=1800) as conn,
-            Phase(broker, "first_full_fetch", figures),
-        ):
-            first = FetchClient(conn, layout, 12, session=False).fetch(broker, max_wait_ms=0)
+        with Connection("127.0.0.1", broker.port, timeout_s=1800) as conn:
+            # the broker listens before its metadata has made it the leader of every partition again
+            with Phase(broker, "restart_until_all_led", figures):
+                wait_for_leaders(conn, [name for name, _ in layout.topics], version=9, timeout_s=1800)
+            with Phase(broker, "first_full_fetch", figures):
+                reader = FetchClient(conn, layout, 12, session=False)
+                first = reader.fetch(broker, max_wait_ms=0)
             figures["restart_full_fetch_with_records"] = first.partitions_with_records
+            figures["restart_full_fetch_partition_errors"] = reader.partition_errors
     except BaseException:
         broker.stop(timeout_s=1800)
         print(f"failed: the broker's directory is kept: {broker.work_dir}\n{broker.tail(30)}", flush=True)
