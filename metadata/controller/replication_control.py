@@ -251,7 +251,8 @@ class ReplicationControl:
 
     def cluster_brokers(self) -> ClusterBrokers:
         registered = self._image.broker_ids()
-        return ClusterBrokers.of(registered, [b for b in registered if self.is_active(b)])
+        racks = {registration.broker_id: registration.rack for registration in self._image.brokers()}
+        return ClusterBrokers.of(registered, [b for b in registered if self.is_active(b)], racks)
 
     def unclean_election_enabled(self, topic: TopicState) -> bool:
         """The topic's ``unclean.leader.election.enable`` override, else, as Kafka's

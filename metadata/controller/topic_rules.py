@@ -9,12 +9,14 @@ Brokers come as a :class:`ClusterBrokers`: a manual assignment may name any *reg
 automatic placement uses only *usable* ones (registered and unfenced), as KRaft does, and the initial
 ISR holds only usable replicas so that a new partition never starts with a dead leader.
 
-Placement is Kafka's rack-unaware scheme: the leaders of consecutive partitions go round-robin over
-the usable brokers (sorted by id) from a start index, and each partition's followers are the brokers
-after its leader. Kafka picks the start index at random; callers here pass it, so that placement is
-deterministic and a caller can rotate it across topics (the controller starts where the cluster's
-partition count points). Unlike KRaft's StripedReplicaPlacer, fenced brokers are never used, even
-as followers: fewer usable brokers than the replication factor is INVALID_REPLICATION_FACTOR.
+Placement is Kafka's rack-unaware scheme when no broker has a rack: the leaders of consecutive
+partitions go round-robin over the usable brokers (sorted by id) from a start index, and each
+partition's followers are the brokers after its leader. When brokers have racks (``broker.rack``) it
+is Kafka's rack-aware scheme, which keeps a partition's replicas in different racks. Kafka picks the
+start index at random; callers here pass it, so that placement is deterministic and a caller can
+rotate it across topics (the controller starts where the cluster's partition count points). Unlike
+KRaft's StripedReplicaPlacer, fenced brokers are never used, even as followers: fewer usable brokers
+than the replication factor is INVALID_REPLICATION_FACTOR.
 
 New partitions are described as :class:`NewPartition` values that the caller turns into records.
 """
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from metadata import topic_names
 from protocol.error_codes import ErrorCode, KafkaError
@@ -43,18 +45,23 @@ ConfigValidator = Callable[[Mapping[str, str | None]], dict[str, str]]
 
 @dataclass(frozen=True, slots=True)
 class ClusterBrokers:
-    """The broker ids placement may use, each tuple sorted ascending.
+    """The broker ids placement may use, each tuple sorted ascending, and their racks.
 
     ``registered`` is every registered broker (a manual assignment may name any of them);
     ``usable`` the registered, unfenced ones (automatic placement and the initial ISR use only those).
+    ``racks`` maps each broker registered with a ``broker.rack`` to it; brokers without one are absent.
     """
 
     registered: tuple[int, ...]
     usable: tuple[int, ...]
+    racks: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, registered: Iterable[int], usable: Iterable[int]) -> ClusterBrokers:
-        return cls(tuple(sorted(registered)), tuple(sorted(usable)))
+    def of(
+        cls, registered: Iterable[int], usable: Iterable[int], racks: Mapping[int, str | None] | None = None
+    ) -> ClusterBrokers:
+        known = {broker: rack for broker, rack in (racks or {}).items() if rack is not None}
+        return cls(tuple(sorted(registered)), tuple(sorted(usable)), known)
 
     @classmethod
     def single(cls, broker_id: int) -> ClusterBrokers:
@@ -257,20 +264,75 @@ def placed_replicas(
     count = defaults.num_partitions if num_partitions == USE_DEFAULT else num_partitions
     factor = defaults.replication_factor if replication_factor == USE_DEFAULT else replication_factor
     check_partition_budget(count)
-    return place(count, factor, brokers.usable, start_index)
+    return place(count, factor, brokers.usable, start_index, brokers.racks)
 
 
-def place(count: int, factor: int, usable: Sequence[int], start_index: int = 0) -> list[list[int]]:
-    """``count`` replica lists of ``factor`` brokers: leaders round-robin from ``start_index``,
-    followers on the brokers after the leader (``usable`` sorted by id)."""
+def place(
+    count: int,
+    factor: int,
+    usable: Sequence[int],
+    start_index: int = 0,
+    racks: Mapping[int, str] | None = None,
+) -> list[list[int]]:
+    """``count`` replica lists of ``factor`` brokers (``usable`` sorted by id).
+
+    Without racks: leaders round-robin from ``start_index``, followers on the brokers after the
+    leader. When any usable broker has a rack: Kafka's rack-aware assignment (:func:`place_rack_aware`).
+    """
     if factor > len(usable):
         raise KafkaError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {factor} time(s): The target replication factor of "
             f"{factor} cannot be reached because only {len(usable)} broker(s) are registered.",
         )
+    if racks and any(broker in racks for broker in usable):
+        return place_rack_aware(count, factor, {broker: racks.get(broker) for broker in usable}, start_index)
     size = len(usable)
     return [[usable[(start_index + p + r) % size] for r in range(factor)] for p in range(count)]
+
+
+def place_rack_aware(
+    count: int, factor: int, rack_of: Mapping[int, str | None], start_index: int = 0
+) -> list[list[int]]:
+    """Kafka's rack-aware assignment (AdminUtils): no two replicas of a partition share a rack while
+    racks remain, and no broker holds two while brokers remain; leaders spread evenly.
+
+    Brokers are arranged alternating racks (first of each rack, then second of each, ...), so that
+    consecutive leaders land in different racks; followers are picked after the leader at a shift that
+    grows once per round of the brokers, as in the rack-unaware scheme. Brokers without a rack count
+    as one rack of their own (as KRaft's placer groups them).
+    """
+    arranged = rack_alternated(rack_of)
+    size = len(arranged)
+    rack_count = len(set(rack_of.values()))
+    shift = start_index
+    lists = []
+    for partition in range(count):
+        if partition > 0 and partition % size == 0:
+            shift += 1
+        first = (partition + start_index) % size
+        replicas = [arranged[first]]
+        racks_used = {rack_of[arranged[first]]}
+        k = 0
+        while len(replicas) < factor:
+            candidate = arranged[(first + 1 + (shift * rack_count + k) % (size - 1)) % size]
+            rack = rack_of[candidate]
+            if (rack not in racks_used or len(racks_used) == rack_count) and candidate not in replicas:
+                replicas.append(candidate)
+                racks_used.add(rack)
+            k += 1
+        lists.append(replicas)
+    return lists
+
+
+def rack_alternated(rack_of: Mapping[int, str | None]) -> list[int]:
+    """The brokers taken in turn from each rack (racks by name, brokers by id within a rack)."""
+    by_rack: dict[str, list[int]] = {}
+    for broker in sorted(rack_of):
+        by_rack.setdefault(rack_of[broker] or "", []).append(broker)
+    columns = [by_rack[rack] for rack in sorted(by_rack)]
+    depth = max(len(column) for column in columns)
+    return [column[row] for row in range(depth) for column in columns if row < len(column)]
 
 
 def manual_replicas(
@@ -321,7 +383,7 @@ def additional_replicas(
     """Replica lists for CreatePartitions: placed with the topic's factor, or the given ones checked."""
     check_partition_budget(additional)
     if assignments is None:
-        return place(additional, replication_factor, brokers.usable, start_index)
+        return place(additional, replication_factor, brokers.usable, start_index, brokers.racks)
     if len(assignments) != additional:
         raise KafkaError(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
