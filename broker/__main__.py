@@ -27,7 +27,9 @@ from pathlib import Path
 import structlog
 
 from broker.logging_setup import configure_logging
+from broker.meta_properties import MetaPropertiesError
 from broker.node import Node, build_node
+from broker.node_processes import run_node
 from broker.startup import StartupError, as_startup_error, check_log_dirs, report
 from client.tasks import cancel_and_wait
 from server_common.config import BrokerConfig, ConfigError, load_config
@@ -132,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
         config, warnings = load_config(args.config, args.override)
     except (ConfigError, PropertiesError, OSError) as exc:
         return report(exc, json_output=args.log_json)
+    if config.kipling_node_processes > 1:
+        return _run_node(config, args)
     for warning in warnings:
         log.warning("configuration", message=warning)
     log.info("segment files", open_at_most=size_process_pool(config.kipling_log_open_files_max))
@@ -144,6 +148,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(serve(config))
     except StartupError as exc:
+        return report(exc, json_output=args.log_json)
+
+
+def _run_node(config: BrokerConfig, args: argparse.Namespace) -> int:
+    """Supervise the node's broker processes (``kipling.node.processes``); each loads the config
+    again and logs its own warnings."""
+    try:
+        return run_node(config, args.config, args.override, args.log_level, args.log_json)
+    except (ConfigError, MetaPropertiesError, OSError) as exc:
         return report(exc, json_output=args.log_json)
 
 

@@ -448,7 +448,7 @@ def _build_broker(
         broker_id=config.node_id,
         cluster_id=cluster_id,
         listeners=lambda: _registered_listeners(config, servers),
-        rack=None,
+        rack=config.broker_rack,
         heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
         metadata_offset=lambda: loader.next_offset - 1,
         on_epoch=on_epoch,
@@ -867,7 +867,11 @@ def _live_brokers(image: MetadataImage) -> Callable[[str], list[BrokerEndpoint]]
                 continue
             for endpoint in registration.endpoints:
                 if endpoint.name == listener:
-                    endpoints.append(BrokerEndpoint(registration.broker_id, endpoint.host, endpoint.port))
+                    endpoints.append(
+                        BrokerEndpoint(
+                            registration.broker_id, endpoint.host, endpoint.port, registration.rack
+                        )
+                    )
         return endpoints
 
     return brokers

@@ -97,6 +97,8 @@ class BrokerConfig:
 
     node_id: int
     process_roles: list[str]
+    broker_rack: str | None
+    kipling_node_processes: int
     controller_quorum_voters: list[QuorumVoter]
     controller_quorum_bootstrap_servers: list[tuple[str, int]]
     controller_listener_names: list[str]

@@ -356,6 +356,16 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     ConfigDef("process.roles", T.LIST, [ROLE_BROKER, ROLE_CONTROLLER], H, "What this process runs: "
               "broker, controller, or both (the default, a self-contained single node).",
               SubsetOf((ROLE_BROKER, ROLE_CONTROLLER))),
+    ConfigDef("broker.rack", T.STRING, None, M, "The rack (or host, or zone) of this broker. Replica "
+              "placement puts a partition's replicas in as many different racks as it can, as Kafka's "
+              "rack-aware assignment does. Unset: no rack, unless kipling.node.processes > 1, which "
+              "sets it to the host name."),
+    ConfigDef("kipling.node.processes", T.INT, 1, H, "Broker processes this node runs, to use that "
+              "many cores (a kipling key). Above 1, the process started becomes a supervisor of that "
+              "many brokers, each one core: broker i (from 0) has node.id + i, listens on every "
+              "listener port + i and keeps its logs in log.dirs (broker 0) or log.dirs with -i "
+              "appended; broker 0 keeps the controller role. Clients see them as brokers of one rack, "
+              "broker.rack.", at_least(1)),
     ConfigDef("controller.quorum.voters", T.LIST, [], H, "The controllers as id@host:port entries. "
               "Empty means this node is its own controller, which needs the controller role."),
     ConfigDef("controller.quorum.bootstrap.servers", T.LIST, [], H, "Kafka 4's host:port list of "

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from broker.process_supervisor import Console, LineSplitter, Supervisor
 from protocol.api_keys import ApiKey
 from server_common.config import BrokerConfig
 from storage.checkpoint import CLEAN_SHUTDOWN_MARKER
@@ -40,10 +41,7 @@ from tests.integration.wire_client import WireClient
 from tools.cli import main
 from tools.dev_cluster import (
     ClusterLayout,
-    Console,
     DevClusterError,
-    LineSplitter,
-    Supervisor,
     bootstrap_servers,
     broker_command,
     broker_properties,

@@ -59,14 +59,29 @@ def free_port() -> int:
     """A loopback port in ``LISTEN_PORTS`` that nothing is bound to now."""
     for _ in range(200):
         port = random.randrange(LISTEN_PORTS.start, LISTEN_PORTS.stop)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
+        if _bindable(port):
+            return port
     raise RuntimeError(f"no free loopback port in {LISTEN_PORTS}")
+
+
+def free_port_run(count: int) -> int:
+    """The first of ``count`` consecutive loopback ports in ``LISTEN_PORTS`` that are all free now
+    (a node of several broker processes listens on its port + i)."""
+    for _ in range(200):
+        first = random.randrange(LISTEN_PORTS.start, LISTEN_PORTS.stop - count)
+        if all(_bindable(port) for port in range(first, first + count)):
+            return first
+    raise RuntimeError(f"no {count} free consecutive loopback ports in {LISTEN_PORTS}")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout_s: float) -> None:
