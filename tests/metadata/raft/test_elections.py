@@ -181,3 +181,17 @@ def test_an_idle_lone_voter_is_not_due_at_every_poll() -> None:
     result = leader.poll()
     assert result.next_deadline_ms > now
     assert leader.is_leader
+
+
+def test_a_leader_whose_voters_all_acked_its_epoch_is_not_due_at_every_poll() -> None:
+    """The BeginQuorumEpoch sent to each voter at election is acknowledged; its retry deadline must
+    no longer count once it has passed, or every poll is due at once and the leader of an idle
+    three-voter quorum spins a core at 100 % (it did, in every cluster's controller leader)."""
+    cluster = Cluster(3, seed=3)
+    cluster.run(5_000)
+    leader = assert_one_leader_followed(cluster)
+    cluster.run(cluster.config.request_timeout_ms * 3)  # the voters fetch; the begin deadlines pass
+    now = cluster.clock.time_ms()
+    result = leader.poll()
+    assert result.next_deadline_ms > now
+    assert leader.is_leader
