@@ -25,10 +25,17 @@ metadata does not know are deleted then, not earlier, so a topic is never mistak
 because its records had not been replayed yet.
 
 Transitions are applied one delta at a time, in metadata order, by the metadata loader's task.
+Opening or creating a log is synchronous disk work (about 2 ms, more with fsyncs), so a delta that
+creates thousands of partitions, or the initial one at start-up, yields to the event loop every
+:data:`YIELD_EVERY_S` of it: requests keep being served meanwhile, and a partition not taken up yet
+answers as one this broker does not lead (clients retry), as in Kafka, where another thread
+applies the delta.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections.abc import Callable, Iterable
 
@@ -49,6 +56,9 @@ __all__ = ["ReplicaTransitions"]
 TopicPartition = tuple[str, int]
 
 _log = structlog.get_logger("kipling.transitions")
+
+YIELD_EVERY_S = 0.05
+"""Longest stretch of partition transitions between two yields to the event loop."""
 
 
 class ReplicaTransitions:
@@ -72,6 +82,7 @@ class ReplicaTransitions:
         self._log_config = log_config
         self._image: MetadataImage | None = None
         self._logger = _log.bind(broker_id=node_id)
+        self._busy_since = time.monotonic()
 
     async def apply_initial(self, image: MetadataImage, *, delete_strays: bool = True) -> None:
         """The first publication after catching up: delete stray logs, then take up every partition.
@@ -128,6 +139,13 @@ class ReplicaTransitions:
                     self._replicas.mark_failed(topic.name, state.partition)
             finally:
                 self._replicas.transition_done(topic.name, state.partition)
+            await self._yield_now_and_then()
+
+    async def _yield_now_and_then(self) -> None:
+        """Let the event loop serve requests once transitions have held it for YIELD_EVERY_S."""
+        if time.monotonic() - self._busy_since >= YIELD_EVERY_S:
+            await asyncio.sleep(0)
+            self._busy_since = time.monotonic()
 
     async def _become_leader(self, topic: TopicState, state: PartitionState) -> None:
         partition = self._replicas.get_partition(topic.name, state.partition)

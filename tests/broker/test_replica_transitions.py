@@ -21,6 +21,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from broker.produce.service import ProducePartitionData, ProduceRequest, ProduceService
+from broker.replication import transitions as transitions_module
 from broker.replication.followers import FollowedPartition
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager
@@ -1058,3 +1059,26 @@ async def test_a_produce_in_the_window_is_appended_once_the_lead_is_taken(node: 
 
     assert outcome.error_code is ErrorCode.NONE
     assert outcome.result is not None and outcome.result.base_offset == 3
+
+
+async def test_a_large_delta_lets_the_event_loop_serve_meanwhile(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Creating many partitions is synchronous disk work per partition: the transitions yield to
+    the event loop between partitions once they have held it long enough (here: at once)."""
+    monkeypatch.setattr(transitions_module, "YIELD_EVERY_S", 0.0)
+    await node.initial()
+    served: list[int] = []
+
+    async def other_requests() -> None:
+        while True:
+            served.append(len(node.replicas.partitions()))
+            await asyncio.sleep(0)
+
+    running = asyncio.create_task(other_requests())
+    try:
+        await node.apply(topic("orders", ORDERS, *(partition(ORDERS, i, NODE) for i in range(20))))
+    finally:
+        running.cancel()
+    assert len(node.replicas.partitions()) == 20
+    assert any(0 < led < 20 for led in served)  # ran while the delta was half applied
