@@ -581,11 +581,19 @@ class PartitionLog:
 
         A batch holding ``offset`` is removed whole, so the new log end offset is the first offset no
         longer in the log (``offset`` itself when it is a batch boundary).
+
+        At or past the log end no batch goes, but the leader epoch cache is still cut at the log end,
+        as Kafka's ``UnifiedLog.truncateTo`` does: an entry starting at the log end covers no batch
+        and may conflict with the leader's epochs (this replica assigned it as leader and appended
+        nothing before losing the lead, or retention moved the log start up to the log end). Left in
+        place, it stays the follower's last fetched epoch, the leader answers every fetch with the
+        same diverging epoch, and the truncation it asks for is this no-op again.
         """
         self._check_open()
         if offset < 0:
             raise ValueError(f"cannot truncate to a negative offset ({offset})")
         if offset >= self.log_end_offset:
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return False
         if offset < self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)

@@ -328,6 +328,26 @@ def test_truncate_to(tmp_path: pathlib.Path, clock: FakeClock) -> None:
         assert index_entries(segment) == expected_index_entries(scan_file(segment.log_path), 100)
 
 
+def test_truncate_to_the_log_end_drops_epoch_entries_that_cover_no_batch(
+    tmp_path: pathlib.Path, clock: FakeClock
+) -> None:
+    """Kafka's UnifiedLog.truncateTo: no batch goes, but an epoch entry at the log end does (one a
+    leader assigned before appending anything, or one retention moved up to the log end), so that a
+    follower's last fetched epoch is an epoch its log holds data of."""
+    log = open_log(tmp_path, clock)
+    fill(log, 2, epoch=0)  # offsets 0..3
+    log.leader_epoch_cache.assign(1, 4)  # became leader in epoch 1, appended nothing
+    assert not log.truncate_to(4)
+    assert log.leader_epoch_cache.entries() == [EpochEntry(0, 0)]
+    fill(log, 1, epoch=2)  # offsets 4..5
+    log.update_high_watermark(6)
+    log.maybe_increment_log_start_offset(6)  # retention: epoch 2 now "starts" at the empty log's end
+    assert log.leader_epoch_cache.entries() == [EpochEntry(2, 6)]
+    assert not log.truncate_to(9)
+    assert log.leader_epoch_cache.entries() == []
+    assert (log.log_start_offset, log.log_end_offset) == (6, 6)
+
+
 def test_truncate_to_a_segment_base_keeps_an_empty_segment(tmp_path: pathlib.Path, clock: FakeClock) -> None:
     log = open_log(tmp_path, clock)
     fill(log, 40)
