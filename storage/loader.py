@@ -21,9 +21,10 @@ Order, as in Kafka's LogLoader:
 
 from __future__ import annotations
 
+import os
 import pathlib
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 import structlog
@@ -70,12 +71,15 @@ def load_log(
 ) -> LoadedLog:
     """Bring ``directory`` to a consistent state and open its segments (oldest first)."""
     recover_cleaner_files(directory)
-    _delete_orphan_indexes(directory)
-    bases = _segment_bases(directory)
+    present = set(os.listdir(directory))
+    _delete_orphan_indexes(directory, present)
+    bases = _segment_bases(present)
     recover_from = len(bases) if clean_shutdown else max(0, bisect_right(bases, recovery_point) - 1)
 
-    def open_segment(base: int) -> LogSegment:
-        return LogSegment(directory, base, config, created_ms=now_ms, roll_jitter_ms=roll_jitter())
+    def open_segment(base: int, listed: set[str] | None = present) -> LogSegment:
+        return LogSegment(
+            directory, base, config, created_ms=now_ms, roll_jitter_ms=roll_jitter(), present=listed
+        )
 
     segments: list[LogSegment] = []
     cut_short = False
@@ -97,7 +101,7 @@ def load_log(
     start = log_start_offset if log_start_offset is not None else (bases[0] if bases else 0)
     if not segments or segments[-1].next_offset < start:
         _discard(segments, directory, start, epoch_cache)
-        segments = [open_segment(start)]
+        segments = [open_segment(start, None)]  # files were deleted since the listing
     for segment in segments[:-1]:
         segment.on_becoming_inactive()
     log_end_offset = segments[-1].next_offset
@@ -203,15 +207,16 @@ def _discard(
         segment.delete()
 
 
-def _segment_bases(directory: pathlib.Path) -> list[int]:
-    bases = (parse_base_offset(path.name) for path in directory.glob("*" + LOG_SUFFIX))
+def _segment_bases(present: Iterable[str]) -> list[int]:
+    bases = (parse_base_offset(name) for name in present if name.endswith(LOG_SUFFIX))
     return sorted(base for base in bases if base is not None)
 
 
-def _delete_orphan_indexes(directory: pathlib.Path) -> None:
-    """An index without its .log is useless and would confuse a later segment at that offset."""
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-        for index in directory.glob("*" + suffix):
-            base = parse_base_offset(index.name)
-            if base is not None and not (directory / segment_file_name(base, LOG_SUFFIX)).exists():
-                index.unlink()
+def _delete_orphan_indexes(directory: pathlib.Path, present: set[str]) -> None:
+    """An index without its .log is useless and would confuse a later segment at that offset.
+    ``present`` (the directory's names) loses the names deleted."""
+    for name in [n for n in present if n.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))]:
+        base = parse_base_offset(name)
+        if base is not None and segment_file_name(base, LOG_SUFFIX) not in present:
+            (directory / name).unlink()
+            present.discard(name)

@@ -193,6 +193,7 @@ class LogManager:
         first_start = not clean_shutdown and is_new_log_dir(log_dir)
         recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
         log_start_offsets = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read()
+        configs: dict[str, LogConfig] = {}  # one per topic, not one per partition
         for child in sorted(log_dir.iterdir()):
             key = self._partition_of(child)
             if key is None:
@@ -201,9 +202,17 @@ class LogManager:
                 raise KiplingStorageError(
                     f"partition {key[0]}-{key[1]} is in both {self._dir_of[key]} and {log_dir}"
                 )
-            self._logs[key] = self._open_log(
-                child, key, recovery_points.get(key, 0), log_start_offsets.get(key), clean_shutdown
-            )
+            config = configs.get(key[0])
+            if config is None:
+                config = configs[key[0]] = self._config_for(key[0])
+            self._logs[key] = PartitionLog.open(
+                child,
+                config,
+                self._clock,
+                recovery_point=recovery_points.get(key, 0),
+                log_start_offset=log_start_offsets.get(key),
+                clean_shutdown=clean_shutdown,
+            )  # no topic id given: the log reads it from its partition.metadata
             self._dir_of[key] = log_dir
         marker.unlink(missing_ok=True)
         fsync_directory(log_dir)
@@ -235,24 +244,6 @@ class LogManager:
         if key is None:
             _log.warning("skipping directory that is not a partition", directory=str(child))
         return key
-
-    def _open_log(
-        self,
-        directory: pathlib.Path,
-        key: TopicPartition,
-        recovery_point: int,
-        log_start_offset: int | None,
-        clean_shutdown: bool,
-    ) -> PartitionLog:
-        return PartitionLog.open(
-            directory,
-            self._config_for(key[0]),
-            self._clock,
-            recovery_point=recovery_point,
-            log_start_offset=log_start_offset,
-            clean_shutdown=clean_shutdown,
-            topic_id=PartitionMetadataFile(directory / PARTITION_METADATA).read(),
-        )
 
     def _restore_high_watermarks(self, log_dir: pathlib.Path) -> None:
         """Set each log's high watermark from replication-offset-checkpoint, clamped to [start, LEO]."""

@@ -20,7 +20,7 @@ import errno
 import os
 import pathlib
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -148,11 +148,14 @@ class LogSegment:
         *,
         created_ms: int,
         roll_jitter_ms: int = 0,
+        present: Container[str] | None = None,
     ) -> None:
         """Open (creating when missing) the three files of the segment at ``base_offset``.
 
         ``needs_recovery`` tells the loader that an index file was missing or that the tail of the
         .log could not be walked from the last index entry: the segment must be recovered (rebuilt).
+        ``present``: the names in ``directory``, when the caller just listed it (the loader, once per
+        log), so that finding which files exist costs no system call per file.
         """
         self.directory = pathlib.Path(directory)
         self.base_offset = base_offset
@@ -162,7 +165,10 @@ class LogSegment:
         self.roll_jitter_ms = roll_jitter_ms
         index_path = self.directory / segment_file_name(base_offset, INDEX_SUFFIX)
         time_index_path = self.directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
-        self.needs_recovery = not (index_path.exists() and time_index_path.exists())
+        if present is None:
+            self.needs_recovery = not (index_path.exists() and time_index_path.exists())
+        else:
+            self.needs_recovery = not (index_path.name in present and time_index_path.name in present)
         self._file = PooledFile(self._path(LOG_SUFFIX), os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
             self.offset_index = OffsetIndex(index_path, base_offset, config.max_index_size)
@@ -175,7 +181,10 @@ class LogSegment:
             self._file.close()
             raise
         try:
-            self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset)
+            txn_path = self._path(TXN_INDEX_SUFFIX)
+            self.txn_index = TransactionIndex(
+                txn_path, base_offset, exists=None if present is None else txn_path.name in present
+            )
         except BaseException:
             self.offset_index.close()
             self.time_index.close()

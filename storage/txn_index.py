@@ -25,6 +25,7 @@ replayed from before the segment, which writes the entries again.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import pathlib
@@ -76,17 +77,20 @@ class TxnIndexSearchResult(NamedTuple):
 class TransactionIndex:
     """The aborted transactions whose markers are in one segment (see the module docstring)."""
 
-    def __init__(self, path: pathlib.Path, base_offset: int) -> None:
-        """Read ``path`` if it exists (nothing is created: the first :meth:`append` does that)."""
+    def __init__(self, path: pathlib.Path, base_offset: int, *, exists: bool | None = None) -> None:
+        """Read ``path`` if it exists (nothing is created: the first :meth:`append` does that).
+
+        ``exists``: whether the caller knows the file to be there (False spares the attempt to read
+        it; most segments have no aborted transaction); None when it does not know."""
         self.path = pathlib.Path(path)
         self.base_offset = base_offset
         self._fd: int | None = None
         self._dirty = False
         self._closed = False
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            data = b""
+        data = b""
+        if exists is not False:
+            with contextlib.suppress(FileNotFoundError):
+                data = self.path.read_bytes()
         self._size_is_corrupt = len(data) % ENTRY_SIZE != 0
         self._data = bytearray(data[: len(data) - len(data) % ENTRY_SIZE])
 
