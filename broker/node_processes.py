@@ -65,6 +65,7 @@ def process_overrides(
                 "listeners", _joined(config.listeners), f"{PROCESSES_KEY}={count} needs fixed ports, not 0"
             )
     controller = _controller_listener(config)
+    _check_ports_apart(config, controller)
     voters = _voters(config, controller)
     rack = config.broker_rack or hostname or socket.gethostname()
     shared = {"cluster.id": cluster_id, "broker.rack": rack, PROCESSES_KEY: "1"}
@@ -81,6 +82,28 @@ def _controller_listener(config: BrokerConfig) -> Listener | None:
         return own[0]
     first = config.client_listeners()[0]
     return Listener(CONTROLLER_LISTENER, first.host, first.port + config.kipling_node_processes)
+
+
+def _check_ports_apart(config: BrokerConfig, controller: Listener | None) -> None:
+    """Broker i takes every client and metrics port + i: those runs must not overlap one another
+    nor the controller's port (a common layout has the controller right after a client port)."""
+    count = config.kipling_node_processes
+    owners: dict[int, str] = {}
+    runs = [(li.port, f"listener {li.name}") for li in config.client_listeners()]
+    if config.metrics_listener is not None:
+        runs.append((config.metrics_listener[1], "metrics.listener"))
+    taken = [(port + i, what) for port, what in runs for i in range(count)]
+    if controller is not None:
+        taken.append((controller.port, f"listener {controller.name}"))
+    for port, what in taken:
+        other = owners.setdefault(port, what)
+        if other != what:
+            raise ConfigError.invalid(
+                "listeners",
+                _joined(config.listeners),
+                f"with {PROCESSES_KEY}={count} port {port} would serve both {other} and {what}: "
+                f"leave {count} ports from each client and metrics port to the node's brokers",
+            )
 
 
 def _voters(config: BrokerConfig, controller: Listener | None) -> str:

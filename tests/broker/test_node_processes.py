@@ -76,6 +76,21 @@ def test_port_zero_cannot_be_split() -> None:
         process_overrides(config, "c")
 
 
+def test_ports_of_the_brokers_must_not_overlap_another_listener() -> None:
+    config = config_of(
+        "kipling.node.processes=2",
+        "listeners=EXTERNAL://:9092,CONTROLLER://:9093",
+        "listener.security.protocol.map=EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name=EXTERNAL",
+        "controller.listener.names=CONTROLLER",
+        "controller.quorum.voters=1@localhost:9093",
+    )
+    with pytest.raises(
+        ConfigError, match=r"port 9093 would serve both listener EXTERNAL and listener CONTROLLER"
+    ):
+        process_overrides(config, "c")
+
+
 def test_a_controller_only_node_runs_one_process() -> None:
     config = config_of(
         "kipling.node.processes=2",
