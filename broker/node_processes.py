@@ -57,6 +57,17 @@ def process_overrides(
     (each broker needs a port of its own, known in advance) or a controller-only node.
     """
     count = config.kipling_node_processes
+    check_node(config)
+    controller = _controller_listener(config)
+    voters = _voters(config, controller)
+    rack = config.broker_rack or hostname or socket.gethostname()
+    shared = {"cluster.id": cluster_id, "broker.rack": rack, PROCESSES_KEY: "1"}
+    return [{**_overrides_of(config, index, controller, voters), **shared} for index in range(count)]
+
+
+def check_node(config: BrokerConfig) -> None:
+    """Raise :class:`ConfigError` if the node cannot be split into its broker processes."""
+    count = config.kipling_node_processes
     if not config.is_broker:
         raise ConfigError.invalid(PROCESSES_KEY, str(count), "a controller-only node runs one process")
     for listener in config.listeners:
@@ -64,12 +75,7 @@ def process_overrides(
             raise ConfigError.invalid(
                 "listeners", _joined(config.listeners), f"{PROCESSES_KEY}={count} needs fixed ports, not 0"
             )
-    controller = _controller_listener(config)
-    _check_ports_apart(config, controller)
-    voters = _voters(config, controller)
-    rack = config.broker_rack or hostname or socket.gethostname()
-    shared = {"cluster.id": cluster_id, "broker.rack": rack, PROCESSES_KEY: "1"}
-    return [{**_overrides_of(config, index, controller, voters), **shared} for index in range(count)]
+    _check_ports_apart(config, _controller_listener(config))
 
 
 def _controller_listener(config: BrokerConfig) -> Listener | None:
@@ -179,6 +185,7 @@ def run_node(
     config: BrokerConfig, config_file: Path | None, overrides: Sequence[str], log_level: str, log_json: bool
 ) -> int:
     """Run the node's broker processes until a stop signal or until one exits; the exit status."""
+    check_node(config)  # before anything is written to the log dirs
     commands = []
     for own in process_overrides(config, node_cluster_id(config)):
         argv = broker_argv(config_file, overrides, own, log_level, log_json)
