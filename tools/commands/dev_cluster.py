@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from broker.process_supervisor import DEFAULT_STOP_TIMEOUT_S
 from tools.commands.arguments import non_negative_seconds, positive_int
 from tools.dev_cluster import (
     CONTROLLER_PORT_OFFSET,
     DEFAULT_BASE_PORT,
     DEFAULT_DATA_DIR,
     DEFAULT_METRICS_BASE_PORT,
-    DEFAULT_STOP_TIMEOUT_S,
     ClusterLayout,
     DevClusterOptions,
     default_cluster_config_dir,
