@@ -33,10 +33,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import structlog
+
 from broker.meta_properties import ensure_meta_properties
 from broker.process_supervisor import Console, Supervisor
 from server_common.config import BrokerConfig, ConfigError
 from server_common.config.broker_config import Listener
+
+_log = structlog.get_logger("kipling.node")
 
 PROCESSES_KEY = "kipling.node.processes"
 CONTROLLER_LISTENER = "CONTROLLER"
@@ -191,7 +195,12 @@ def run_node(
         argv = broker_argv(config_file, overrides, own, log_level, log_json)
         commands.append((f"broker-{own['node.id']}", argv))
     console = Console(
-        [name for name, _ in commands], sys.stdout, sys.stderr, supervisor_name="node", tagged=not log_json
+        [name for name, _ in commands],
+        sys.stdout,
+        sys.stderr,
+        supervisor_name="node",
+        tagged=not log_json,
+        notify=_log.info if log_json else None,
     )
     supervisor = Supervisor(commands, console, stop_timeout_s=STOP_TIMEOUT_S, one_for_all=True)
     return asyncio.run(supervisor.run())

@@ -16,7 +16,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -25,6 +25,8 @@ from client.tasks import cancel_and_wait
 DEFAULT_STOP_TIMEOUT_S = 30.0
 """As docker-compose.yml's ``stop_grace_period``: time for a controlled shutdown (up to 10 s), the
 follower processes handing their logs back and every log being flushed, on a busy machine too."""
+SAME_STOP_S = 0.5
+"""Stop requests this close together are one: a second that kills must come later."""
 EXIT_STOPPED = 0
 EXIT_BROKER_FAILED = 1
 
@@ -51,10 +53,14 @@ class Console:
         *,
         supervisor_name: str = "dev-cluster",
         tagged: bool = True,
+        notify: Callable[[str], None] | None = None,
     ) -> None:
+        """``tagged`` False writes the children's lines as they are (JSON log lines); ``notify``
+        takes the supervisor's own messages instead of ``err`` (to log them as JSON too)."""
         self._out = out
         self._err = err
         self._tagged = tagged
+        self._notify = notify
         self._width = max(len(name) for name in (*names, supervisor_name))
         use_colour = colour if colour is not None else _is_terminal(out)
         self._tags = {
@@ -78,6 +84,9 @@ class Console:
 
     def notice(self, text: str) -> None:
         """Write one of the supervisor's own messages."""
+        if self._notify is not None:
+            self._notify(text)
+            return
         self._write(self._err, f"{self._supervisor_tag}{text}\n")
 
     def _write(self, stream: TextIO, text: str) -> None:
@@ -168,6 +177,7 @@ class Supervisor:
     children: list[Child] = field(default_factory=list, init=False)
     _stop: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     """Set by the first stop signal: stop the brokers gracefully."""
+    _stop_requested_at: float = field(default=0.0, init=False)
     _force: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     """Set by a second stop signal: kill what is still running instead of waiting."""
 
@@ -190,12 +200,20 @@ class Supervisor:
         self.request_stop(f"{signal.Signals(sig).name} received")
 
     def request_stop(self, reason: str) -> None:
-        """Stop the brokers gracefully; asked a second time, kill whatever is still running."""
+        """Stop the brokers gracefully; asked a second time, kill whatever is still running.
+
+        A second request within :data:`SAME_STOP_S` of the first is the same stop seen twice (a
+        service manager or ``timeout`` signalling the supervisor and then its whole group), not an
+        operator insisting: it is ignored."""
+        now = time.monotonic()
         if self._stop.is_set():
+            if now - self._stop_requested_at < SAME_STOP_S:
+                return
             self.console.notice(f"{reason} again: killing the brokers now")
             self._force.set()
             return
         self.console.notice(f"{reason}: stopping the brokers")
+        self._stop_requested_at = now
         self._stop.set()
 
     async def _start_all(self) -> bool:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 
+from broker import process_supervisor
 from broker.node_processes import broker_argv, node_cluster_id, process_overrides
+from broker.process_supervisor import SAME_STOP_S, Console, Supervisor
 from server_common.config import BrokerConfig, ConfigError, load_config
 
 
@@ -130,4 +133,24 @@ def test_broker_argv_puts_its_own_keys_last() -> None:
         "num.partitions=3",
         "--override",
         "node.id=2",
+    ]
+
+
+def test_one_stop_signalled_twice_at_once_stays_graceful(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``timeout`` or a service manager may signal the supervisor and then its whole group: the
+    second signal within SAME_STOP_S is the same stop; a later one kills."""
+    err = io.StringIO()
+    supervisor = Supervisor([], Console(["broker-1"], io.StringIO(), err, supervisor_name="node"))
+    clock = [100.0]
+    monkeypatch.setattr(process_supervisor.time, "monotonic", lambda: clock[0])
+    supervisor.request_stop("SIGTERM received")
+    clock[0] += SAME_STOP_S / 2
+    supervisor.request_stop("SIGTERM received")
+    assert not supervisor._force.is_set()
+    clock[0] += SAME_STOP_S
+    supervisor.request_stop("SIGINT received")
+    assert supervisor._force.is_set()
+    assert err.getvalue().splitlines() == [
+        "node     | SIGTERM received: stopping the brokers",
+        "node     | SIGINT received again: killing the brokers now",
     ]
