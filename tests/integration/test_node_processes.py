@@ -146,4 +146,4 @@ def test_a_broker_that_dies_stops_the_node(node: BrokerProcess) -> None:
     os.kill(brokers[1], signal.SIGKILL)
     assert node.process.wait(timeout=120) == 1
     assert "exited on its own (killed by SIGKILL)" in node.output()
-    assert not any(Path(f"/proc/{pid}").exists() and children_of(pid) is not None for pid in brokers[::2])
+    assert not any(Path(f"/proc/{pid}").exists() for pid in brokers)  # the others were stopped too
