@@ -105,6 +105,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.long_poll
 	$(BIN)/python -m bench.startup
 	$(BIN)/python -m bench.throughput
+	$(BIN)/python -m bench.scaling
 	$(BIN)/python -m bench.replication
 	$(BIN)/python -m bench.reassignment
 	$(BIN)/python -m bench.spark_read
