@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.broker_proc import CLOCK_TICKS, KiplingProcess, free_port
+from bench.broker_proc import child_pids as children
 
 CLUSTER_ID = "kipling-bench-cluster"
 CONTROLLER_NODE = 1
@@ -67,16 +68,6 @@ def process_cpu_seconds(pid: int) -> float:
     except (FileNotFoundError, ProcessLookupError):
         return 0.0
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def children(pid: int) -> list[int]:
-    """Direct children of ``pid`` (``/proc/<pid>/task/*/children``)."""
-    found: list[int] = []
-    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-        for task in os.scandir(f"/proc/{pid}/task"):
-            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-                found += [int(c) for c in Path(task.path, "children").read_text().split()]
-    return found
 
 
 def tree_cpu_seconds(pid: int) -> float:
