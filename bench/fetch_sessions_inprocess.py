@@ -268,6 +268,9 @@ class MemoryLog:
         self._clock: Clock = SystemClock()
         self._segment = MemorySegment(f"{topic}-{partition}/00000000000000000000.log")
 
+    def drop_aborted_txns_from(self, offset: int) -> None:
+        """``PartitionLog.drop_aborted_txns_from``: nothing to drop, the bench writes no transactions."""
+
     def append_as_leader(self, batches: bytes | bytearray | memoryview, leader_epoch: int) -> AppendInfo:
         """``PartitionLog.append_as_leader`` without the file: validate, stamp, keep the bytes."""
         buf = bytearray(batches)
