@@ -48,8 +48,9 @@ WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 LOOPBACK = "127.0.0.1"
 STOP_TIMEOUT_S = 300.0
 """How long a broker process may take to stop gracefully (a controlled shutdown, then every log
-flushed and checkpointed: minutes with 100,000 partitions) before it is killed; a second SIGTERM
-kills at once. A killed broker recovers its logs at the next start."""
+flushed and checkpointed: minutes with 100,000 partitions) before it is killed; a second SIGTERM,
+more than half a second after the first, kills at once. A killed broker recovers its logs at the
+next start."""
 
 
 def process_overrides(
@@ -57,8 +58,8 @@ def process_overrides(
 ) -> list[dict[str, str]]:
     """The config keys each broker process of the node sets over the node's config, broker 0 first.
 
-    Raises :class:`ConfigError` naming the key that keeps the node from being split: a port of 0
-    (each broker needs a port of its own, known in advance) or a controller-only node.
+    Raises :class:`ConfigError` naming the key that keeps the node from being split
+    (:func:`check_node`).
     """
     count = config.kipling_node_processes
     check_node(config)
@@ -70,7 +71,9 @@ def process_overrides(
 
 
 def check_node(config: BrokerConfig) -> None:
-    """Raise :class:`ConfigError` if the node cannot be split into its broker processes."""
+    """Raise :class:`ConfigError` if the node cannot be split into its broker processes: a
+    controller-only node, a port of 0 (each broker needs ports of its own, known in advance),
+    shifted ports that land on another listener's, or node ids that land on a voter's."""
     count = config.kipling_node_processes
     if not config.is_broker:
         raise ConfigError.invalid(PROCESSES_KEY, str(count), "a controller-only node runs one process")
@@ -80,6 +83,16 @@ def check_node(config: BrokerConfig) -> None:
                 "listeners", _joined(config.listeners), f"{PROCESSES_KEY}={count} needs fixed ports, not 0"
             )
     _check_ports_apart(config, _controller_listener(config))
+    voter_ids = {voter.node_id for voter in config.controller_quorum_voters}
+    taken = sorted(voter_ids & {config.node_id + i for i in range(1, count)})
+    if taken:
+        raise ConfigError.invalid(
+            "node.id",
+            str(config.node_id),
+            f"with {PROCESSES_KEY}={count} its brokers take node ids {config.node_id} to "
+            f"{config.node_id + count - 1}, and {taken[0]} is a controller voter's: space the nodes' "
+            f"ids at least {count} apart",
+        )
 
 
 def _controller_listener(config: BrokerConfig) -> Listener | None:

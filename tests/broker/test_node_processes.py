@@ -94,6 +94,17 @@ def test_ports_of_the_brokers_must_not_overlap_another_listener() -> None:
         process_overrides(config, "c")
 
 
+def test_the_brokers_node_ids_must_not_take_another_voters() -> None:
+    config = config_of(
+        "kipling.node.processes=2",
+        "listeners=PLAINTEXT://:9092,CONTROLLER://:9193",
+        "controller.listener.names=CONTROLLER",
+        "controller.quorum.voters=1@h1:9193,2@h2:9193,3@h3:9193",
+    )
+    with pytest.raises(ConfigError, match=r"node ids 1 to 2, and 2 is a controller voter's"):
+        process_overrides(config, "c")
+
+
 def test_a_controller_only_node_runs_one_process() -> None:
     config = config_of(
         "kipling.node.processes=2",
