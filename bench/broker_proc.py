@@ -83,19 +83,33 @@ class ProcessCpu:
     command: str
 
 
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (None when the process is gone):
+    1-based stat fields 14-17 (utime, stime, cutime, cstime) are indexes 11-14, starttime is 19."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def own_cpu_seconds(fields: list[str]) -> float:
+    """utime + stime: the process itself, every thread of it (exited ones too)."""
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
 def process_cpu(pid: int) -> ProcessCpu | None:
     """The CPU meters of one process (None when it is gone)."""
+    fields = stat_fields(pid)
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except (FileNotFoundError, ProcessLookupError):
         return None
-    fields = stat.rsplit(")", 1)[1].split()
-    # after the command name, 1-based stat fields 14-17 are utime, stime, cutime, cstime; 22 starttime
+    if fields is None:
+        return None
     return ProcessCpu(
         pid=pid,
         start_ticks=int(fields[19]),
-        own_s=(int(fields[11]) + int(fields[12])) / CLOCK_TICKS,
+        own_s=own_cpu_seconds(fields),
         reaped_s=(int(fields[13]) + int(fields[14])) / CLOCK_TICKS,
         command=" ".join(a.decode(errors="replace") for a in argv if a),
     )
@@ -264,9 +278,10 @@ class ServerProcess:
 
     def cpu_seconds(self) -> float:
         """utime + stime of the whole process (every thread, exited ones too), in seconds."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        # after the command name: state is field 3, utime field 14 and stime field 15 (1-based)
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        fields = stat_fields(self.pid)
+        if fields is None:
+            raise ProcessLookupError(f"{self.name} (pid {self.pid}) is gone")
+        return own_cpu_seconds(fields)
 
     def cpu_ns(self) -> int:
         """Run time of every live thread, in nanoseconds (``/proc/<pid>/task/*/schedstat``)."""

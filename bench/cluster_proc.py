@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.broker_proc import CLOCK_TICKS, KiplingProcess, free_port
+from bench.broker_proc import KiplingProcess, free_port, own_cpu_seconds, stat_fields
 from bench.broker_proc import child_pids as children
 
 CLUSTER_ID = "kipling-bench-cluster"
@@ -63,11 +63,8 @@ CLUSTER_SETTINGS: dict[str, str] = {
 
 def process_cpu_seconds(pid: int) -> float:
     """utime + stime of one process from ``/proc/<pid>/stat`` (0 when it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    fields = stat_fields(pid)
+    return 0.0 if fields is None else own_cpu_seconds(fields)
 
 
 def tree_cpu_seconds(pid: int) -> float:
