@@ -389,7 +389,7 @@ class RaftNode:
             self._step_down(response.epoch, response.leader_id)
         elif response.epoch == self.epoch and self._leader is not None:
             self._leader.begin_quorum_acked.add(response.source)
-            self._begin_sent_ms.pop(response.source, None)  # nothing more to resend, nor to wake for
+            self._begin_sent_ms.pop(response.source, None)  # no retry left to wake the poll for
         return []
 
     def resign(self) -> list[RaftMessage]:
@@ -711,12 +711,7 @@ class RaftNode:
                 now + self.config.check_quorum_timeout_ms if lone else self._leader.check_quorum_deadline_ms
             )
             deadlines = [check]
-            acked = self._leader.begin_quorum_acked
-            deadlines += [
-                sent + self.config.request_timeout_ms
-                for voter, sent in self._begin_sent_ms.items()
-                if voter not in acked
-            ]
+            deadlines += [sent + self.config.request_timeout_ms for sent in self._begin_sent_ms.values()]
             return max(now, min(deadlines))
         deadlines = [self._timer_ms]
         if self._fetch_target() is not None:
