@@ -47,7 +47,7 @@ from metadata.image import MetadataDelta, MetadataImage
 from metadata.log_topic import METADATA_TOPIC
 from metadata.topics import NO_LEADER, PartitionState, TopicState
 from storage.config import LogConfig
-from storage.errors import StorageError
+from storage.errors import LogDirFullError, StorageError
 from storage.handover import LogHandover
 from storage.log_manager import LogManager
 
@@ -130,16 +130,24 @@ class ReplicaTransitions:
                     await self._become_leader(topic, state)
                 else:
                     await self._become_follower(topic, state)
+            except LogDirFullError as exc:  # an operational condition, not a bug: one line, no traceback
+                self._logger.error(
+                    "partition transition failed", topic=topic.name, partition=state.partition, error=str(exc)
+                )
+                self._fail_transition(topic, state)
             except Exception:  # disk, IPC, a follower process that cannot start: this partition only
                 # the loader must go on applying metadata; the partition's error is in the log
                 self._logger.exception(
                     "partition transition failed", topic=topic.name, partition=state.partition
                 )
-                if state.leader_id == self._node_id:
-                    self._replicas.mark_failed(topic.name, state.partition)
+                self._fail_transition(topic, state)
             finally:
                 self._replicas.transition_done(topic.name, state.partition)
             await self._yield_now_and_then()
+
+    def _fail_transition(self, topic: TopicState, state: PartitionState) -> None:
+        if state.leader_id == self._node_id:
+            self._replicas.mark_failed(topic.name, state.partition)
 
     async def _yield_now_and_then(self) -> None:
         """Let the event loop serve requests once transitions have held it for YIELD_EVERY_S."""
