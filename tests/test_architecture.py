@@ -25,6 +25,7 @@ KIPLING_PACKAGES = {
     "cleaner",
     "tools",
     "pipeline",
+    "security",
     "bench",
 }
 THIRD_PARTY_IO = {"uvloop", "prometheus_client", "structlog", "pyspark", "pyarrow"}
@@ -41,26 +42,31 @@ RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
         COMPRESSION | {"structlog"},
         NETWORK_STDLIB - {"asyncio", "socket"},
     ),
-    "client": ({"protocol"}, COMPRESSION | {"structlog", "uvloop"}, set()),
-    "metadata": ({"protocol", "storage", "server_common"}, COMPRESSION | {"structlog"}, NETWORK_STDLIB),
+    "security": (set(), {"structlog"}, NETWORK_STDLIB - {"ssl"}),
+    "client": ({"protocol", "security"}, COMPRESSION | {"structlog", "uvloop"}, set()),
+    "metadata": (
+        {"protocol", "storage", "server_common", "security"},
+        COMPRESSION | {"structlog"},
+        NETWORK_STDLIB,
+    ),
     "coordinator": (
         {"protocol", "storage", "server_common", "metadata"},
         COMPRESSION | {"structlog"},
         NETWORK_STDLIB,
     ),
     "broker": (
-        {"protocol", "storage", "server_common", "client", "metadata", "coordinator", "cleaner"},
+        {"protocol", "storage", "server_common", "client", "metadata", "coordinator", "cleaner", "security"},
         COMPRESSION | THIRD_PARTY_IO - {"pyspark", "pyarrow"},
         set(),
     ),
     "follower": (
-        {"protocol", "storage", "client", "cleaner"},
+        {"protocol", "storage", "client", "cleaner", "security"},
         COMPRESSION | THIRD_PARTY_IO - {"pyspark"},
         set(),
     ),
-    "cleaner": ({"protocol", "storage", "client"}, COMPRESSION | {"structlog", "uvloop"}, set()),
+    "cleaner": ({"protocol", "storage", "client", "security"}, COMPRESSION | {"structlog", "uvloop"}, set()),
     "tools": (EVERY_PACKAGE, COMPRESSION | THIRD_PARTY_IO - {"pyspark", "pyarrow"}, set()),
-    "pipeline": ({"protocol", "client", "storage"}, COMPRESSION | THIRD_PARTY_IO, set()),
+    "pipeline": ({"protocol", "client", "storage", "security"}, COMPRESSION | THIRD_PARTY_IO, set()),
 }
 
 
