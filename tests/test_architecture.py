@@ -38,11 +38,11 @@ RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
     "protocol": (set(), COMPRESSION, NETWORK_STDLIB | {"threading", "multiprocessing", "logging"}),
     "storage": ({"protocol"}, COMPRESSION | {"structlog"}, NETWORK_STDLIB),
     "server_common": (
-        {"protocol", "storage"},
+        {"protocol", "storage", "security"},
         COMPRESSION | {"structlog"},
         NETWORK_STDLIB - {"asyncio", "socket"},
     ),
-    "security": (set(), {"structlog"}, NETWORK_STDLIB - {"ssl"}),
+    "security": (set(), {"structlog", "cryptography"}, NETWORK_STDLIB - {"ssl"}),
     "client": ({"protocol", "security"}, COMPRESSION | {"structlog", "uvloop"}, set()),
     "metadata": (
         {"protocol", "storage", "server_common", "security"},

@@ -37,15 +37,25 @@ from server_common.config.definitions import (
     ConfigError,
     ConfigSource,
     ConfigSynonym,
+    ConfigType,
     broker_synonyms,
     format_value,
     own_synonyms,
+)
+from server_common.config.listener_security import (
+    JAAS_KEY,
+    LISTENER_KEYS,
+    ListenerOverrides,
+    ListenerSecurity,
+    is_listener_key,
+    parse_listener_overrides,
+    resolve_listener_security,
 )
 from server_common.config.properties import PropertiesError, parse_overrides, read_properties_file
 
 PLAINTEXT = "PLAINTEXT"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-"""Kafka's security protocol names; kipling implements only PLAINTEXT."""
+"""Kafka's security protocol names, all of which kipling implements."""
 NON_ROUTABLE_HOSTS = ("0.0.0.0", "::")
 LOOPBACK = "127.0.0.1"
 LOOPBACK_OF = {"0.0.0.0": LOOPBACK, "::": "::1"}
@@ -112,6 +122,10 @@ class BrokerConfig:
     listeners: list[Listener]
     advertised_listeners: list[Listener]
     listener_security_protocol_map: dict[str, str]
+    listener_security: dict[str, ListenerSecurity]
+    """Each bound listener's protocol, TLS material and SASL mechanisms, prefixed keys resolved."""
+    sasl_mechanism_inter_broker_protocol: str
+    sasl_mechanism_controller_protocol: str
     inter_broker_listener_name: str | None
     metrics_listener: tuple[str, int] | None
     socket_request_max_bytes: int
@@ -219,12 +233,13 @@ class BrokerConfig:
     def from_properties(cls, props: Mapping[str, str]) -> tuple[BrokerConfig, list[str]]:
         """Validate raw properties (keys as in a file) into a config, plus warnings to log."""
         canonical = canonicalize(props)
-        warnings: list[str] = []
+        overrides, warnings = parse_listener_overrides(canonical)
         values: dict[str, object] = {d.name: d.default for d in DEFINITIONS}
         for key, raw in canonical.items():
             definition = BY_NAME.get(key)
             if definition is None:
-                warnings.append(_unknown_key_warning(key))
+                if not is_listener_key(key):
+                    warnings.append(_unknown_key_warning(key))
                 continue
             values[key] = definition.parse(raw)
             if definition.ignored:
@@ -232,7 +247,7 @@ class BrokerConfig:
                     f"{key} is accepted for compatibility with Kafka but has no effect in kipling"
                 )
         explicit = frozenset(k for k in canonical if k in BY_NAME)
-        config = _build(values, explicit)
+        config = _build(values, explicit, overrides)
         return config, warnings
 
     @property
@@ -316,7 +331,7 @@ class BrokerConfig:
                         name=name,
                         value=format_value(self.values[definition.name]),
                         source=self.source_of(definition.name),
-                        is_sensitive=False,
+                        is_sensitive=definition.type is ConfigType.PASSWORD,
                         read_only=True,
                         doc=definition.doc,
                         type=definition.type,
@@ -400,14 +415,16 @@ def canonicalize(props: Mapping[str, str]) -> dict[str, str]:
 # -- building ------------------------------------------------------------------------------------
 
 
-def _build(values: Mapping[str, object], explicit: frozenset[str]) -> BrokerConfig:
+def _build(
+    values: Mapping[str, object], explicit: frozenset[str], overrides: ListenerOverrides
+) -> BrokerConfig:
     """Turn typed per-key values into a validated :class:`BrokerConfig`."""
     # Each value has its definition's type (parsed and validated per key): one that the
     # corresponding BrokerConfig field declares, which object cannot say for a dict of them.
     simple: dict[str, Any] = {
         d.name.replace(".", "_"): values[d.name]
         for d in DEFINITIONS
-        if d.name not in FOLDED_KEYS and d.name not in _COMPUTED_KEYS
+        if d.name not in FOLDED_KEYS and d.name not in _COMPUTED_KEYS and d.name not in SECURITY_KEYS
     }
     roles = _list(values["process.roles"])
     protocol_map = _parse_protocol_map(str(values["listener.security.protocol.map"]))
@@ -422,6 +439,7 @@ def _build(values: Mapping[str, object], explicit: frozenset[str]) -> BrokerConf
     if ROLE_CONTROLLER in roles:
         _check_names_exist("controller.listener.names", controller_names, listeners)
     inter_broker = _inter_broker_listener_name(values, advertised, controller_names, roles)
+    security = _listener_security(values, listeners, protocol_map, overrides)
     voters = _parse_voters(_list(values["controller.quorum.voters"]))
     bootstrap = _parse_bootstrap_servers(_list(values["controller.quorum.bootstrap.servers"]))
     node_id = values["node.id"]
@@ -441,6 +459,7 @@ def _build(values: Mapping[str, object], explicit: frozenset[str]) -> BrokerConf
         listeners=listeners,
         advertised_listeners=advertised,
         listener_security_protocol_map=protocol_map,
+        listener_security=security,
         inter_broker_listener_name=inter_broker,
         metrics_listener=_parse_metrics_listener(str(values["metrics.listener"])),
         max_connections_per_ip_overrides=_parse_per_ip_overrides(
@@ -548,13 +567,31 @@ def _check_protocol(key: str, listener: Listener, protocol_map: Mapping[str, str
             f"listener.security.protocol.map",
             key=key,
         )
-    if protocol != PLAINTEXT:
+
+
+SECURITY_KEYS = LISTENER_KEYS | {JAAS_KEY}
+"""Keys read per listener (:mod:`server_common.config.listener_security`), not as attributes."""
+
+
+def _listener_security(
+    values: Mapping[str, object],
+    listeners: list[Listener],
+    protocol_map: Mapping[str, str],
+    overrides: ListenerOverrides,
+) -> dict[str, ListenerSecurity]:
+    bound = {listener.name for listener in listeners}
+    for name in sorted(overrides.listeners - bound):
         raise ConfigError(
-            f"Invalid configuration {key}: listener {listener} uses security protocol {protocol}, "
-            f"but kipling supports only {PLAINTEXT}",
-            key=key,
-            value=str(listener),
+            f"Invalid configuration listener.name.{name.lower()}.*: there is no listener {name} "
+            f"(listeners: {', '.join(sorted(bound))})",
+            key=f"listener.name.{name.lower()}",
         )
+    return {
+        listener.name: resolve_listener_security(
+            listener.name, protocol_map[listener.name], values, overrides
+        )
+        for listener in listeners
+    }
 
 
 def _advertised_listeners(

@@ -277,12 +277,13 @@ def parse_value(key: str, type_: ConfigType, raw: str, validator: Validator | No
         value = text.lower() == "true"
     elif type_ is ConfigType.LIST:
         value = [item.strip() for item in text.split(",") if item.strip()]
-    elif type_ is ConfigType.STRING:
+    elif type_ in (ConfigType.STRING, ConfigType.PASSWORD, ConfigType.CLASS):
         value = text
     else:  # pragma: no cover - no key of another type is declared
         raise TypeError(f"{key}: unsupported type {type_.name}")
     if validator is not None and not validator(value):
-        raise ConfigError.invalid(key, raw, _allowed_text(type_, validator))
+        shown = "[hidden]" if type_ is ConfigType.PASSWORD else raw
+        raise ConfigError.invalid(key, shown, _allowed_text(type_, validator))
     return value
 
 
@@ -405,7 +406,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     ConfigDef("listener.security.protocol.map", T.STRING,
               "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
               "SASL_SSL:SASL_SSL", M, "LISTENER_NAME:PROTOCOL pairs giving each listener's security "
-              "protocol. kipling speaks PLAINTEXT only; a listener with another protocol is refused."),
+              "protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
     ConfigDef("inter.broker.listener.name", T.STRING, None, M, "The listener brokers use to reach each "
               "other. Unset: the PLAINTEXT listener, else the first advertised one."),
     ConfigDef("metrics.listener", T.STRING, "127.0.0.1:9404", M, "host:port of the Prometheus /metrics "
@@ -437,6 +438,57 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
               "asyncio broker has no network thread pool.", at_least(1), ignored=True),
     ConfigDef("num.io.threads", T.INT, 8, H, "Accepted for Kafka compatibility and ignored: an "
               "asyncio broker has no request handler pool.", at_least(1), ignored=True),
+    # -- security (listener-scoped as listener.name.<listener>.<key>; the keys marked so also
+    #    per mechanism, listener.name.<listener>.<mechanism>.<key>: server_common/config/listener_security.py)
+    ConfigDef("ssl.keystore.type", T.STRING, "JKS", M, "Format of the keystore: PEM or PKCS12 (JKS, "
+              "Kafka's default, needs a JVM and is refused).", OneOf(("JKS", "PKCS12", "PEM"))),
+    ConfigDef("ssl.keystore.location", T.STRING, None, H, "The keystore file: a PEM file with the "
+              "private key and certificate chain, or a PKCS12 file."),
+    ConfigDef("ssl.keystore.password", T.PASSWORD, None, H, "Password of a PKCS12 keystore (of the "
+              "key in a PEM keystore file when ssl.key.password is unset)."),
+    ConfigDef("ssl.key.password", T.PASSWORD, None, H, "Password of the private key."),
+    ConfigDef("ssl.keystore.certificate.chain", T.PASSWORD, None, H, "The certificate chain in PEM, "
+              "inline (ssl.keystore.type=PEM)."),
+    ConfigDef("ssl.keystore.key", T.PASSWORD, None, H, "The private key in PEM, inline "
+              "(ssl.keystore.type=PEM)."),
+    ConfigDef("ssl.truststore.type", T.STRING, "JKS", M, "Format of the truststore: PEM or PKCS12.",
+              OneOf(("JKS", "PKCS12", "PEM"))),
+    ConfigDef("ssl.truststore.location", T.STRING, None, H, "The truststore file: PEM certificates or "
+              "a PKCS12 file, the authorities that sign trusted peers."),
+    ConfigDef("ssl.truststore.password", T.PASSWORD, None, H, "Password of a PKCS12 truststore."),
+    ConfigDef("ssl.truststore.certificates", T.PASSWORD, None, H, "Trusted certificates in PEM, inline "
+              "(ssl.truststore.type=PEM)."),
+    ConfigDef("ssl.client.auth", T.STRING, "none", M, "Whether a TLS listener asks clients for a "
+              "certificate: required, requested or none. A verified certificate's subject becomes the "
+              "principal (ssl.principal.mapping.rules).", OneOf(("required", "requested", "none"))),
+    ConfigDef("ssl.enabled.protocols", T.LIST, ["TLSv1.2", "TLSv1.3"], M, "TLS versions allowed, "
+              "consecutive versions among TLSv1, TLSv1.1, TLSv1.2 and TLSv1.3."),
+    ConfigDef("ssl.protocol", T.STRING, "TLSv1.3", M, "Accepted for Kafka compatibility: OpenSSL "
+              "negotiates the highest of ssl.enabled.protocols both sides allow."),
+    ConfigDef("ssl.cipher.suites", T.LIST, [], L, "TLS 1.2 cipher suites allowed, by Kafka's (IANA) or "
+              "OpenSSL's names; empty: OpenSSL's defaults. TLS 1.3 always uses its AEAD suites."),
+    ConfigDef("ssl.endpoint.identification.algorithm", T.STRING, "https", L, "https: kipling's own "
+              "connections to other brokers and controllers check that the certificate names the host "
+              "they connect to; empty: they do not."),
+    ConfigDef("ssl.principal.mapping.rules", T.STRING, "DEFAULT", L, "Rules turning a client "
+              "certificate's distinguished name into the principal's name: RULE:pattern/replacement/ "
+              "entries (optional L or U suffix) and DEFAULT (the whole name), first match wins."),
+    ConfigDef("sasl.enabled.mechanisms", T.LIST, ["GSSAPI"], M, "SASL mechanisms a SASL listener offers: "
+              "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI, Kafka's default, and OAUTHBEARER are not "
+              "implemented and refused)."),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI", M, "SASL mechanism brokers "
+              "use to reach each other when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL."),
+    ConfigDef("sasl.mechanism.controller.protocol", T.STRING, "GSSAPI", M, "SASL mechanism used to "
+              "reach the controllers when their listener is SASL_PLAINTEXT or SASL_SSL."),
+    ConfigDef("sasl.jaas.config", T.PASSWORD, None, M, "JAAS login module and options of a SASL "
+              "mechanism, set per listener and mechanism: "
+              "listener.name.<listener>.<mechanism>.sasl.jaas.config. PLAIN lists its users as "
+              "user_<name>=\"<password>\"; username and password are what this broker sends."),
+    ConfigDef("connections.max.reauth.ms", T.LONG, 0, M, "Longest a SASL session lasts before the "
+              "client must re-authenticate (KIP-368); the connection is closed otherwise. 0: "
+              "sessions do not expire.", at_least(0)),
+    ConfigDef("sasl.server.max.receive.size", T.INT, 524288, L, "Largest request a connection may send "
+              "before it has authenticated; a bigger one closes it.", at_least(1)),
     # -- topics
     ConfigDef("num.partitions", T.INT, 1, M, "Partitions of an automatically created topic, and of a "
               "CreateTopics request that leaves the count to the broker.", at_least(1)),
