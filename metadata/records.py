@@ -192,6 +192,37 @@ class ProducerIdsRecord:
     next_producer_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """An ACL binding exists: ``operation`` on resources matching (``resource_type``,
+    ``resource_name``, ``pattern_type``) is allowed or denied (``permission_type``) to
+    ``principal`` connecting from ``host``.
+
+    The int8 codes are those of :mod:`protocol.acl_types`. ``id`` is a uuid the controller draws when
+    the ACL is created: the one handle by which a RemoveAccessControlEntryRecord deletes it.
+    """
+
+    RECORD_TYPE: ClassVar[int] = 18
+
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    """The ACL created with ``id`` is deleted."""
+
+    RECORD_TYPE: ClassVar[int] = 19
+
+    id: uuid.UUID
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | UnregisterBrokerRecord
@@ -204,6 +235,8 @@ MetadataRecord = (
     | RemoveTopicRecord
     | ClientQuotaRecord
     | ProducerIdsRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
 )
 """Any record of the metadata log."""
 
@@ -221,6 +254,8 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
         RemoveTopicRecord,
         ClientQuotaRecord,
         ProducerIdsRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
     )
 }
 """Record type id -> record class, for the serde."""

@@ -49,6 +49,8 @@ UNFENCE_BROKER_RECORD = 8
 REMOVE_TOPIC_RECORD = 9
 CLIENT_QUOTA_RECORD = 14
 PRODUCER_IDS_RECORD = 15
+ACCESS_CONTROL_ENTRY_RECORD = 18
+REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 19
 
 
 def _record(type_id: int, name: str, *fields: Field) -> MessageSpec:
@@ -151,6 +153,23 @@ PRODUCER_IDS_RECORD_SPEC = _record(
     Field("broker_epoch", "int64", "0+"),
     Field("next_producer_id", "int64", "0+"),
 )
+# The ACL records are Kafka's field for field: one ACL binding, named by a uuid the controller
+# draws, whose int8 codes are those of protocol.acl_types; removing it names only the uuid.
+ACCESS_CONTROL_ENTRY_RECORD_SPEC = _record(
+    ACCESS_CONTROL_ENTRY_RECORD,
+    "AccessControlEntryRecord",
+    Field("id", "uuid", "0+"),
+    Field("resource_type", "int8", "0+"),
+    Field("resource_name", "string", "0+"),
+    Field("pattern_type", "int8", "0+"),
+    Field("principal", "string", "0+"),
+    Field("host", "string", "0+"),
+    Field("operation", "int8", "0+"),
+    Field("permission_type", "int8", "0+"),
+)
+REMOVE_ACCESS_CONTROL_ENTRY_RECORD_SPEC = _record(
+    REMOVE_ACCESS_CONTROL_ENTRY_RECORD, "RemoveAccessControlEntryRecord", Field("id", "uuid", "0+")
+)
 
 METADATA_RECORDS: dict[int, MessageSpec] = {
     spec.api_key: spec
@@ -166,6 +185,8 @@ METADATA_RECORDS: dict[int, MessageSpec] = {
         REMOVE_TOPIC_RECORD_SPEC,
         CLIENT_QUOTA_RECORD_SPEC,
         PRODUCER_IDS_RECORD_SPEC,
+        ACCESS_CONTROL_ENTRY_RECORD_SPEC,
+        REMOVE_ACCESS_CONTROL_ENTRY_RECORD_SPEC,
     )
 }
 """Record type id → its declaration: the table a metadata-log reader dispatches on."""

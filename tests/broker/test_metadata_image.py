@@ -123,6 +123,8 @@ def test_record_type_ids_are_kafkas() -> None:
         9: "RemoveTopicRecord",
         14: "ClientQuotaRecord",
         15: "ProducerIdsRecord",
+        18: "AccessControlEntryRecord",
+        19: "RemoveAccessControlEntryRecord",
     }
     assert all(type_id == cls.RECORD_TYPE for type_id, cls in RECORD_CLASSES.items())
 

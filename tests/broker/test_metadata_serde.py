@@ -7,13 +7,16 @@ import uuid
 import pytest
 
 from metadata.records import (
+    AccessControlEntryRecord,
     BrokerEndpointRecord,
     ConfigRecord,
     FenceBrokerRecord,
+    MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
@@ -25,7 +28,7 @@ from protocol.records import stamp_base_offset
 
 TOPIC_ID = uuid.UUID("6d3f1a55-4c1e-4f0a-9d55-0a1b2c3d4e5f")
 
-ALL_RECORDS = [
+ALL_RECORDS: list[MetadataRecord] = [
     RegisterBrokerRecord(
         2,
         uuid.UUID(int=7),
@@ -48,6 +51,8 @@ ALL_RECORDS = [
     UnfenceBrokerRecord(1, 40),
     RemoveTopicRecord(TOPIC_ID),
     ProducerIdsRecord(1, 40, 2000),
+    AccessControlEntryRecord(uuid.UUID(int=9), 2, "orders", 4, "User:alice", "*", 3, 3),
+    RemoveAccessControlEntryRecord(uuid.UUID(int=9)),
 ]
 
 

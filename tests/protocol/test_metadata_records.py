@@ -59,6 +59,17 @@ EXPECTED_FIELDS = {
     9: ["topic_id"],
     14: ["entity", "key", "value", "remove"],
     15: ["broker_id", "broker_epoch", "next_producer_id"],
+    18: [
+        "id",
+        "resource_type",
+        "resource_name",
+        "pattern_type",
+        "principal",
+        "host",
+        "operation",
+        "permission_type",
+    ],
+    19: ["id"],
 }
 
 
@@ -84,9 +95,11 @@ def test_type_constants_match_kafka_numbering() -> None:
         mr.REMOVE_TOPIC_RECORD: "RemoveTopicRecord",
         mr.CLIENT_QUOTA_RECORD: "ClientQuotaRecord",
         mr.PRODUCER_IDS_RECORD: "ProducerIdsRecord",
+        mr.ACCESS_CONTROL_ENTRY_RECORD: "AccessControlEntryRecord",
+        mr.REMOVE_ACCESS_CONTROL_ENTRY_RECORD: "RemoveAccessControlEntryRecord",
     }
     assert constants == {t: spec.name for t, spec in METADATA_RECORDS.items()}
-    assert list(constants) == [0, 1, 2, 3, 4, 5, 7, 8, 9, 14, 15]
+    assert list(constants) == [0, 1, 2, 3, 4, 5, 7, 8, 9, 14, 15, 18, 19]
 
 
 def test_records_stay_out_of_the_message_registry() -> None:
@@ -117,6 +130,29 @@ def test_frame_prefix_and_body_bytes() -> None:
         mr.PRODUCER_IDS_RECORD, {"broker_id": 0, "broker_epoch": 0, "next_producer_id": 0}
     )
     assert producer_ids[:3] == b"\x01\x0f\x00"  # frame version 1, type 15, version 0
+
+
+def test_acl_record_bytes_are_kafkas() -> None:
+    """Unlike most kipling records, the ACL records are Kafka's own, field for field."""
+    acl_id = uuid.UUID(int=0x2A)
+    value = encode_metadata_record(
+        mr.ACCESS_CONTROL_ENTRY_RECORD,
+        {
+            "id": acl_id,
+            "resource_type": 2,  # TOPIC
+            "resource_name": "t",
+            "pattern_type": 3,  # LITERAL
+            "principal": "User:a",
+            "host": "*",
+            "operation": 3,  # READ
+            "permission_type": 3,  # ALLOW
+        },
+    )
+    body = acl_id.bytes + b"\x02" + b"\x02t" + b"\x03" + b"\x07User:a" + b"\x02*" + b"\x03\x03" + b"\x00"
+    assert value == b"\x01\x12\x00" + body  # frame version 1, type 18, version 0
+    removal = encode_metadata_record(mr.REMOVE_ACCESS_CONTROL_ENTRY_RECORD, {"id": acl_id})
+    assert removal == b"\x01\x13\x00" + acl_id.bytes + b"\x00"
+    assert decode_metadata_record(removal).data.id == acl_id
 
 
 def test_nested_elements_may_be_plain_dicts() -> None:
