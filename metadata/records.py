@@ -14,7 +14,7 @@ stale controller or about a stale broker incarnation is recognisable as such.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import ClassVar
 
@@ -223,6 +223,36 @@ class RemoveAccessControlEntryRecord:
     id: uuid.UUID
 
 
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """``name`` has a SCRAM credential for ``mechanism`` (Kafka's type byte, 1 SCRAM-SHA-256,
+    2 SCRAM-SHA-512), replacing any it had for that mechanism.
+
+    What a broker needs to verify a login and nothing more: the salt, StoredKey, ServerKey and
+    iteration count (RFC 5802), never the password or the salted password. The keys let whoever
+    holds them and a captured exchange log in, so they stay out of ``repr`` and thus out of logs.
+    """
+
+    RECORD_TYPE: ClassVar[int] = 11
+
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes = field(repr=False)
+    server_key: bytes = field(repr=False)
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    """``name``'s SCRAM credential for ``mechanism`` is deleted."""
+
+    RECORD_TYPE: ClassVar[int] = 22
+
+    name: str
+    mechanism: int
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | UnregisterBrokerRecord
@@ -233,10 +263,12 @@ MetadataRecord = (
     | FenceBrokerRecord
     | UnfenceBrokerRecord
     | RemoveTopicRecord
+    | UserScramCredentialRecord
     | ClientQuotaRecord
     | ProducerIdsRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | RemoveUserScramCredentialRecord
 )
 """Any record of the metadata log."""
 
@@ -252,10 +284,12 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
         FenceBrokerRecord,
         UnfenceBrokerRecord,
         RemoveTopicRecord,
+        UserScramCredentialRecord,
         ClientQuotaRecord,
         ProducerIdsRecord,
         AccessControlEntryRecord,
         RemoveAccessControlEntryRecord,
+        RemoveUserScramCredentialRecord,
     )
 }
 """Record type id -> record class, for the serde."""

@@ -47,10 +47,12 @@ PARTITION_CHANGE_RECORD = 5
 FENCE_BROKER_RECORD = 7
 UNFENCE_BROKER_RECORD = 8
 REMOVE_TOPIC_RECORD = 9
+USER_SCRAM_CREDENTIAL_RECORD = 11
 CLIENT_QUOTA_RECORD = 14
 PRODUCER_IDS_RECORD = 15
 ACCESS_CONTROL_ENTRY_RECORD = 18
 REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 19
+REMOVE_USER_SCRAM_CREDENTIAL_RECORD = 22
 
 
 def _record(type_id: int, name: str, *fields: Field) -> MessageSpec:
@@ -170,6 +172,24 @@ ACCESS_CONTROL_ENTRY_RECORD_SPEC = _record(
 REMOVE_ACCESS_CONTROL_ENTRY_RECORD_SPEC = _record(
     REMOVE_ACCESS_CONTROL_ENTRY_RECORD, "RemoveAccessControlEntryRecord", Field("id", "uuid", "0+")
 )
+# The SCRAM credential records are Kafka's field for field (3.5 on: the stored and server keys,
+# never the salted password); the mechanism is Kafka's type byte (1 SCRAM-SHA-256, 2 SCRAM-SHA-512).
+USER_SCRAM_CREDENTIAL_RECORD_SPEC = _record(
+    USER_SCRAM_CREDENTIAL_RECORD,
+    "UserScramCredentialRecord",
+    Field("name", "string", "0+"),
+    Field("mechanism", "int8", "0+"),
+    Field("salt", "bytes", "0+"),
+    Field("stored_key", "bytes", "0+"),
+    Field("server_key", "bytes", "0+"),
+    Field("iterations", "int32", "0+"),
+)
+REMOVE_USER_SCRAM_CREDENTIAL_RECORD_SPEC = _record(
+    REMOVE_USER_SCRAM_CREDENTIAL_RECORD,
+    "RemoveUserScramCredentialRecord",
+    Field("name", "string", "0+"),
+    Field("mechanism", "int8", "0+"),
+)
 
 METADATA_RECORDS: dict[int, MessageSpec] = {
     spec.api_key: spec
@@ -183,10 +203,12 @@ METADATA_RECORDS: dict[int, MessageSpec] = {
         FENCE_BROKER_RECORD_SPEC,
         UNFENCE_BROKER_RECORD_SPEC,
         REMOVE_TOPIC_RECORD_SPEC,
+        USER_SCRAM_CREDENTIAL_RECORD_SPEC,
         CLIENT_QUOTA_RECORD_SPEC,
         PRODUCER_IDS_RECORD_SPEC,
         ACCESS_CONTROL_ENTRY_RECORD_SPEC,
         REMOVE_ACCESS_CONTROL_ENTRY_RECORD_SPEC,
+        REMOVE_USER_SCRAM_CREDENTIAL_RECORD_SPEC,
     )
 }
 """Record type id → its declaration: the table a metadata-log reader dispatches on."""

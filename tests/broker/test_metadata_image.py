@@ -121,10 +121,12 @@ def test_record_type_ids_are_kafkas() -> None:
         7: "FenceBrokerRecord",
         8: "UnfenceBrokerRecord",
         9: "RemoveTopicRecord",
+        11: "UserScramCredentialRecord",
         14: "ClientQuotaRecord",
         15: "ProducerIdsRecord",
         18: "AccessControlEntryRecord",
         19: "RemoveAccessControlEntryRecord",
+        22: "RemoveUserScramCredentialRecord",
     }
     assert all(type_id == cls.RECORD_TYPE for type_id, cls in RECORD_CLASSES.items())
 

@@ -18,9 +18,11 @@ from metadata.records import (
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from metadata.serde import decode_metadata_batches, encode_metadata_batch, record_from_wire
 from protocol.errors import ProtocolError
@@ -53,6 +55,8 @@ ALL_RECORDS: list[MetadataRecord] = [
     ProducerIdsRecord(1, 40, 2000),
     AccessControlEntryRecord(uuid.UUID(int=9), 2, "orders", 4, "User:alice", "*", 3, 3),
     RemoveAccessControlEntryRecord(uuid.UUID(int=9)),
+    UserScramCredentialRecord("alice", 1, b"salt", b"\x01" * 32, b"\x02" * 32, 4096),
+    RemoveUserScramCredentialRecord("alice", 2),
 ]
 
 

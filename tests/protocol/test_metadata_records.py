@@ -57,6 +57,7 @@ EXPECTED_FIELDS = {
     7: ["broker_id", "broker_epoch"],
     8: ["broker_id", "broker_epoch"],
     9: ["topic_id"],
+    11: ["name", "mechanism", "salt", "stored_key", "server_key", "iterations"],
     14: ["entity", "key", "value", "remove"],
     15: ["broker_id", "broker_epoch", "next_producer_id"],
     18: [
@@ -70,6 +71,7 @@ EXPECTED_FIELDS = {
         "permission_type",
     ],
     19: ["id"],
+    22: ["name", "mechanism"],
 }
 
 
@@ -93,13 +95,15 @@ def test_type_constants_match_kafka_numbering() -> None:
         mr.FENCE_BROKER_RECORD: "FenceBrokerRecord",
         mr.UNFENCE_BROKER_RECORD: "UnfenceBrokerRecord",
         mr.REMOVE_TOPIC_RECORD: "RemoveTopicRecord",
+        mr.USER_SCRAM_CREDENTIAL_RECORD: "UserScramCredentialRecord",
         mr.CLIENT_QUOTA_RECORD: "ClientQuotaRecord",
         mr.PRODUCER_IDS_RECORD: "ProducerIdsRecord",
         mr.ACCESS_CONTROL_ENTRY_RECORD: "AccessControlEntryRecord",
         mr.REMOVE_ACCESS_CONTROL_ENTRY_RECORD: "RemoveAccessControlEntryRecord",
+        mr.REMOVE_USER_SCRAM_CREDENTIAL_RECORD: "RemoveUserScramCredentialRecord",
     }
     assert constants == {t: spec.name for t, spec in METADATA_RECORDS.items()}
-    assert list(constants) == [0, 1, 2, 3, 4, 5, 7, 8, 9, 14, 15, 18, 19]
+    assert list(constants) == [0, 1, 2, 3, 4, 5, 7, 8, 9, 11, 14, 15, 18, 19, 22]
 
 
 def test_records_stay_out_of_the_message_registry() -> None:
@@ -153,6 +157,28 @@ def test_acl_record_bytes_are_kafkas() -> None:
     removal = encode_metadata_record(mr.REMOVE_ACCESS_CONTROL_ENTRY_RECORD, {"id": acl_id})
     assert removal == b"\x01\x13\x00" + acl_id.bytes + b"\x00"
     assert decode_metadata_record(removal).data.id == acl_id
+
+
+def test_scram_credential_record_bytes_are_kafkas() -> None:
+    """Kafka's UserScramCredentialRecord (type 11) and RemoveUserScramCredentialRecord (type 22)."""
+    value = encode_metadata_record(
+        mr.USER_SCRAM_CREDENTIAL_RECORD,
+        {
+            "name": "alice",
+            "mechanism": 1,  # SCRAM-SHA-256
+            "salt": b"salt",
+            "stored_key": b"\x01" * 32,
+            "server_key": b"\x02" * 32,
+            "iterations": 8192,
+        },
+    )
+    body = b"\x06alice" + b"\x01" + b"\x05salt" + b"\x21" + b"\x01" * 32 + b"\x21" + b"\x02" * 32
+    assert value == b"\x01\x0b\x00" + body + (8192).to_bytes(4, "big") + b"\x00"
+    removal = encode_metadata_record(
+        mr.REMOVE_USER_SCRAM_CREDENTIAL_RECORD, {"name": "alice", "mechanism": 2}
+    )
+    assert removal == b"\x01\x16\x00" + b"\x06alice" + b"\x02" + b"\x00"
+    assert decode_metadata_record(value).data.stored_key == b"\x01" * 32
 
 
 def test_nested_elements_may_be_plain_dicts() -> None:
