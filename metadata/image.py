@@ -40,12 +40,16 @@ from metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
+from metadata.scram_credentials import ScramCredentials
 from metadata.topics import NO_LEADER, PartitionState, TopicState
 from protocol.sentinels import ZERO_UUID
+from security.scram import ScramCredential, ScramMechanism
 
 NO_OFFSET = -1
 """The offset of an image that has applied no record: a position below every record's offset (records
@@ -140,7 +144,8 @@ class MetadataDelta:
 
 
 class MetadataImage:
-    """Brokers, topics, configs and the producer id block of the cluster, as of :attr:`offset`."""
+    """Brokers, topics, configs, client quotas, SCRAM credentials and the producer id block of the
+    cluster, as of :attr:`offset`."""
 
     def __init__(self) -> None:
         self._brokers: dict[int, BrokerRegistration] = {}
@@ -149,6 +154,7 @@ class MetadataImage:
         self._by_id: dict[uuid.UUID, TopicState] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
+        self._scram = ScramCredentials()
         self._next_producer_id = INITIAL_NEXT_PRODUCER_ID
         self._offset = NO_OFFSET
         self._epoch = NO_EPOCH
@@ -302,6 +308,16 @@ class MetadataImage:
         """The quotas of one entity (pairs sorted by entity type), by key; empty when it has none."""
         return self._client_quotas.get(entity, {})
 
+    def scram_credential(self, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
+        """``user``'s SCRAM credential for ``mechanism``, None when it has none: what the broker's
+        SASL/SCRAM authenticator checks a login against."""
+        return self._scram.get(mechanism, user)
+
+    @property
+    def scram_credentials(self) -> ScramCredentials:
+        """Every user's SCRAM credentials (DescribeUserScramCredentials, snapshots); read-only."""
+        return self._scram
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MetadataImage):
             return NotImplemented
@@ -323,6 +339,7 @@ class MetadataImage:
             self._by_id,
             self._broker_configs,
             self._client_quotas,
+            self._scram,
             self._next_producer_id,
             self._offset,
             self._epoch,
@@ -442,6 +459,12 @@ class MetadataImage:
             del self._client_quotas[entity]
         return None
 
+    def _upsert_scram_credential(self, record: UserScramCredentialRecord, offset: int) -> str | None:
+        return self._scram.upsert(record)
+
+    def _remove_scram_credential(self, record: RemoveUserScramCredentialRecord, offset: int) -> str | None:
+        return self._scram.remove(record)
+
     def _allocate_producer_ids(self, record: ProducerIdsRecord, offset: int) -> str | None:
         if record.next_producer_id <= self._next_producer_id:
             return (
@@ -465,6 +488,8 @@ _REPLAYERS: dict[type, _Replayer] = {
     RemoveTopicRecord: MetadataImage._remove_topic,
     ClientQuotaRecord: MetadataImage._set_client_quota,
     ProducerIdsRecord: MetadataImage._allocate_producer_ids,
+    UserScramCredentialRecord: MetadataImage._upsert_scram_credential,
+    RemoveUserScramCredentialRecord: MetadataImage._remove_scram_credential,
 }
 
 

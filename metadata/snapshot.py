@@ -61,6 +61,7 @@ from metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 from metadata.serde import MetadataBatch, metadata_record_value, record_from_wire
 from protocol.errors import ProtocolError
@@ -174,9 +175,9 @@ def image_records(image: MetadataImage) -> list[tuple[int, MetadataRecord]]:
     Order, every group sorted so that equal images give equal bytes: the brokers by id (with their
     fencing and epochs); each topic by name with its partitions by index (leader, ISR and epochs as
     they are) and then its config overrides by key; broker config overrides by resource and key;
-    client quotas by entity and key; the producer id block's next id (as a ProducerIdsRecord of
-    broker -1, epoch -1: the image does not keep who took the last block), unless no block was ever
-    handed out.
+    client quotas by entity and key; SCRAM credentials by user and mechanism type; the producer id
+    block's next id (as a ProducerIdsRecord of broker -1, epoch -1: the image does not keep who took
+    the last block), unless no block was ever handed out.
     """
     at = image.offset
     records: list[tuple[int, MetadataRecord]] = []
@@ -218,6 +219,22 @@ def image_records(image: MetadataImage) -> list[tuple[int, MetadataRecord]]:
     for entity, quotas in sorted(image.client_quotas().items(), key=lambda item: repr(item[0])):
         for key, quota in sorted(quotas.items()):
             records.append((at, ClientQuotaRecord(entity, key, quota, False)))
+    scram = image.scram_credentials
+    for user in scram.users():
+        for mechanism, credential in scram.of_user(user).items():
+            records.append(
+                (
+                    at,
+                    UserScramCredentialRecord(
+                        user,
+                        mechanism.type_id,
+                        credential.salt,
+                        credential.stored_key,
+                        credential.server_key,
+                        credential.iterations,
+                    ),
+                )
+            )
     if image.next_producer_id != MetadataImage().next_producer_id:
         records.append((at, ProducerIdsRecord(-1, -1, image.next_producer_id)))
     return records

@@ -77,6 +77,12 @@ from metadata.controller.replication_control import (
     DeleteTopicResult,
     ReplicationControl,
 )
+from metadata.controller.scram_control import (
+    ScramAlterationResult,
+    ScramDeletion,
+    ScramUpsertion,
+    plan_scram_alterations,
+)
 from metadata.controller.topic_rules import ConfigValidator, TopicDefaults
 from metadata.image import MetadataImage
 from metadata.producer_id_block import ProducerIdBlock
@@ -324,6 +330,21 @@ class QuorumController:
         if records and not validate_only:
             self._writer.commit(records)
             _log.info("client quotas altered", records=len(records))
+        return results
+
+    def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
+    ) -> list[ScramAlterationResult]:
+        """AlterUserScramCredentials (see :mod:`~metadata.controller.scram_control`): one result per
+        user; the credentials of every valid user as records, in one batch."""
+        results, records = plan_scram_alterations(self._image.scram_credentials, deletions, upsertions)
+        if records:
+            self._writer.commit(records)
+            _log.info(
+                "user SCRAM credentials altered",
+                users=sorted({record.name for record in records}),
+                records=len(records),
+            )
         return results
 
     def elect_leaders(
