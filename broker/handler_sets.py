@@ -62,6 +62,10 @@ from broker.handlers.quorum import (
     VoteHandler,
 )
 from broker.handlers.registry import HandlerRegistry
+from broker.handlers.user_scram_credentials import (
+    AlterUserScramCredentialsHandler,
+    DescribeUserScramCredentialsHandler,
+)
 from broker.quorum.raft_manager import RaftManager
 from broker.quotas.controller_mutation import PartitionMutationQuotas
 from broker.quotas.enforcement import BrokerQuotas
@@ -80,6 +84,7 @@ FORWARDED_APIS: tuple[ForwardedApi, ...] = (
     CreatePartitionsHandler,
     ElectLeadersHandler,
     AlterClientQuotasHandler,
+    AlterUserScramCredentialsHandler,
 )
 """Admin APIs only the controller may carry out: a broker forwards them (KIP-590)."""
 REASSIGNMENT_APIS: tuple[ForwardedApi, ...] = (
@@ -127,6 +132,7 @@ def controller_handlers(
             CreatePartitionsHandler(admin),
             ElectLeadersHandler(active),
             AlterClientQuotasHandler(active),
+            AlterUserScramCredentialsHandler(active),
             DescribeClusterHandler(
                 EndpointType.CONTROLLER,
                 cluster_id,
@@ -190,6 +196,7 @@ def broker_handlers(
             DescribeClusterHandler(EndpointType.BROKER, cluster_id, _broker_nodes(image), controller_id),
             DescribeTopicPartitionsHandler(image),
             DescribeClientQuotasHandler(image),
+            DescribeUserScramCredentialsHandler(image),
             DescribeConfigsHandler(image, config),
             DescribeLogDirsHandler(config.log_dirs, replicas.log_manager),
             ProduceHandler(plane.produce_service, quotas),

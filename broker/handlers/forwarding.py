@@ -21,6 +21,7 @@ from broker.cluster.controller_channel import ControllerChannel, ControllerUnava
 from broker.cluster.metadata_loader import MetadataLoader
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.client_quotas import altered_quotas_shown
+from broker.handlers.user_scram_credentials import altered_credentials_shown
 from broker.quotas.controller_mutation import PartitionMutationQuotas
 from metadata.image import MetadataImage
 from metadata.topics import NO_LEADER
@@ -34,7 +35,7 @@ __all__ = ["ForwardingHandler", "effect_of"]
 MIN_WAIT_S = 0.05
 DEFAULT_WAIT_MS = 30_000
 """How long a broker waits for its metadata to show the effect of a request without ``timeout_ms``
-(AlterClientQuotas): Kafka's default request timeout."""
+(AlterClientQuotas, AlterUserScramCredentials): Kafka's default request timeout."""
 FORWARD_TIMEOUT_FLOOR_S = 5.0
 """The controller gets at least this long to answer, whatever the client's ``timeout_ms`` (which
 bounds only the wait for this broker's metadata to show the effect): a CreateTopics with
@@ -212,4 +213,5 @@ def effect_of(api_key: ApiKey) -> EffectOf:
         ApiKey.LIST_PARTITION_REASSIGNMENTS: _no_change,
         ApiKey.ELECT_LEADERS: _elected_leaders,
         ApiKey.ALTER_CLIENT_QUOTAS: altered_quotas_shown,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: altered_credentials_shown,
     }[api_key]
