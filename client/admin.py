@@ -1,8 +1,9 @@
 """A small admin client: create and delete topics, add partitions, read cluster and topic metadata,
 find coordinators, inspect and abort transactions (KIP-664's DescribeTransactions,
 ListTransactions, DescribeProducers, and WriteTxnMarkers to abort a hanging transaction),
-describe a broker's log dirs (DescribeLogDirs), and move partitions (AlterPartitionReassignments,
-ListPartitionReassignments).
+describe a broker's log dirs (DescribeLogDirs), move partitions (AlterPartitionReassignments,
+ListPartitionReassignments), and manage users' SCRAM credentials (Describe/AlterUserScramCredentials:
+the password is salted here, as Kafka's admin client does, and never sent).
 
 Single broker for now: every request goes to the connection it is given (the bootstrap broker, which
 kipling's single-broker setup makes the controller too). Results are plain dataclasses, and per-topic
@@ -23,6 +24,7 @@ from client.errors import error_code, raise_for_error
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
 from protocol.sentinels import ZERO_UUID
+from security.scram import ScramMechanism, random_salt, salted_password
 
 DEFAULT_TIMEOUT_MS = 30_000
 TRANSACTION_KEY_TYPE = 1
@@ -297,6 +299,43 @@ class ConfigDescription:
 class ConfigAlterResult:
     error: ErrorCode
     message: str | None
+
+
+DEFAULT_SCRAM_ITERATIONS = 4096
+"""Kafka's default iteration count for a new SCRAM credential (ConfigCommand's DefaultScramIterations)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredentialUpsertion:
+    """Set ``user``'s SCRAM credential for ``mechanism`` (Kafka's UserScramCredentialUpsertion).
+
+    The password stays on this side: the request carries a salt and Hi(password, salt, iterations).
+    ``salt`` None draws a fresh one, in Kafka's form.
+    """
+
+    user: str
+    mechanism: ScramMechanism
+    password: str = field(repr=False)
+    iterations: int = DEFAULT_SCRAM_ITERATIONS
+    salt: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredentialDeletion:
+    """Delete ``user``'s SCRAM credential for ``mechanism``."""
+
+    user: str
+    mechanism: ScramMechanism
+
+
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialsDescription:
+    """One user of DescribeUserScramCredentials: (mechanism type byte, iterations), or an error."""
+
+    user: str
+    error: ErrorCode
+    message: str | None
+    credentials: tuple[tuple[int, int], ...] = ()
 
 
 class AdminClient:
@@ -762,6 +801,43 @@ class AdminClient:
             for r in response.entries
         ]
 
+    # -- SCRAM credentials -------------------------------------------------------------------------
+
+    async def describe_user_scram_credentials(
+        self, users: Sequence[str] | None = None
+    ) -> list[UserScramCredentialsDescription]:
+        """Each user's mechanisms and iterations (``users`` None: every user with credentials); a
+        named user without any is RESOURCE_NOT_FOUND, a top-level error raises KafkaResponseError."""
+        version = self._connection.version_for(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
+        body = {"users": None if users is None else [{"name": user} for user in users]}
+        response = await self._connection.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, version, body)
+        raise_for_error(response.error_code, response.error_message, context="describe SCRAM credentials")
+        return [
+            UserScramCredentialsDescription(
+                r.user,
+                error_code(r.error_code),
+                r.error_message,
+                tuple((c.mechanism, c.iterations) for c in r.credential_infos),
+            )
+            for r in response.results
+        ]
+
+    async def alter_user_scram_credentials(
+        self,
+        upsertions: Sequence[ScramCredentialUpsertion] = (),
+        deletions: Sequence[ScramCredentialDeletion] = (),
+    ) -> dict[str, tuple[ErrorCode, str | None]]:
+        """Upsert and delete credentials in one request; each user's (error, message)."""
+        version = self._connection.version_for(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+        body = {
+            "deletions": [{"name": d.user, "mechanism": d.mechanism.type_id} for d in deletions],
+            "upsertions": [_upsertion(u) for u in upsertions],
+        }
+        response = await self._connection.request(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS, version, body, self._request_timeout_s()
+        )
+        return {r.user: (error_code(r.error_code), r.error_message) for r in response.results}
+
     # -- configs -----------------------------------------------------------------------------------
 
     async def describe_configs(
@@ -844,6 +920,19 @@ class AdminClient:
             ApiKey.ALTER_CONFIGS, version, body, self._request_timeout_s()
         )
         return _alter_results(response)
+
+
+def _upsertion(upsertion: ScramCredentialUpsertion) -> dict[str, Any]:
+    """The request's form: the salt and the salted password, never the password."""
+    salt = upsertion.salt if upsertion.salt is not None else random_salt()
+    salted = salted_password(upsertion.mechanism, upsertion.password, salt, upsertion.iterations)
+    return {
+        "name": upsertion.user,
+        "mechanism": upsertion.mechanism.type_id,
+        "iterations": upsertion.iterations,
+        "salt": salt,
+        "salted_password": salted,
+    }
 
 
 def _alter_results(response: Any) -> dict[ConfigResource, ConfigAlterResult]:

@@ -18,7 +18,10 @@ as Kafka's admin client does. Deleting a key the entity does not override is ref
 ``Invalid config(s): k``, as Kafka's tool does.
 
 ``--entity-type clients`` / ``users`` (client quotas) go to ``kipling client-quotas``' module when
-it is installed; ``broker-loggers`` is not served by kipling.
+it is installed; a users alteration naming a SCRAM mechanism (``--add-config
+'SCRAM-SHA-256=[iterations=8192,password=secret]'``, ``--delete-config SCRAM-SHA-256``) goes to
+:mod:`tools.commands.scram_credentials`, which also adds the users' SCRAM credentials to a users
+describe. ``broker-loggers`` is not served by kipling.
 """
 
 from __future__ import annotations
@@ -45,6 +48,12 @@ from client.connection import KafkaConnection
 from client.errors import ClientError, KafkaResponseError
 from protocol.error_codes import ErrorCode
 from server_common.config.properties import PropertiesError, read_properties_file
+from tools.commands.scram_credentials import (
+    describes_scram,
+    run_scram_alter,
+    run_scram_describe,
+    wants_scram_alter,
+)
 from tools.commands.topics import (
     ClusterConnections,
     bootstrap_servers,
@@ -231,7 +240,7 @@ async def configs_command(args: argparse.Namespace, out: TextIO, err: TextIO) ->
     try:
         _resolve_entity_type(args)
         if args.entity_type in QUOTA_ENTITY_TYPES:
-            return await _client_quotas(args, out, err)
+            return await _users_and_clients(args, out, err)
         if args.entity_type not in ("topics", "brokers"):
             raise ConfigCommandError(f"Entity type {args.entity_type} is not supported by kipling")
         if args.describe == args.alter:
@@ -277,6 +286,17 @@ async def configs_command(args: argparse.Namespace, out: TextIO, err: TextIO) ->
         await cluster.close()
 
 
+async def _users_and_clients(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Users' SCRAM credentials and client quotas, as ConfigCommand splits them: an alteration is
+    one or the other, a users describe lists the quotas and then the SCRAM credentials."""
+    if wants_scram_alter(args):
+        return await run_scram_alter(args, out, err)
+    status = await _client_quotas(args, out, err)
+    if status == 0 and describes_scram(args):
+        status = await run_scram_describe(args, out, err)
+    return status
+
+
 async def _client_quotas(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Hand client-quota entity types to the client quotas module when it exists."""
     try:
@@ -291,7 +311,8 @@ async def _client_quotas(args: argparse.Namespace, out: TextIO, err: TextIO) -> 
 
 
 CONFIGS_DESCRIPTION = """\
-Describe or alter the dynamic configs of topics and brokers, as Kafka's kafka-configs.sh does.
+Describe or alter the dynamic configs of topics and brokers, client quotas and users' SCRAM
+credentials, as Kafka's kafka-configs.sh does.
 Changes are stored in the cluster metadata and take effect on every broker without a restart.
 """
 
@@ -304,6 +325,9 @@ Examples:
       --add-config log.retention.ms=3600000
   kipling configs --bootstrap-server 127.0.0.1:9092 --entity-type brokers --entity-name 1 --alter \\
       --delete-config message.max.bytes
+  kipling configs --bootstrap-server 127.0.0.1:9092 --entity-type users --entity-name alice --alter \\
+      --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
+  kipling configs --bootstrap-server 127.0.0.1:9092 --entity-type users --describe
 """
 
 
@@ -325,9 +349,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--entity-type",
         choices=("topics", "brokers", "broker-loggers", *QUOTA_ENTITY_TYPES),
-        help="type of entity (topics, brokers; clients and users with the client quotas tool)",
+        help="type of entity (topics, brokers; clients and users: client quotas, users' SCRAM credentials)",
     )
-    p.add_argument("--entity-name", help="name of entity (topic name, broker id)")
+    p.add_argument("--entity-name", help="name of entity (topic name, broker id, user, client id)")
     p.add_argument("--entity-default", action="store_true", help="the cluster-wide default (brokers)")
     p.add_argument("--topic", help="the topic's name (--entity-type topics --entity-name TOPIC)")
     p.add_argument("--broker", help="the broker's id (--entity-type brokers --entity-name ID)")
