@@ -62,6 +62,7 @@ from broker.handlers.quorum import (
     VoteHandler,
 )
 from broker.handlers.registry import HandlerRegistry
+from broker.handlers.sasl import SaslAuthenticateHandler, SaslHandshakeHandler
 from broker.handlers.user_scram_credentials import (
     AlterUserScramCredentialsHandler,
     DescribeUserScramCredentialsHandler,
@@ -94,10 +95,14 @@ REASSIGNMENT_APIS: tuple[ForwardedApi, ...] = (
 """Partition reassignment (KIP-455): forwarded like the admin APIs above."""
 
 
-def registry_of(handlers: Iterable[Handler]) -> HandlerRegistry:
-    """``handlers`` and ApiVersions, which advertises exactly them."""
+def registry_of(handlers: Iterable[Handler], config: BrokerConfig) -> HandlerRegistry:
+    """``handlers``, the SASL exchange (answered ILLEGAL_SASL_STATE on listeners without SASL, as
+    Kafka does), and ApiVersions, which advertises exactly them."""
     registry = HandlerRegistry([])
     registry.register(ApiVersionsHandler(registry.api_ranges))
+    failed_delay_s = config.connection_failed_authentication_delay_ms / 1000
+    registry.register(SaslHandshakeHandler(failed_delay_s))
+    registry.register(SaslAuthenticateHandler(failed_delay_s))
     for handler in handlers:
         registry.register(handler)
     return registry
@@ -141,7 +146,8 @@ def controller_handlers(
             ),
             IncrementalAlterConfigsHandler(active),
             AlterConfigsHandler(active),
-        ]
+        ],
+        config,
     )
 
 
@@ -207,7 +213,8 @@ def broker_handlers(
             InitProducerIdHandler(producer_ids, transactions.runtime.coordinator),
             *group_handlers(groups, transactions, image),
             *transaction_handlers(transactions, groups, image, replicas),
-        ]
+        ],
+        config,
     )
 
 

@@ -84,6 +84,7 @@ from broker.replication.replica_manager import ReplicaManager
 from broker.replication.replication_quota import FollowerQuotaPublisher, LeaderReplicationQuota
 from broker.replication.transitions import ReplicaTransitions
 from broker.server.connection_quotas import ConnectionQuotas, resolve_overrides
+from broker.server.credentials import BrokerCredentials
 from broker.server.dispatcher import RequestDispatcher
 from broker.server.listener import BrokerServer
 from broker.server.memory_pool import MemoryPool
@@ -518,6 +519,7 @@ def _build_broker(
                 samples=config.quota_window_num,
                 window_s=config.quota_window_size_seconds,
             ),
+            BrokerCredentials(config.listener_security, image.scram_credential),
         )
     )
     tasks = [*housekeeping_tasks(config, replicas, log_manager), *groups.tasks, *transactions.tasks]
@@ -797,6 +799,7 @@ def _client_servers(
     throttles: ChannelThrottles | None = None,
     request_quota: RequestQuota | None = None,
     ip_rates: IpConnectionRates | None = None,
+    credentials: BrokerCredentials | None = None,
 ) -> list[BrokerServer]:
     """One server per client listener, all sharing the broker's request memory pool and
     connection quotas (per broker, as in Kafka)."""
@@ -825,6 +828,8 @@ def _client_servers(
             pool=pool,
             quotas=quotas,
             listener=listener.name,
+            security=config.listener_security.get(listener.name),
+            credentials=credentials,
         )
         for listener in listeners
     ]

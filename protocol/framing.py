@@ -149,6 +149,14 @@ class FrameDecoder:
         """The largest frame body accepted (``socket.request.max.bytes``)."""
         return self._max_frame_size
 
+    @max_frame_size.setter
+    def max_frame_size(self, value: int) -> None:
+        """Change the bound for frames not yet started (a SASL connection's bound rises once it
+        has authenticated)."""
+        if not 0 <= value <= MAX_FRAME_LENGTH:
+            raise ValueError(f"max_frame_size must be within [0, {MAX_FRAME_LENGTH}], got {value}")
+        self._max_frame_size = value
+
     @property
     def buffered(self) -> int:
         """Bytes received (prefixes included) that have not been returned as frames yet."""

@@ -11,11 +11,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
+from security.principal import ANONYMOUS, KafkaPrincipal
+
+if TYPE_CHECKING:
+    from broker.server.authentication import ConnectionSession
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +35,12 @@ class RequestContext:
     received_ns: int
     listener: str = ""
     """The name of the listener the connection came in on (PLAINTEXT, CONTROLLER, ...)."""
+    session: ConnectionSession | None = None
+    """The connection's peer: its principal and, on SASL listeners, its SASL state."""
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        return ANONYMOUS if self.session is None else self.session.principal
 
 
 @dataclass(slots=True)

@@ -71,6 +71,22 @@ class RequestMetrics:
             ["reason"],
             registry=registry,
         )
+        self.successful_authentication = Counter(
+            "kafka_server_socketservermetrics_successful_authentication",
+            "SASL exchanges and TLS client certificates accepted, by listener",
+            ["listener"],
+            registry=registry,
+        )
+        self.failed_authentication = Counter(
+            "kafka_server_socketservermetrics_failed_authentication",
+            "SASL exchanges and TLS client certificates refused, by listener",
+            ["listener"],
+            registry=registry,
+        )
+
+    def authenticated(self, listener: str, succeeded: bool) -> None:
+        counter = self.successful_authentication if succeeded else self.failed_authentication
+        counter.labels(listener).inc()
 
     def observe(self, api_key: int, seconds: float, bytes_in: int, bytes_out: int) -> None:
         name = api_name(api_key)

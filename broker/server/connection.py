@@ -22,11 +22,13 @@ from typing import Any
 
 import structlog
 
+from broker.server.authentication import ConnectionSession, SaslServerAuthenticator
 from broker.server.deadlines import RECEIVE_TIMEOUT, Deadlines
 from broker.server.dispatcher import CloseConnection, RequestDispatcher
 from broker.server.memory_pool import MemoryPool
 from protocol.errors import FrameTooLargeError
-from protocol.framing import FrameDecoder
+from protocol.framing import FrameDecoder, encode_frame
+from security.errors import AuthenticationError
 
 log = structlog.get_logger("kipling.connection")
 
@@ -42,6 +44,8 @@ def _buffer(part: Any) -> bytes | bytearray | memoryview:
 
 PEER_CLOSED = "client"
 """The close reason of a connection the peer closed (EOF or reset), as the metrics label it."""
+FAILED_AUTHENTICATION = "failed_authentication"
+"""The close reason of a connection whose SASL handshake or exchange failed."""
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -56,9 +60,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         pool: MemoryPool | None = None,
         receive_timeout_ms: int = 0,
         admit: Callable[[KafkaConnection], str | None] | None = None,
+        new_session: Callable[[asyncio.BaseTransport], ConnectionSession] | None = None,
     ) -> None:
         """``admit`` runs once the peer is known and returns why the connection may not stay
-        (it is closed at once), or None; ``pool`` is shared by the node's connections."""
+        (it is closed at once), or None; ``pool`` is shared by the node's connections;
+        ``new_session`` gives an admitted connection its peer's identity (the TLS handshake is
+        over by then) and, on SASL listeners, its SASL state."""
         self.connection_id = connection_id
         self.peer = "?"
         self.ip = "?"
@@ -78,6 +85,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Why the connection ended, for the connection-close metric."""
         self._pool = pool if pool is not None else MemoryPool(None)
         self._admit = admit
+        self._new_session = new_session
+        self.session: ConnectionSession | None = None
         self._deadlines = Deadlines(idle_timeout_ms, receive_timeout_ms, time.monotonic())
         self._receive_timeout_ms = receive_timeout_ms
         self._idle_timeout_ms = idle_timeout_ms
@@ -114,6 +123,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.abort()
             return
         self.admitted = True
+        if self._new_session is not None:
+            try:
+                self.session = self._new_session(transport)
+            except AuthenticationError as exc:
+                self.log.warning("closing connection: authentication failed", reason=str(exc))
+                self.close_reason = FAILED_AUTHENTICATION
+                self.abort()
+                return
+            authenticator = self.session.authenticator
+            if authenticator is not None:  # unauthenticated peers send small requests only
+                self._decoder.max_frame_size = min(self._max_frame_size, authenticator.max_receive_size)
         self._pool.join(self)
         self._task = asyncio.get_running_loop().create_task(self._serve())
         self._schedule_timer()
@@ -250,9 +270,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close()
 
     async def _answer(self, frame: memoryview) -> bool:
+        authenticator = self.session.authenticator if self.session is not None else None
+        if authenticator is not None and authenticator.expects_raw_token:
+            return self._raw_sasl_token(authenticator, frame)
         self._deadlines.busy = True
         try:
-            reply = await self._dispatcher.dispatch(frame, self.peer, self.connection_id)
+            reply = await self._dispatcher.dispatch(frame, self.peer, self.connection_id, self.session)
         except CloseConnection:
             self.close_reason = "bad_request"
             return False
@@ -273,7 +296,44 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._transport.writelines([_buffer(part) for part in reply.parts])
         if not self._can_write.is_set():
             await self._can_write.wait()
+        if self.session is not None and not await self._after_authentication_step(self.session):
+            return False
         return self._transport is not None
+
+    def _raw_sasl_token(self, authenticator: SaslServerAuthenticator, frame: memoryview) -> bool:
+        """A SASL token after a SaslHandshake v0: bare bytes in, bare bytes out; a failure closes
+        the connection, since this framing has no place for an error."""
+        self._in_flight_bytes = 0
+        self._account()
+        self._deadlines.answered(time.monotonic())
+        assert self.session is not None
+        try:
+            result = authenticator.authenticate(bytes(frame))
+        except AuthenticationError as exc:
+            self.log.warning("authentication failed", reason=str(exc))
+            self.session.record_authentication(succeeded=False)
+            self.close_reason = FAILED_AUTHENTICATION
+            return False
+        if authenticator.authenticated:
+            self.session.record_authentication(succeeded=True)
+            self._decoder.max_frame_size = self._max_frame_size
+        if self._transport is None:
+            return False
+        self._transport.write(encode_frame(result.token))
+        return True
+
+    async def _after_authentication_step(self, session: ConnectionSession) -> bool:
+        """After a SASL answer: a failed exchange closes the connection once its answer is out
+        (after ``connection.failed.authentication.delay.ms``); a completed one lifts the
+        unauthenticated request size bound."""
+        if session.close_after_response is not None:
+            self.close_reason = FAILED_AUTHENTICATION
+            await asyncio.sleep(session.close_after_response)
+            return False
+        authenticator = session.authenticator
+        if authenticator is not None and authenticator.authenticated:
+            self._decoder.max_frame_size = self._max_frame_size
+        return True
 
     # -- closing -------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from broker.handlers.registry import HandlerRegistry
 from broker.metrics.requests import RequestMetrics, api_name
 from broker.quotas.request_quota import RequestQuota, ThreadTime, with_throttle_time
 from broker.quotas.throttle import ChannelThrottles
+from broker.server.authentication import ConnectionSession, SaslStateViolation
 from protocol.api import read_request_header
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode, KafkaError
@@ -78,14 +79,18 @@ class RequestDispatcher:
         self._throttles = throttles
         self._request_quota = request_quota
 
-    async def dispatch(self, frame: memoryview, peer: str, connection_id: int) -> Reply | None:
+    async def dispatch(
+        self, frame: memoryview, peer: str, connection_id: int, session: ConnectionSession | None = None
+    ) -> Reply | None:
         """Handle one request frame. Returns None when no response is due (acks=0).
 
-        A connection muted for a client quota (``throttles``) is served once the mute is over."""
+        A connection muted for a client quota (``throttles``) is served once the mute is over.
+        ``session`` is the connection's peer; a request its SASL state does not allow closes the
+        connection."""
         if self._throttles is not None and self._throttles.remaining_s(connection_id) > 0:
             await self._throttles.wait(connection_id)
         started = time.perf_counter()
-        ctx, handler, body = self._decode(frame, peer, connection_id)
+        ctx, handler, body = self._decode(frame, peer, connection_id, session)
         quota = self._request_quota
         if handler is None:
             result = body  # an error response already built
@@ -130,11 +135,16 @@ class RequestDispatcher:
     # -- decoding ------------------------------------------------------------------------------
 
     def _decode(
-        self, frame: memoryview, peer: str, connection_id: int
+        self, frame: memoryview, peer: str, connection_id: int, session: ConnectionSession | None
     ) -> tuple[RequestContext, Handler | None, Any]:
         api = peek_api(frame)
         if api is None or api[0] not in REQUESTS:
             self._refuse(api[0] if api else -1, "unknown api key", peer)
+        if session is not None:
+            try:
+                session.admit(api[0])  # type: ignore[index]
+            except SaslStateViolation as exc:
+                self._refuse(api[0], str(exc), peer)  # type: ignore[index]
         try:
             header, io = read_request_header(frame)
         except ProtocolError as exc:
@@ -148,6 +158,7 @@ class RequestDispatcher:
             connection_id,
             time.monotonic_ns(),
             self._listener,
+            session,
         )
         handler = self._registry.get(ctx.api_key)
         if not self._registry.supports(ctx.api_key, ctx.api_version):

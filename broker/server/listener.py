@@ -13,17 +13,26 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Callable
 
 import structlog
 
 from broker.metrics.requests import RequestMetrics
+from broker.server.authentication import USER, ConnectionSession, Credentials, SaslServerAuthenticator
 from broker.server.connection import PEER_CLOSED, KafkaConnection
 from broker.server.connection_quotas import CONNECTION_RATE_THROTTLED, ConnectionQuotas
 from broker.server.dispatcher import RequestDispatcher
 from broker.server.memory_pool import MemoryPool
+from security.errors import AuthenticationError
+from security.principal import KafkaPrincipal, SslPrincipalMapper, distinguished_name
+from server_common.config.listener_security import ListenerSecurity
 
 log = structlog.get_logger("kipling.server")
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 class BrokerServer:
@@ -40,10 +49,14 @@ class BrokerServer:
         pool: MemoryPool | None = None,
         quotas: ConnectionQuotas | None = None,
         listener: str = "",
+        security: ListenerSecurity | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         """``on_connection_closed(connection_id)`` runs when the peer closes a connection (EOF or
         reset) while serving; closes this side made (idle, a bad request, shutdown) do not count.
-        ``listener`` names the listener these addresses serve, for ``quotas``."""
+        ``listener`` names the listener these addresses serve, for ``quotas``; ``security`` is
+        its protocol and TLS/SASL settings (None: PLAINTEXT), and ``credentials`` where its SASL
+        mechanisms look users up."""
         self._dispatcher = dispatcher
         self._on_connection_closed = on_connection_closed
         self._stopping = False
@@ -55,6 +68,11 @@ class BrokerServer:
         self._pool = pool if pool is not None else MemoryPool(None)
         self._quotas = quotas
         self._listener = listener
+        self._security = security
+        self._credentials = credentials
+        self._principals = (
+            SslPrincipalMapper.from_rules(security.principal_mapping_rules) if security is not None else None
+        )
         self._servers: list[asyncio.Server] = []
         self._connections: set[KafkaConnection] = set()
         self._ids = itertools.count(1)
@@ -62,9 +80,11 @@ class BrokerServer:
 
     async def start(self) -> list[tuple[str, int]]:
         loop = asyncio.get_running_loop()
+        security = self._security
+        tls = security.ssl.server_context() if security is not None and security.ssl is not None else None
         for host, port in self._addresses:
             server = await loop.create_server(
-                self._new_connection, host, port, reuse_address=True, backlog=1024
+                self._new_connection, host, port, reuse_address=True, backlog=1024, ssl=tls
             )
             self._servers.append(server)
             for sock in server.sockets:
@@ -83,6 +103,7 @@ class BrokerServer:
             pool=self._pool,
             receive_timeout_ms=self._receive_timeout_ms,
             admit=self._admit if self._quotas is not None else None,
+            new_session=self._session if self._security is not None else None,
         )
         self._connections.add(connection)
         self._metrics.connections.inc()
@@ -96,6 +117,28 @@ class BrokerServer:
         elif refused is None:
             connection.start_delay_s = self._quotas.accept_delay_ms / 1000
         return refused
+
+    def _session(self, transport: asyncio.BaseTransport) -> ConnectionSession:
+        """The peer of a new connection: its certificate's principal on TLS listeners (the
+        handshake is over when the connection is made) and a SASL state on SASL listeners."""
+        security = self._security
+        assert security is not None and self._principals is not None
+        session = ConnectionSession(security.listener, on_authentication=self._metrics.authenticated)
+        certificate = transport.get_extra_info("peercert") if security.uses_tls else None
+        if certificate:
+            name = distinguished_name(certificate["subject"])
+            try:
+                session.tls_principal = KafkaPrincipal(USER, self._principals.name(name))
+            except ValueError as exc:
+                # Kafka fails the authentication when no mapping rule applies; so does kipling.
+                self._metrics.authenticated(security.listener, False)
+                raise AuthenticationError(str(exc)) from exc
+            if not security.uses_sasl:
+                self._metrics.authenticated(security.listener, True)
+        if security.uses_sasl:
+            assert self._credentials is not None, "a SASL listener needs credentials"
+            session.authenticator = SaslServerAuthenticator(security, self._credentials, _now_ms)
+        return session
 
     def _closed(self, connection: KafkaConnection) -> None:
         if connection.admitted and self._quotas is not None:

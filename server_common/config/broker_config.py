@@ -126,6 +126,7 @@ class BrokerConfig:
     """Each bound listener's protocol, TLS material and SASL mechanisms, prefixed keys resolved."""
     sasl_mechanism_inter_broker_protocol: str
     sasl_mechanism_controller_protocol: str
+    connection_failed_authentication_delay_ms: int
     inter_broker_listener_name: str | None
     metrics_listener: tuple[str, int] | None
     socket_request_max_bytes: int

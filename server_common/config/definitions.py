@@ -487,6 +487,9 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     ConfigDef("connections.max.reauth.ms", T.LONG, 0, M, "Longest a SASL session lasts before the "
               "client must re-authenticate (KIP-368); the connection is closed otherwise. 0: "
               "sessions do not expire.", at_least(0)),
+    ConfigDef("connection.failed.authentication.delay.ms", T.INT, 100, L, "How long a connection whose "
+              "authentication failed stays open after the error is sent, to slow down password "
+              "guessing.", at_least(0)),
     ConfigDef("sasl.server.max.receive.size", T.INT, 524288, L, "Largest request a connection may send "
               "before it has authenticated; a bigger one closes it.", at_least(1)),
     # -- topics

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from security.jaas import PLAIN_LOGIN_MODULE, parse_jaas, plain_users
 from security.tls import SslSettings, TlsConfigError
 from server_common.config.definitions import BY_NAME, ConfigError
 
@@ -141,6 +142,7 @@ def resolve_listener_security(
     if protocol in (SASL_PLAINTEXT, SASL_SSL):
         mechanisms = _mechanisms(listener, value("sasl.enabled.mechanisms"), scoped)
         jaas = {mech: text for (name, mech), text in overrides.jaas.items() if name == listener}
+        _check_jaas(listener, mechanisms, jaas)
     reauth, receive = value("connections.max.reauth.ms"), value("sasl.server.max.receive.size")
     assert isinstance(reauth, int) and isinstance(receive, int)
     return ListenerSecurity(
@@ -199,6 +201,25 @@ def _mechanisms(listener: str, raw: object, scoped: Mapping[str, object]) -> tup
                 key=key,
             )
     return mechanisms
+
+
+def _check_jaas(listener: str, mechanisms: tuple[str, ...], jaas: Mapping[str, str]) -> None:
+    """Every JAAS text must parse, and PLAIN needs its users from one (Kafka reads them there)."""
+    for mechanism, text in jaas.items():
+        key = f"listener.name.{listener.lower()}.{mechanism.lower()}.{JAAS_KEY}"
+        try:
+            parsed = parse_jaas(text)
+            if mechanism == PLAIN:
+                plain_users(parsed)
+        except ValueError as exc:
+            raise ConfigError(f"Invalid configuration {key}: {exc}", key=key) from exc
+    if PLAIN in mechanisms and PLAIN not in jaas:
+        key = f"listener.name.{listener.lower()}.plain.{JAAS_KEY}"
+        raise ConfigError(
+            f"Invalid configuration {key}: listener {listener} offers PLAIN, whose users are listed "
+            f'in this key (user_<name>="<password>" options of {PLAIN_LOGIN_MODULE})',
+            key=key,
+        )
 
 
 def _scoped_name(listener: str, key: str, scoped: Mapping[str, object]) -> str:
