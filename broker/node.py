@@ -830,6 +830,7 @@ def _client_servers(
             listener=listener.name,
             security=config.listener_security.get(listener.name),
             credentials=credentials,
+            authentication_timeout_ms=config.kipling_authentication_timeout_ms,
         )
         for listener in listeners
     ]

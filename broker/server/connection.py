@@ -46,6 +46,8 @@ PEER_CLOSED = "client"
 """The close reason of a connection the peer closed (EOF or reset), as the metrics label it."""
 FAILED_AUTHENTICATION = "failed_authentication"
 """The close reason of a connection whose SASL handshake or exchange failed."""
+AUTHENTICATION_TIMEOUT = "authentication_timeout"
+"""The close reason of a connection still unauthenticated at ``kipling.authentication.timeout.ms``."""
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -61,6 +63,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         receive_timeout_ms: int = 0,
         admit: Callable[[KafkaConnection], str | None] | None = None,
         new_session: Callable[[asyncio.BaseTransport], ConnectionSession] | None = None,
+        authentication_timeout_s: float = 30.0,
     ) -> None:
         """``admit`` runs once the peer is known and returns why the connection may not stay
         (it is closed at once), or None; ``pool`` is shared by the node's connections;
@@ -87,6 +90,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._admit = admit
         self._new_session = new_session
         self.session: ConnectionSession | None = None
+        self._authentication_timeout_s = authentication_timeout_s
+        self._authentication_timer: asyncio.TimerHandle | None = None
         self._deadlines = Deadlines(idle_timeout_ms, receive_timeout_ms, time.monotonic())
         self._receive_timeout_ms = receive_timeout_ms
         self._idle_timeout_ms = idle_timeout_ms
@@ -132,8 +137,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.abort()
                 return
             authenticator = self.session.authenticator
-            if authenticator is not None:  # unauthenticated peers send small requests only
+            if authenticator is not None:  # unauthenticated peers send small requests, soon
                 self._decoder.max_frame_size = min(self._max_frame_size, authenticator.max_receive_size)
+                self._authentication_timer = asyncio.get_running_loop().call_later(
+                    self._authentication_timeout_s, self._authentication_overdue
+                )
         self._pool.join(self)
         self._task = asyncio.get_running_loop().create_task(self._serve())
         self._schedule_timer()
@@ -229,6 +237,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._authentication_timer is not None:
+            self._authentication_timer.cancel()
         if self._task is not None:
             # Nobody can read an answer any more: a parked fetch or acks=-1 produce leaves its
             # purgatory now instead of at its deadline (appends already made stay made).
@@ -299,6 +309,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.session is not None and not await self._after_authentication_step(self.session):
             return False
         return self._transport is not None
+
+    def _authentication_overdue(self) -> None:
+        authenticator = self.session.authenticator if self.session is not None else None
+        if authenticator is None or authenticator.authenticated:
+            return
+        self.log.info(
+            "closing connection: not authenticated in time", timeout_s=self._authentication_timeout_s
+        )
+        self.close_reason = AUTHENTICATION_TIMEOUT
+        self.abort()
 
     def _raw_sasl_token(self, authenticator: SaslServerAuthenticator, frame: memoryview) -> bool:
         """A SASL token after a SaslHandshake v0: bare bytes in, bare bytes out; a failure closes

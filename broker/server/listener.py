@@ -51,12 +51,14 @@ class BrokerServer:
         listener: str = "",
         security: ListenerSecurity | None = None,
         credentials: Credentials | None = None,
+        authentication_timeout_ms: int = 30000,
     ) -> None:
         """``on_connection_closed(connection_id)`` runs when the peer closes a connection (EOF or
         reset) while serving; closes this side made (idle, a bad request, shutdown) do not count.
         ``listener`` names the listener these addresses serve, for ``quotas``; ``security`` is
         its protocol and TLS/SASL settings (None: PLAINTEXT), and ``credentials`` where its SASL
-        mechanisms look users up."""
+        mechanisms look users up; a connection must finish its TLS handshake and SASL exchange
+        within ``authentication_timeout_ms``."""
         self._dispatcher = dispatcher
         self._on_connection_closed = on_connection_closed
         self._stopping = False
@@ -70,6 +72,7 @@ class BrokerServer:
         self._listener = listener
         self._security = security
         self._credentials = credentials
+        self._authentication_timeout_s = authentication_timeout_ms / 1000
         self._principals = (
             SslPrincipalMapper.from_rules(security.principal_mapping_rules) if security is not None else None
         )
@@ -84,7 +87,13 @@ class BrokerServer:
         tls = security.ssl.server_context() if security is not None and security.ssl is not None else None
         for host, port in self._addresses:
             server = await loop.create_server(
-                self._new_connection, host, port, reuse_address=True, backlog=1024, ssl=tls
+                self._new_connection,
+                host,
+                port,
+                reuse_address=True,
+                backlog=1024,
+                ssl=tls,
+                ssl_handshake_timeout=self._authentication_timeout_s if tls is not None else None,
             )
             self._servers.append(server)
             for sock in server.sockets:
@@ -104,6 +113,7 @@ class BrokerServer:
             receive_timeout_ms=self._receive_timeout_ms,
             admit=self._admit if self._quotas is not None else None,
             new_session=self._session if self._security is not None else None,
+            authentication_timeout_s=self._authentication_timeout_s,
         )
         self._connections.add(connection)
         self._metrics.connections.inc()

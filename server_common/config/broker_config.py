@@ -127,6 +127,7 @@ class BrokerConfig:
     sasl_mechanism_inter_broker_protocol: str
     sasl_mechanism_controller_protocol: str
     connection_failed_authentication_delay_ms: int
+    kipling_authentication_timeout_ms: int
     inter_broker_listener_name: str | None
     metrics_listener: tuple[str, int] | None
     socket_request_max_bytes: int

@@ -490,6 +490,9 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     ConfigDef("connection.failed.authentication.delay.ms", T.INT, 100, L, "How long a connection whose "
               "authentication failed stays open after the error is sent, to slow down password "
               "guessing.", at_least(0)),
+    ConfigDef("kipling.authentication.timeout.ms", T.INT, 30000, L, "Close a connection that has not "
+              "finished its TLS handshake or SASL authentication this long after it was accepted (a "
+              "kipling key: Kafka bounds them by connections.max.idle.ms only).", at_least(1)),
     ConfigDef("sasl.server.max.receive.size", T.INT, 524288, L, "Largest request a connection may send "
               "before it has authenticated; a bigger one closes it.", at_least(1)),
     # -- topics

@@ -32,6 +32,7 @@ from confluent_kafka.admin import (
 from protocol.api import encode_request
 from protocol.framing import encode_frame
 from security.dev_certs import issue, new_authority
+from security.plain import plain_token
 from tests.integration.broker_process import BrokerProcess, free_port
 from tests.integration.client_helpers import KCAT, wait_until
 
@@ -40,6 +41,8 @@ PLAIN_JAAS = (
     'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
 )
 MESSAGES = 200
+REAUTH_MS = 2000
+AUTHENTICATION_TIMEOUT_MS = 3000
 
 
 @dataclass
@@ -94,6 +97,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]
         f"listener.name.sasl_ssl.plain.sasl.jaas.config={PLAIN_JAAS}",
         f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_JAAS}",
         "num.partitions=2",
+        f"listener.name.sasl_plaintext.connections.max.reauth.ms={REAUTH_MS}",
+        f"kipling.authentication.timeout.ms={AUTHENTICATION_TIMEOUT_MS}",
     ]
     process.start()
     admin = AdminClient({"bootstrap.servers": process.bootstrap})
@@ -389,3 +394,55 @@ def test_a_client_sending_requests_before_authenticating_is_disconnected(secured
 def _still_serving(broker: SecuredBroker) -> None:
     admin = AdminClient(_client_config(broker, "sasl_ssl_plain"))
     assert admin.list_topics(timeout=20).brokers
+
+
+def test_a_connection_that_does_not_authenticate_is_closed_in_time(secured: SecuredBroker) -> None:
+    with socket.create_connection(("127.0.0.1", secured.ports["SASL_PLAINTEXT"]), timeout=30) as idle:
+        idle.settimeout(AUTHENTICATION_TIMEOUT_MS / 1000 * 5)
+        assert idle.recv(1) == b""  # closed by the broker, not by this timeout
+    with socket.create_connection(("127.0.0.1", secured.ports["SSL"]), timeout=30) as no_handshake:
+        no_handshake.settimeout(AUTHENTICATION_TIMEOUT_MS / 1000 * 5)
+        assert no_handshake.recv(1) == b""
+    _still_serving(secured)
+
+
+def test_raw_tokens_after_a_v0_handshake(secured: SecuredBroker) -> None:
+    """SaslHandshake v0, then the PLAIN token as a bare size-prefixed frame (pre-KIP-152 clients)."""
+    from protocol.api import decode_response
+
+    with socket.create_connection(("127.0.0.1", secured.ports["SASL_PLAINTEXT"]), timeout=30) as sock:
+        reader = sock.makefile("rb")
+
+        def frame() -> bytes:
+            size = int.from_bytes(reader.read(4), "big")
+            return reader.read(size)
+
+        sock.sendall(encode_frame(encode_request(17, 0, 1, "raw", {"mechanism": "PLAIN"})))
+        handshake = decode_response(frame(), 17, 0)
+        assert handshake.body.error_code == 0
+        sock.sendall(encode_frame(plain_token("alice", "alice-secret")))
+        assert frame() == b""  # PLAIN's (empty) server token, raw
+        sock.sendall(encode_frame(encode_request(3, 1, 2, "raw", {"topics": []})))
+        metadata = decode_response(frame(), 3, 1)
+        assert metadata.header.correlation_id == 2 and metadata.body.brokers
+
+
+def test_librdkafka_reauthenticates_before_its_session_expires(secured: SecuredBroker) -> None:
+    """KIP-368: with connections.max.reauth.ms the broker hands out a session lifetime; librdkafka
+    re-authenticates on the same connection in time, and producing never stops."""
+    topic = _topic(secured, "reauth")
+    name = "kafka_server_socketservermetrics_successful_authentication_total"
+    before = secured.process.metric(name, listener="SASL_PLAINTEXT")
+    producer = Producer({**_client_config(secured, "sasl_plaintext_plain"), "linger.ms": 1})
+    errors: list[Any] = []
+    for sent in range(REAUTH_MS * 3 // 100):  # about three session lifetimes
+        producer.produce(topic, b"r-%d" % sent, on_delivery=lambda e, m: e and errors.append(e))
+        producer.flush(10)
+        producer.poll(0.1)
+    assert producer.flush(30) == 0 and not errors, errors[:1]
+    after = secured.process.metric(name, listener="SASL_PLAINTEXT")
+    assert after - before >= 3, (before, after)  # the first login and re-authentications
+    closed = secured.process.metric(
+        "kafka_server_socketservermetrics_connection_close_total", reason="bad_request"
+    )
+    assert closed == 0
