@@ -88,6 +88,7 @@ from broker.server.credentials import BrokerCredentials
 from broker.server.dispatcher import RequestDispatcher
 from broker.server.listener import BrokerServer
 from broker.server.memory_pool import MemoryPool
+from broker.server.tls_reload import ListenerKeystores
 from broker.startup import bound
 from broker.transactions.runtime import TRANSACTION_STATE_TOPIC, transaction_state_topic_configs
 from metadata.controller.active import ActiveController
@@ -413,6 +414,7 @@ def _build_broker(
     )
     follower_quota = FollowerQuotaPublisher(config.node_id, supervisor.update_replication_quota)
     dynamic_configs = DynamicConfigPublisher(dynamic, replicas, supervisor)
+    keystores = ListenerKeystores(config.node_id)  # the TLS listeners join once they are built
 
     async def publish_initial(published: MetadataImage, *, delete_strays: bool = True) -> None:
         await transitions.apply_initial(published, delete_strays=delete_strays)
@@ -420,12 +422,13 @@ def _build_broker(
         # followed here would otherwise keep the configs they had
         await dynamic_configs.apply_image(published)
         await follower_quota.apply_image(published)
+        keystores.apply_image(published)
 
     loader = MetadataLoader(
         metadata_channel,
         image,
         then(
-            then(transitions.apply, dynamic_configs.apply),
+            then(then(transitions.apply, dynamic_configs.apply), keystores.apply),
             follower_quota.apply,
         ),
         publish_initial,
@@ -505,23 +508,27 @@ def _build_broker(
         client_listener=_client_listener(config).name,
         quotas=client_quotas,
     )
-    servers.extend(
-        _client_servers(
-            config,
-            handler_registry,
-            request_metrics,
-            registry,
-            client_quotas.throttles,
-            RequestQuota(client_quotas),
-            IpConnectionRates(
-                image.client_quota,
-                any_quota=image.has_client_quotas,
-                samples=config.quota_window_num,
-                window_s=config.quota_window_size_seconds,
-            ),
-            BrokerCredentials(config.listener_security, image.scram_credential),
-        )
+    client_servers = _client_servers(
+        config,
+        handler_registry,
+        request_metrics,
+        registry,
+        client_quotas.throttles,
+        RequestQuota(client_quotas),
+        IpConnectionRates(
+            image.client_quota,
+            any_quota=image.has_client_quotas,
+            samples=config.quota_window_num,
+            window_s=config.quota_window_size_seconds,
+        ),
+        BrokerCredentials(config.listener_security, image.scram_credential),
     )
+    servers.extend(client_servers)
+    for server in client_servers:
+        security = config.listener_security.get(server.listener)
+        if server.tls_context is not None and security is not None and security.ssl is not None:
+            keystores.add(server.listener, security.ssl, server.tls_context)
+    keystores.apply_image(image)  # dynamic keystores already in the local metadata copy
     tasks = [*housekeeping_tasks(config, replicas, log_manager), *groups.tasks, *transactions.tasks]
     return BrokerNode(
         replicas,

@@ -73,6 +73,9 @@ class BrokerServer:
         self._security = security
         self._credentials = credentials
         self._authentication_timeout_s = authentication_timeout_ms / 1000
+        self.tls_context = security.ssl.server_context() if security is not None and security.ssl else None
+        """The live TLS context of this listener (None without TLS): reloading its keystore
+        changes the certificate new connections get (:mod:`broker.server.tls_reload`)."""
         self._principals = (
             SslPrincipalMapper.from_rules(security.principal_mapping_rules) if security is not None else None
         )
@@ -81,10 +84,14 @@ class BrokerServer:
         self._ids = itertools.count(1)
         self.bound: list[tuple[str, int]] = []
 
+    @property
+    def listener(self) -> str:
+        """The name of the listener this server serves."""
+        return self._listener
+
     async def start(self) -> list[tuple[str, int]]:
         loop = asyncio.get_running_loop()
-        security = self._security
-        tls = security.ssl.server_context() if security is not None and security.ssl is not None else None
+        tls = self.tls_context
         for host, port in self._addresses:
             server = await loop.create_server(
                 self._new_connection,

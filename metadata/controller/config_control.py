@@ -158,7 +158,7 @@ class ConfigControl:
             current = self._image.broker_configs(resource.resource_name)
             wanted = _apply(current, resource.configs, topic=False, incremental=incremental)
             try:
-                canonical = validate_broker_configs(wanted)
+                canonical = validate_broker_configs(wanted, per_broker=resource.resource_name != "")
             except ConfigError as exc:
                 # Kafka's broker checks a BROKER change (ConfigAdminManager, DynamicBrokerConfig
                 # .validate) before forwarding it and answers every failure INVALID_REQUEST (KAFKA-13609)

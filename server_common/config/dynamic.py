@@ -104,13 +104,57 @@ def broker_definition(key: str) -> ConfigDef | None:
     return BY_NAME.get(ALIASES.get(key, key)) or DYNAMIC_ONLY_BY_NAME.get(key)
 
 
-def validate_broker_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
-    """Check the dynamic overrides of a BROKER resource; return them in canonical text form.
+DYNAMIC_LISTENER_KEYS: frozenset[str] = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+    }
+)
+"""Keys a broker takes at run time per listener, ``listener.name.<listener>.<key>``: its TLS
+keystore, so that a certificate is replaced without a restart (Kafka's dynamic listener SSL
+config). Per broker only, as in Kafka: each broker has its own certificate."""
+
+
+def dynamic_listener_key(key: str) -> tuple[str, str] | None:
+    """``(LISTENER, key)`` of a per-listener dynamic key, else None."""
+    if not key.startswith("listener.name."):
+        return None
+    listener, dot, rest = key[len("listener.name.") :].partition(".")
+    if not dot or not listener or rest not in DYNAMIC_LISTENER_KEYS:
+        return None
+    return listener.upper(), rest
+
+
+def validate_broker_configs(configs: Mapping[str, str | None], *, per_broker: bool = True) -> dict[str, str]:
+    """Check the dynamic overrides of a BROKER resource (one broker's, or the cluster default when
+    ``per_broker`` is false); return them in canonical text form.
 
     Raises :class:`NotDynamicError` naming every key that exists but is read-only (Kafka's
-    "Cannot update these configs dynamically: Set(...)"), :class:`ConfigError` for an unknown key,
-    a null value, or a value the key does not allow (the message start-up would give).
+    "Cannot update these configs dynamically: Set(...)") or, for the cluster default, a key that
+    only a broker may set; :class:`ConfigError` for an unknown key, a null value, or a value the
+    key does not allow (the message start-up would give).
     """
+    listener_keys = {key: found for key in configs if (found := dynamic_listener_key(key)) is not None}
+    if listener_keys and not per_broker:
+        names = ", ".join(sorted(listener_keys))
+        raise NotDynamicError(
+            "Cannot update these configs at default cluster level, broker id must be specified: "
+            f"Set({names})",
+            key=min(listener_keys),
+        )
+    result: dict[str, str] = {}
+    for key, (_, name) in listener_keys.items():
+        raw = configs[key]
+        if raw is None:
+            raise ConfigError(f"Null value not supported for broker config {key}", key=key)
+        text = format_value(BY_NAME[name].parse(raw, key))
+        assert text is not None
+        result[key] = text
+    configs = {key: raw for key, raw in configs.items() if key not in listener_keys}
     not_dynamic = sorted(
         key for key in configs if broker_definition(key) is not None and key not in DYNAMIC_BROKER_KEYS
     )
@@ -118,7 +162,6 @@ def validate_broker_configs(configs: Mapping[str, str | None]) -> dict[str, str]
         raise NotDynamicError(
             f"Cannot update these configs dynamically: Set({', '.join(not_dynamic)})", key=not_dynamic[0]
         )
-    result: dict[str, str] = {}
     for key, raw in configs.items():
         definition = broker_definition(key)
         if definition is None:

@@ -138,3 +138,12 @@ def test_list_helpers_for_append_and_subtract() -> None:
     assert not is_list_key("retention.ms", topic=True)
     assert default_list_value("cleanup.policy", topic=True) == ["delete"]
     assert default_list_value("log.cleanup.policy", topic=False) == ["delete"]
+
+
+def test_listener_keystores_are_dynamic_per_broker_only() -> None:
+    key = "listener.name.ssl.ssl.keystore.location"
+    assert validate_broker_configs({key: " /etc/kipling/new.pem"}) == {key: "/etc/kipling/new.pem"}
+    with pytest.raises(NotDynamicError, match=r"broker id must be specified: Set\(listener\.name\.ssl"):
+        validate_broker_configs({key: "/etc/kipling/new.pem"}, per_broker=False)
+    with pytest.raises(ConfigError, match=r"Unknown broker config name: listener\.name\.ssl\.ssl\.client"):
+        validate_broker_configs({"listener.name.ssl.ssl.client.auth": "required"})
