@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import random
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from typing import Any, cast
 import structlog
 
 from client.errors import (
+    AuthenticationFailedError,
     ConnectError,
     ConnectionClosedError,
     KafkaResponseError,
@@ -49,12 +51,15 @@ from client.errors import (
     UnsupportedApiVersionError,
     error_code,
 )
+from client.sasl import SaslClient, sasl_client
+from client.security import ClientSecurity
 from protocol.api import decode_response, encode_request, request_spec
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
 from protocol.errors import FrameTooLargeError, ProtocolError
 from protocol.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, frame_header
+from security.errors import AuthenticationError
 
 DEFAULT_CLIENT_ID = "kipling-client"
 CLIENT_SOFTWARE_NAME = "kipling-client"
@@ -70,6 +75,12 @@ DEFAULT_REQUEST_TIMEOUT_S = 30.0
 CLOSE_GRACE_S = 1.0
 """How long a closed connection may take to send what it still buffers before the socket is aborted:
 a broker that stopped reading (paused, overloaded) must not hold a closing client."""
+SASL_HANDSHAKE_VERSION = 1
+"""KIP-152: the tokens travel in SaslAuthenticate requests (v0 sends them as bare frames)."""
+SASL_AUTHENTICATE_MAX_VERSION = 2
+REAUTH_AT = (0.85, 0.95)
+"""When to re-authenticate, as a share of the session lifetime (Kafka's clients pick at random in
+this range, so that a fleet started together does not re-authenticate together)."""
 
 _CORRELATION_ID_MASK = 0x7FFFFFFF
 
@@ -169,12 +180,17 @@ class KafkaConnection:
         client_id: str | None = DEFAULT_CLIENT_ID,
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
+        self.security = security
         self._max_frame_size = max_frame_size
+        self._reauth_at: float | None = None
+        """Loop time after which the next request re-authenticates first (None: never)."""
+        self._reauth: asyncio.Task[None] | None = None
         self._transport: asyncio.Transport | None = None
         self._protocol: _ClientProtocol | None = None
         self._in_flight: collections.deque[_InFlight] = collections.deque()
@@ -197,45 +213,160 @@ class KafkaConnection:
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        security: ClientSecurity | None = None,
     ) -> KafkaConnection:
-        """Connect and negotiate API versions within ``connect_timeout_s``; raises :class:`ConnectError`."""
+        """Connect, negotiate API versions and authenticate within ``connect_timeout_s``; raises
+        :class:`ConnectError` (:class:`AuthenticationFailedError` for a refused login)."""
         connection = cls(
             host,
             port,
             client_id=client_id,
             request_timeout_s=request_timeout_s,
             max_frame_size=max_frame_size,
+            security=security,
         )
         await connection.connect(connect_timeout_s)
         return connection
 
     async def connect(self, timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
-        """TCP connect plus the ApiVersions handshake, both within ``timeout_s``."""
+        """TCP connect (with the TLS handshake), ApiVersions and the SASL exchange, all within
+        ``timeout_s``."""
         if self._transport is not None:
             raise RuntimeError("KafkaConnection.connect() called twice")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        security = self.security
+        tls: dict[str, Any] = {}
+        if security is not None and security.ssl_context is not None:
+            tls = {"ssl": security.ssl_context, "server_hostname": security.server_hostname or self.host}
         try:
             async with asyncio.timeout(timeout_s):
                 await loop.create_connection(
-                    lambda: _ClientProtocol(self, self._max_frame_size), self.host, self.port
+                    lambda: _ClientProtocol(self, self._max_frame_size), self.host, self.port, **tls
                 )
+        except ssl.SSLError as exc:
+            self._closed = True
+            self._lost.set()
+            raise ConnectError(
+                f"TLS handshake with {self.host}:{self.port} failed: {_tls_reason(exc)}"
+            ) from exc
         except (OSError, TimeoutError) as exc:
             self._closed = True
             self._lost.set()
-            raise ConnectError(f"cannot connect to {self.host}:{self.port}: {exc!r}") from exc
+            what = "TLS-connect" if tls else "connect"
+            raise ConnectError(f"cannot {what} to {self.host}:{self.port}: {exc!r}") from exc
+        step = "ApiVersions handshake"
         try:
             await self._negotiate_versions(max(deadline - loop.time(), 0.001))
+            if security is not None and security.sasl_mechanism is not None:
+                step = f"SASL {security.sasl_mechanism} authentication"
+                await self._authenticate(security, max(deadline - loop.time(), 0.001))
         except BaseException as exc:
-            self.close(f"handshake failed: {exc!r}")
+            self.close(f"{step} failed: {exc!r}")
+            if isinstance(exc, ConnectError):
+                raise
             if isinstance(exc, ConnectionClosedError | RequestTimeoutError | ProtocolViolationError):
-                raise ConnectError(
-                    f"ApiVersions handshake with {self.host}:{self.port} failed: {exc}"
-                ) from exc
-            if isinstance(exc, KafkaResponseError):
-                raise ConnectError(f"ApiVersions refused by {self.host}:{self.port}: {exc}") from exc
+                hint = ""
+                if not tls and isinstance(exc, PeerClosedError) and step.startswith("ApiVersions"):
+                    hint = " (a TLS listener closes a plaintext client: check security.protocol)"
+                raise ConnectError(f"{step} with {self.host}:{self.port} failed: {exc}{hint}") from exc
+            if isinstance(exc, KafkaResponseError | UnsupportedApiVersionError):
+                raise ConnectError(f"{step} refused by {self.host}:{self.port}: {exc}") from exc
             raise
         self._log.debug("connected", apis=len(self._api_versions))
+
+    # -- SASL --------------------------------------------------------------------------------------
+
+    async def _authenticate(self, security: ClientSecurity, timeout_s: float) -> None:
+        """SaslHandshake v1 and SaslAuthenticate rounds until the mechanism is done; raises
+        :class:`AuthenticationFailedError` for a refusal (its message is the broker's or the
+        mechanism's, which never quote the password)."""
+        mechanism = security.sasl_mechanism
+        assert mechanism is not None and security.username is not None and security.password is not None
+        where = f"{self.host}:{self.port}"
+        if ApiKey.SASL_HANDSHAKE not in self._api_versions:
+            raise AuthenticationFailedError(f"{where} does not serve SaslHandshake: it is no SASL listener")
+        handshake = self.version_for(ApiKey.SASL_HANDSHAKE, SASL_HANDSHAKE_VERSION, SASL_HANDSHAKE_VERSION)
+        authenticate = self.version_for(ApiKey.SASL_AUTHENTICATE, SASL_AUTHENTICATE_MAX_VERSION)
+        deadline = asyncio.get_running_loop().time() + timeout_s
+
+        def left() -> float:
+            return max(deadline - asyncio.get_running_loop().time(), 0.001)
+
+        response = await self._request(ApiKey.SASL_HANDSHAKE, handshake, {"mechanism": mechanism}, left())
+        code = error_code(response.error_code)
+        if code is ErrorCode.UNSUPPORTED_SASL_MECHANISM:
+            raise AuthenticationFailedError(
+                f"{where} does not enable SASL mechanism {mechanism} "
+                f"(its listener enables {', '.join(response.mechanisms) or 'none'})"
+            )
+        if code is ErrorCode.ILLEGAL_SASL_STATE:
+            raise AuthenticationFailedError(f"{where} refused SaslHandshake: its listener does not use SASL")
+        if code is not ErrorCode.NONE:
+            raise AuthenticationFailedError(f"SaslHandshake refused by {where}: {code.name}")
+        client: SaslClient = sasl_client(mechanism, security.username, security.password)
+        try:
+            token: bytes | None = client.first_message()
+            lifetime_ms = 0
+            while token is not None:
+                body = {"auth_bytes": token}
+                response = await self._request(ApiKey.SASL_AUTHENTICATE, authenticate, body, left())
+                code = error_code(response.error_code)
+                if code is not ErrorCode.NONE:
+                    message = response.error_message or code.description
+                    raise AuthenticationFailedError(
+                        f"SASL {mechanism} authentication with {where} failed ({code.name}): {message}"
+                    )
+                lifetime_ms = getattr(response, "session_lifetime_ms", 0) or 0
+                token = client.evaluate(bytes(response.auth_bytes))
+        except AuthenticationError as exc:
+            raise AuthenticationFailedError(
+                f"SASL {mechanism} authentication with {where} failed: {exc}"
+            ) from exc
+        if not client.complete:
+            raise AuthenticationFailedError(
+                f"SASL {mechanism} authentication with {where} ended before the exchange completed"
+            )
+        self._schedule_reauthentication(lifetime_ms)
+        self._log.debug("authenticated", mechanism=mechanism, session_lifetime_ms=lifetime_ms)
+
+    def _schedule_reauthentication(self, lifetime_ms: int) -> None:
+        if lifetime_ms <= 0:
+            self._reauth_at = None
+            return
+        share = random.uniform(*REAUTH_AT)
+        self._reauth_at = asyncio.get_running_loop().time() + lifetime_ms / 1000 * share
+
+    async def _session_ready(self) -> None:
+        """Before a request: re-authenticate first when the SASL session is due (KIP-368).
+
+        Returns without suspending when nothing is due, so a request that passes here is written
+        before any re-authentication starts, and the broker answers it first.
+        """
+        if self._reauth_at is None and self._reauth is None:
+            return
+        if self._reauth is None:
+            assert self._reauth_at is not None
+            if asyncio.get_running_loop().time() < self._reauth_at or self._closed:
+                return
+            self._reauth = asyncio.get_running_loop().create_task(self._reauthenticate())
+        reauth = self._reauth
+        # a caller cancelled while waiting must not cancel the exchange the others wait for
+        await asyncio.wait([reauth])
+
+    async def _reauthenticate(self) -> None:
+        security = self.security
+        assert security is not None
+        try:
+            await self._authenticate(security, self.request_timeout_s)
+        except asyncio.CancelledError:
+            self.close("closed during re-authentication")
+            raise
+        except Exception as exc:
+            self._log.warning("re-authentication failed, closing", error=str(exc))
+            self.close(f"closed after re-authentication failed: {exc}")
+        finally:
+            self._reauth = None
 
     @property
     def closed(self) -> bool:
@@ -349,6 +480,12 @@ class KafkaConnection:
         :class:`ProtocolViolationError`; an encode error (a caller bug) propagates as
         :class:`protocol.errors.EncodeError` and leaves the connection usable.
         """
+        await self._session_ready()
+        return await self._request(api_key, api_version, body, timeout_s)
+
+    async def _request(
+        self, api_key: int, api_version: int, body: Any, timeout_s: float | None
+    ) -> MessageData:
         frame = await self._exchange(api_key, api_version, body, timeout_s)
         try:
             return decode_response(frame, api_key, api_version).body
@@ -359,6 +496,7 @@ class KafkaConnection:
 
     async def send_no_response(self, api_key: int, api_version: int, body: Any) -> None:
         """Send a request the broker does not answer (Produce with acks=0). Nothing enters the FIFO."""
+        await self._session_ready()
         self._check_open()
         payload = encode_request(api_key, api_version, self._take_correlation_id(), self.client_id, body)
         await self._write(payload)
@@ -571,6 +709,13 @@ class ReconnectingConnection:
 
 def _api_versions_request() -> dict[str, Any]:
     return {"client_software_name": CLIENT_SOFTWARE_NAME, "client_software_version": CLIENT_SOFTWARE_VERSION}
+
+
+def _tls_reason(exc: ssl.SSLError) -> str:
+    """OpenSSL's reason without the Python wrapping: ``certificate verify failed: ...``."""
+    verify = getattr(exc, "verify_message", None)
+    reason = exc.reason or str(exc)
+    return f"{reason}: {verify}" if verify else str(reason)
 
 
 def _api_name(api_key: int) -> str:

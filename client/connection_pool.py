@@ -11,17 +11,27 @@ closes both kinds.
 from __future__ import annotations
 
 from client.connection import KafkaConnection
+from client.security import ClientSecurity
 
 Address = tuple[str, int]
 
 
 class ConnectionPool:
-    """Open connections to brokers, keyed by ``(host, port)``, all with the same client settings."""
+    """Open connections to brokers, keyed by ``(host, port)``, all with the same client settings
+    (``security``: the TLS context and SASL login of every connection; None for PLAINTEXT)."""
 
-    def __init__(self, *, client_id: str, connect_timeout_s: float, request_timeout_s: float) -> None:
+    def __init__(
+        self,
+        *,
+        client_id: str,
+        connect_timeout_s: float,
+        request_timeout_s: float,
+        security: ClientSecurity | None = None,
+    ) -> None:
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
+        self.security = security
         self._shared: dict[Address, KafkaConnection] = {}
         self._dedicated: list[KafkaConnection] = []
 
@@ -76,6 +86,7 @@ class ConnectionPool:
             client_id=self.client_id,
             connect_timeout_s=self.connect_timeout_s,
             request_timeout_s=self.request_timeout_s,
+            security=self.security,
         )
 
 

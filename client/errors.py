@@ -26,7 +26,14 @@ class ClientError(Exception):
 
 
 class ConnectError(ClientError):
-    """The TCP connection or the ApiVersions handshake could not be completed."""
+    """The TCP connection, the TLS handshake, the ApiVersions handshake or the SASL exchange could
+    not be completed."""
+
+
+class AuthenticationFailedError(ConnectError):
+    """The broker refused the SASL login (or the mechanism it asked for), or its SCRAM signature
+    was wrong. Retrying with the same credentials fails the same way; the message names the
+    mechanism and the broker's reason, never the password."""
 
 
 class ConnectionClosedError(ClientError):
@@ -94,6 +101,7 @@ def raise_for_error(code: int, message: str | None = None, *, context: str | Non
 
 
 __all__ = [
+    "AuthenticationFailedError",
     "ClientError",
     "ConnectError",
     "ConnectionClosedError",
