@@ -19,7 +19,7 @@ import difflib
 import os
 import re
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,9 @@ from server_common.config.listener_security import (
     LISTENER_KEYS,
     ListenerOverrides,
     ListenerSecurity,
+    OutboundSecurity,
     is_listener_key,
+    outbound_security,
     parse_listener_overrides,
     resolve_listener_security,
 )
@@ -55,6 +57,8 @@ from server_common.config.properties import PropertiesError, parse_overrides, re
 
 PLAINTEXT = "PLAINTEXT"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+INTER_BROKER_MECHANISM_KEY = "sasl.mechanism.inter.broker.protocol"
+CONTROLLER_MECHANISM_KEY = "sasl.mechanism.controller.protocol"
 """Kafka's security protocol names, all of which kipling implements."""
 NON_ROUTABLE_HOSTS = ("0.0.0.0", "::")
 LOOPBACK = "127.0.0.1"
@@ -128,6 +132,11 @@ class BrokerConfig:
     sasl_mechanism_controller_protocol: str
     connection_failed_authentication_delay_ms: int
     kipling_authentication_timeout_ms: int
+    authorizer_class_name: str
+    """Empty (no authorization) or one of ``AUTHORIZER_CLASS_NAMES`` (metadata/authorizer/)."""
+    super_users: str
+    """``super.users`` as given: principals separated by ``;``, each checked to be ``Type:name``."""
+    allow_everyone_if_no_acl_found: bool
     inter_broker_listener_name: str | None
     metrics_listener: tuple[str, int] | None
     socket_request_max_bytes: int
@@ -310,6 +319,35 @@ class BrokerConfig:
             (li for li in self.advertised_listeners if li.name == self.inter_broker_listener_name), None
         )
 
+    def inter_broker_security(self) -> OutboundSecurity:
+        """How this node connects to other brokers: the inter-broker listener's protocol and TLS
+        settings, and (SASL) sasl.mechanism.inter.broker.protocol with the login of that
+        listener's JAAS for it. ConfigError naming the key when the login is missing (checked at
+        load, so a node that loaded its config can always build it)."""
+        name = self.inter_broker_listener_name
+        security = self.listener_security.get(name) if name is not None else None
+        if security is None:
+            return OutboundSecurity(name or PLAINTEXT, PLAINTEXT, None)
+        mechanism = self.sasl_mechanism_inter_broker_protocol.strip().upper()
+        return outbound_security(security, mechanism, INTER_BROKER_MECHANISM_KEY, offered=True)
+
+    def controller_security(self) -> OutboundSecurity:
+        """How this node connects to the controllers (its broker side, and a voter to the other
+        voters): the first of controller.listener.names, with sasl.mechanism.controller.protocol;
+        PLAINTEXT for a single node's internal controller listener."""
+        name = self.controller_listener_names[0] if self.controller_listener_names else None
+        security = self.listener_security.get(name) if name is not None else None
+        if name is None or security is None:
+            return OutboundSecurity(name or INTERNAL_CONTROLLER_LISTENER.name, PLAINTEXT, None)
+        mechanism = self.sasl_mechanism_controller_protocol.strip().upper()
+        offered = any(listener.name == name for listener in self.listeners)
+        return outbound_security(security, mechanism, CONTROLLER_MECHANISM_KEY, offered=offered)
+
+    @property
+    def connects_to_controllers(self) -> bool:
+        """A broker (ControllerChannel) or a voter with other voters (the quorum's requests)."""
+        return self.is_broker or (self.is_voter and len(self.quorum_voters) > 1)
+
     def listener(self, name: str) -> Listener:
         """The bound listener called ``name`` (names are upper case)."""
         for candidate in self.listeners:
@@ -441,7 +479,9 @@ def _build(
     if ROLE_CONTROLLER in roles:
         _check_names_exist("controller.listener.names", controller_names, listeners)
     inter_broker = _inter_broker_listener_name(values, advertised, controller_names, roles)
-    security = _listener_security(values, listeners, protocol_map, overrides)
+    security = _listener_security(
+        values, listeners, protocol_map, overrides, outbound={inter_broker, *controller_names[:1]}
+    )
     voters = _parse_voters(_list(values["controller.quorum.voters"]))
     bootstrap = _parse_bootstrap_servers(_list(values["controller.quorum.bootstrap.servers"]))
     node_id = values["node.id"]
@@ -478,7 +518,18 @@ def _build(
         explicit_keys=explicit,
     )
     _check_relations(config)
+    _check_outbound_logins(config)
     return config
+
+
+def _check_outbound_logins(cfg: BrokerConfig) -> None:
+    """Refuse at load what would fail at the first connection to another node: a SASL
+    inter-broker or controller listener without a mechanism the listener enables or without a
+    login (Kafka checks the first in KafkaConfig, the second when its login module starts)."""
+    if cfg.is_broker:
+        cfg.inter_broker_security()
+    if cfg.connects_to_controllers:
+        cfg.controller_security()
 
 
 _COMPUTED_KEYS = frozenset(
@@ -580,20 +631,41 @@ def _listener_security(
     listeners: list[Listener],
     protocol_map: Mapping[str, str],
     overrides: ListenerOverrides,
+    *,
+    outbound: Collection[str | None] = (),
 ) -> dict[str, ListenerSecurity]:
+    """Each bound listener's security, and that of a listener in ``outbound`` (those this node
+    connects to: inter-broker, the first controller listener) that it does not bind: a broker's
+    view of the controllers' listener, from listener.security.protocol.map and its
+    ``listener.name.<controller>.`` keys, as Kafka's brokers read it."""
     bound = {listener.name for listener in listeners}
-    for name in sorted(overrides.listeners - bound):
+    remote = sorted(name for name in outbound if name is not None and name not in bound)
+    for name in sorted(overrides.listeners - bound - set(remote)):
         raise ConfigError(
             f"Invalid configuration listener.name.{name.lower()}.*: there is no listener {name} "
             f"(listeners: {', '.join(sorted(bound))})",
             key=f"listener.name.{name.lower()}",
         )
-    return {
+    resolved = {
         listener.name: resolve_listener_security(
-            listener.name, protocol_map[listener.name], values, overrides
+            listener.name,
+            protocol_map[listener.name],
+            values,
+            overrides,
+            connects=listener.name in outbound,
         )
         for listener in listeners
     }
+    for name in remote:
+        protocol = protocol_map.get(name)
+        if protocol is None:
+            raise ConfigError(
+                f"Invalid configuration listener.security.protocol.map: controller listener {name} "
+                f"has no security protocol in it",
+                key="listener.security.protocol.map",
+            )
+        resolved[name] = resolve_listener_security(name, protocol, values, overrides, bound=False)
+    return resolved
 
 
 def _advertised_listeners(
@@ -823,6 +895,11 @@ def _check_relations(cfg: BrokerConfig) -> None:
             "0",
             "0 refuses every connection; it is allowed only with max.connections.per.ip.overrides",
         )
+    for entry in cfg.super_users.split(";"):
+        if entry.strip() and ":" not in entry:
+            raise ConfigError.invalid(
+                "super.users", cfg.super_users, f"{entry.strip()!r} is not a principal of the form Type:name"
+            )
     if (
         cfg.inter_broker_listener_name is not None
         and cfg.inter_broker_listener_name in cfg.controller_listener_names

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from security.jaas import PLAIN_LOGIN_MODULE, parse_jaas, plain_users
+from security.jaas import PLAIN_LOGIN_MODULE, login_credentials, parse_jaas, plain_users
 from security.tls import SslSettings, TlsConfigError
 from server_common.config.definitions import BY_NAME, ConfigError
 
@@ -121,10 +121,21 @@ class ListenerSecurity:
 
 
 def resolve_listener_security(
-    listener: str, protocol: str, values: Mapping[str, object], overrides: ListenerOverrides
+    listener: str,
+    protocol: str,
+    values: Mapping[str, object],
+    overrides: ListenerOverrides,
+    *,
+    bound: bool = True,
+    connects: bool = False,
 ) -> ListenerSecurity:
     """``listener``'s settings: its prefixed keys over the unprefixed ones, validated (TLS files are
-    read now, so a bad keystore stops the node before it listens)."""
+    read now, so a bad keystore stops the node before it listens).
+
+    ``bound`` False: a listener this node only connects to (a broker's view of the controllers'
+    listener): it offers no mechanisms and needs no keystore. ``connects``: this node also
+    connects to the listener (inter-broker, controller), so its TLS settings must make a client
+    context as well (the truststore loads)."""
     scoped = overrides.keys.get(listener, {})
 
     def value(key: str) -> object:
@@ -133,14 +144,17 @@ def resolve_listener_security(
     ssl_settings = _ssl_settings(value) if protocol in (SSL, SASL_SSL) else None
     if ssl_settings is not None:
         try:
-            ssl_settings.check(server=True)
+            if bound:
+                ssl_settings.check(server=True)
+            if connects or not bound:
+                ssl_settings.check(server=False)
         except TlsConfigError as exc:
-            key = _scoped_name(listener, exc.key, scoped)
-            raise ConfigError(f"Invalid configuration {key}: {str(exc).split(': ', 1)[1]}", key=key) from exc
+            raise _tls_config_error(listener, exc, scoped) from exc
     mechanisms: tuple[str, ...] = ()
     jaas: dict[str, str] = {}
     if protocol in (SASL_PLAINTEXT, SASL_SSL):
-        mechanisms = _mechanisms(listener, value("sasl.enabled.mechanisms"), scoped)
+        if bound:
+            mechanisms = _mechanisms(listener, value("sasl.enabled.mechanisms"), scoped)
         jaas = {mech: text for (name, mech), text in overrides.jaas.items() if name == listener}
         _check_jaas(listener, mechanisms, jaas)
     reauth, receive = value("connections.max.reauth.ms"), value("sasl.server.max.receive.size")
@@ -155,6 +169,82 @@ def resolve_listener_security(
         reauth,
         receive,
     )
+
+
+@dataclass(frozen=True)
+class OutboundSecurity:
+    """How this node connects to a listener of other nodes (inter-broker, controller), as Kafka's
+    inter-broker and controller channel builders set up their clients: the listener's protocol
+    and TLS settings, and for SASL the node's mechanism and login."""
+
+    listener: str
+    protocol: str
+    ssl: SslSettings | None
+    sasl_mechanism: str | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol in (SASL_PLAINTEXT, SASL_SSL)
+
+
+def outbound_security(
+    security: ListenerSecurity, mechanism: str, mechanism_key: str, *, offered: bool
+) -> OutboundSecurity:
+    """This node's way into ``security``'s listener (``mechanism`` and ``mechanism_key`` as for
+    :func:`client_login`, used only when the listener uses SASL)."""
+    if not security.uses_sasl:
+        return OutboundSecurity(security.listener, security.protocol, security.ssl)
+    username, password = client_login(security, mechanism, mechanism_key, offered=offered)
+    return OutboundSecurity(security.listener, security.protocol, security.ssl, mechanism, username, password)
+
+
+def client_login(
+    security: ListenerSecurity, mechanism: str, mechanism_key: str, *, offered: bool
+) -> tuple[str, str]:
+    """The username and password this node logs in with on ``security``'s listener, using
+    ``mechanism`` (chosen by ``mechanism_key``: sasl.mechanism.inter.broker.protocol or
+    sasl.mechanism.controller.protocol): the ``username`` and ``password`` options of
+    ``listener.name.<listener>.<mechanism>.sasl.jaas.config``, as Kafka's inter-broker login reads
+    them. ``offered``: the node serves this listener, so the mechanism must be one it enables.
+
+    Raises :class:`ConfigError` whose one-line message names the key at fault (never a value).
+    """
+    listener = security.listener
+    if mechanism not in SUPPORTED_MECHANISMS:
+        raise ConfigError(
+            f"Invalid configuration {mechanism_key}: SASL mechanism {mechanism} is not supported by "
+            f"kipling (supported: {', '.join(SUPPORTED_MECHANISMS)}); listener {listener} uses "
+            f"{security.protocol}",
+            key=mechanism_key,
+        )
+    if offered and mechanism not in security.sasl_mechanisms:
+        raise ConfigError(
+            f"Invalid configuration {mechanism_key}: {mechanism} must be included in "
+            f"sasl.enabled.mechanisms of listener {listener} "
+            f"(listener.name.{listener.lower()}.sasl.enabled.mechanisms), which enables "
+            f"{', '.join(security.sasl_mechanisms)}",
+            key=mechanism_key,
+        )
+    key = f"listener.name.{listener.lower()}.{mechanism.lower()}.{JAAS_KEY}"
+    text = security.jaas.get(mechanism)
+    if text is None:
+        raise ConfigError(
+            f"Invalid configuration {key}: not set; this node logs in to listener {listener} "
+            f"({security.protocol}) with {mechanism} ({mechanism_key}) and needs the username and "
+            f"password options of a login module here",
+            key=key,
+        )
+    try:
+        return login_credentials(parse_jaas(text))
+    except ValueError as exc:
+        raise ConfigError(f"Invalid configuration {key}: {exc}", key=key) from exc
+
+
+def _tls_config_error(listener: str, exc: TlsConfigError, scoped: Mapping[str, object]) -> ConfigError:
+    key = _scoped_name(listener, exc.key, scoped)
+    return ConfigError(f"Invalid configuration {key}: {str(exc).split(': ', 1)[1]}", key=key)
 
 
 def _ssl_settings(value: Callable[[str], object]) -> SslSettings:
