@@ -17,7 +17,10 @@ and holds no logic of its own. There is one kind of node, as in Kafka 4 (KRaft o
 A **single node** is the same code: a combined node with no ``controller.quorum.voters`` is the only
 voter of its own quorum (``BrokerConfig.quorum_voters``), on its controller listener or, when none is
 configured, on a loopback port of its own. On its first start it imports the topic file of kipling's
-earlier single-node releases into the metadata log (:mod:`metadata.legacy_import`).
+earlier single-node releases into the metadata log (:mod:`metadata.legacy_import`). Any voter
+whose metadata log is still empty when it first leads writes the bootstrap metadata ``kipling storage
+format`` left in its metadata log dir (SCRAM credentials, :mod:`metadata.bootstrap`) as the log's
+first batch.
 
 Start order matters: controller first (brokers register with it), then the follower supervisor,
 the metadata loader and the registration; the client listeners open only once the metadata has
@@ -45,6 +48,7 @@ from broker.assembly import (
     build_transaction_coordination,
     housekeeping_tasks,
 )
+from broker.client_security import controller_client_security
 from broker.cluster.alter_partition_manager import AlterPartitionManager
 from broker.cluster.controller_channel import BrokerListener, ControllerChannel
 from broker.cluster.controller_locator import ControllerLocator
@@ -84,13 +88,14 @@ from broker.replication.replica_manager import ReplicaManager
 from broker.replication.replication_quota import FollowerQuotaPublisher, LeaderReplicationQuota
 from broker.replication.transitions import ReplicaTransitions
 from broker.server.connection_quotas import ConnectionQuotas, resolve_overrides
-from broker.server.credentials import BrokerCredentials
+from broker.server.credentials import BrokerCredentials, ScramLookup
 from broker.server.dispatcher import RequestDispatcher
 from broker.server.listener import BrokerServer
 from broker.server.memory_pool import MemoryPool
 from broker.server.tls_reload import ListenerKeystores
 from broker.startup import bound
 from broker.transactions.runtime import TRANSACTION_STATE_TOPIC, transaction_state_topic_configs
+from metadata.bootstrap import BootstrapMetadata, read_bootstrap
 from metadata.controller.active import ActiveController
 from metadata.controller.controller import ControllerConfig, QuorumController
 from metadata.controller.partition_log import read_metadata_log
@@ -112,6 +117,7 @@ from metadata.snapshot import latest_snapshot, load_snapshot
 from metadata.topics import TopicState
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode, KafkaError
+from security.scram import ScramCredential, ScramMechanism
 from server_common.config import BrokerConfig, to_log_config
 from server_common.config.broker_config import Listener
 from server_common.periodic import PeriodicTask
@@ -142,7 +148,8 @@ METADATA_LOG_CONFIG_OVERRIDES = {
 batches stay as the controller wrote them whatever the broker-wide ``compression.type``, and a
 batch may be 8 MiB whatever ``message.max.bytes`` says (Kafka's KRaft batch bound): 10,000 partition
 records of a high replication factor are more than the 1 MiB default."""
-PLAINTEXT = 0
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+"""Kafka's SecurityProtocol ids, registered with each listener (BrokerRegistration)."""
 COMMIT_WAIT_FACTOR = 2
 """A controller answer waits at most this many quorum fetch timeouts for its commit: longer than a
 leader that no majority follows takes to resign (check quorum, 1.5 fetch timeouts)."""
@@ -328,7 +335,9 @@ def build_node(config: BrokerConfig) -> Node:
     )
     try:
         controller = (
-            _build_controller(config, cluster_id, log_manager, clock, legacy, registry)
+            _build_controller(
+                config, cluster_id, log_manager, clock, legacy, registry, image if config.is_broker else None
+            )
             if config.is_voter
             else None
         )
@@ -359,6 +368,7 @@ def _build_broker(
         "on_leader": locator.leader_is,
         # a paused voter accepts connections and never answers: give up on it as Raft would
         "connect_timeout_s": config.controller_quorum_request_timeout_ms / 1000,
+        "security": controller_client_security(config).build(),  # one TLS context for both
     }
     channel = ControllerChannel(
         locator.address, client_id=f"broker-{config.node_id}-controller-channel", **hooks
@@ -552,6 +562,16 @@ def _build_broker(
 # -- controller ------------------------------------------------------------------------------------
 
 
+def _controller_scram(active: ActiveController, broker_image: MetadataImage | None) -> ScramLookup:
+    def lookup(mechanism: ScramMechanism, user: str) -> ScramCredential | None:
+        if broker_image is not None:
+            return broker_image.scram_credential(mechanism, user)
+        controller = active.current
+        return None if controller is None else controller.image.scram_credential(mechanism, user)
+
+    return lookup
+
+
 def _build_controller(
     config: BrokerConfig,
     cluster_id: str,
@@ -559,7 +579,11 @@ def _build_controller(
     clock: Clock,
     legacy: LegacyMetadata | None,
     registry: CollectorRegistry,
+    broker_image: MetadataImage | None = None,
 ) -> ControllerNode:
+    """The controller role. Its listener's SCRAM logins are checked against ``broker_image`` on a
+    node that is also a broker, else against the active controller's image (a standby controller
+    of a controller-only node has none and refuses SCRAM: use PLAIN or mutual TLS there)."""
     metadata_config = to_log_config(METADATA_LOG_CONFIG_OVERRIDES, config)
     partition_log = log_manager.get_or_create_log(
         METADATA_TOPIC, METADATA_PARTITION, METADATA_TOPIC_ID, metadata_config, config.metadata_log_dir
@@ -590,6 +614,7 @@ def _build_controller(
         fetch_max_wait_ms=settings.fetch_max_wait_ms,
         request_timeout_ms=settings.request_timeout_ms,
         leader_endpoints=lambda: [(listener.name, *voter_address(config.node_id))],
+        security=controller_client_security(config).build(),
     )
     snapshots = MetadataSnapshots(raft_log, clock, config.metadata_log_max_record_bytes_between_snapshots)
     raft = RaftManager(node, raft_log, peers, clock, RaftMetrics(registry), snapshots)
@@ -608,6 +633,7 @@ def _build_controller(
     )
     pending = _legacy_import_pending(config, partition_log, legacy)
     pending_import = [pending] if pending is not None else []
+    bootstrap = read_bootstrap(config.metadata_log_dir)  # a damaged file stops the start here
 
     def build(epoch: int) -> QuorumController:
         """The controller of leader epoch ``epoch``, from the committed log (all of it, now): its
@@ -630,6 +656,8 @@ def _build_controller(
             log_end_offset=partition_log.log_end_offset,
             image=None if snapshot is None else load_snapshot(partition_log.directory, snapshot),
         )
+        if bootstrap is not None and bootstrap.records and snapshot is None and not records:
+            _import_bootstrap_metadata(controller, bootstrap)  # the log is empty: a new cluster
         if pending_import:
             _import_legacy_metadata(config, controller, pending_import.pop())
         return controller
@@ -648,6 +676,10 @@ def _build_controller(
         on_connection_closed=heartbeat_connections.closed,
         receive_timeout_ms=config.kipling_request_receive_timeout_ms,
         pool=MemoryPool.of(config.queued_max_request_bytes),
+        listener=listener.name,
+        security=config.listener_security.get(listener.name),
+        credentials=BrokerCredentials(config.listener_security, _controller_scram(active, broker_image)),
+        authentication_timeout_ms=config.kipling_authentication_timeout_ms,
     )
     server_ref.append(server)
 
@@ -752,6 +784,17 @@ def _set_legacy_aside(legacy: LegacyMetadata) -> None:
         topics=len(legacy.topics),
         next_producer_id=legacy.next_producer_id,
         set_aside=[str(path) for path in moved],
+    )
+
+
+def _import_bootstrap_metadata(controller: QuorumController, bootstrap: BootstrapMetadata) -> None:
+    """Write what ``kipling storage format`` left as the first batch of a new metadata log. The file
+    is kept, as Kafka keeps bootstrap.checkpoint: it is read only while the log is empty."""
+    controller.import_records(bootstrap.records)
+    log.info(
+        "wrote the bootstrap metadata into the new metadata log",
+        file=str(bootstrap.path),
+        records=len(bootstrap.records),
     )
 
 
@@ -866,7 +909,12 @@ def _registered_listeners(config: BrokerConfig, servers: Sequence[BrokerServer])
         if server.bound
     }
     return [
-        BrokerListener(li.name, li.host, li.port or bound.get(li.name, 0), PLAINTEXT)
+        BrokerListener(
+            li.name,
+            li.host,
+            li.port or bound.get(li.name, 0),
+            SECURITY_PROTOCOL_IDS[config.listener_security_protocol_map[li.name]],
+        )
         for li in config.advertised_listeners
         if li.name not in config.controller_listener_names
     ]
