@@ -57,6 +57,11 @@ CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
 ROLE_BROKER = "broker"
 ROLE_CONTROLLER = "controller"
+AUTHORIZER_CLASS_NAMES = (
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+)
+"""What ``authorizer.class.name`` accepts besides empty: both name Kafka's StandardAuthorizer rules."""
 
 
 class ConfigError(ValueError):
@@ -203,7 +208,7 @@ class OneOf:
         return value in self.choices
 
     def describe(self) -> str:
-        return "one of " + ", ".join(self.choices)
+        return "one of " + ", ".join(choice or '""' for choice in self.choices)
 
 
 @dataclass(frozen=True)
@@ -495,6 +500,15 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
               "kipling key: Kafka bounds them by connections.max.idle.ms only).", at_least(1)),
     ConfigDef("sasl.server.max.receive.size", T.INT, 524288, L, "Largest request a connection may send "
               "before it has authenticated; a bigger one closes it.", at_least(1)),
+    ConfigDef("authorizer.class.name", T.STRING, "", M, "The authorizer: "
+              "org.apache.kafka.metadata.authorizer.StandardAuthorizer (or its older name "
+              "kafka.security.authorizer.AclAuthorizer) checks requests against the ACLs kept in the "
+              "cluster metadata; empty: no authorization, and the ACL APIs answer SECURITY_DISABLED. "
+              "Set it on controllers too.", OneOf(("", *AUTHORIZER_CLASS_NAMES))),
+    ConfigDef("super.users", T.STRING, "", M, "Principals allowed every action whatever the ACLs, "
+              "separated by ';' (User:admin;User:broker)."),
+    ConfigDef("allow.everyone.if.no.acl.found", T.BOOLEAN, False, M, "Allow an action on a resource "
+              "that no ACL applies to; false: deny it, so principals get only what ACLs grant."),
     # -- topics
     ConfigDef("num.partitions", T.INT, 1, M, "Partitions of an automatically created topic, and of a "
               "CreateTopics request that leaves the count to the broker.", at_least(1)),
