@@ -28,7 +28,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from metadata.authorizer.acl_cache import AclCache
 from metadata.records import (
+    AccessControlEntryRecord,
     BrokerEndpointRecord,
     ClientQuotaRecord,
     ConfigRecord,
@@ -39,6 +41,7 @@ from metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -144,8 +147,8 @@ class MetadataDelta:
 
 
 class MetadataImage:
-    """Brokers, topics, configs, client quotas, SCRAM credentials and the producer id block of the
-    cluster, as of :attr:`offset`."""
+    """Brokers, topics, configs, client quotas, SCRAM credentials, ACLs and the producer id block of
+    the cluster, as of :attr:`offset`."""
 
     def __init__(self) -> None:
         self._brokers: dict[int, BrokerRegistration] = {}
@@ -155,6 +158,7 @@ class MetadataImage:
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._scram = ScramCredentials()
+        self._acls = AclCache()
         self._next_producer_id = INITIAL_NEXT_PRODUCER_ID
         self._offset = NO_OFFSET
         self._epoch = NO_EPOCH
@@ -318,6 +322,11 @@ class MetadataImage:
         """Every user's SCRAM credentials (DescribeUserScramCredentials, snapshots); read-only."""
         return self._scram
 
+    @property
+    def acls(self) -> AclCache:
+        """Every ACL of the cluster, indexed for the authorizer (DescribeAcls, snapshots); read-only."""
+        return self._acls
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MetadataImage):
             return NotImplemented
@@ -340,6 +349,7 @@ class MetadataImage:
             self._broker_configs,
             self._client_quotas,
             self._scram,
+            self._acls,
             self._next_producer_id,
             self._offset,
             self._epoch,
@@ -465,6 +475,12 @@ class MetadataImage:
     def _remove_scram_credential(self, record: RemoveUserScramCredentialRecord, offset: int) -> str | None:
         return self._scram.remove(record)
 
+    def _add_acl(self, record: AccessControlEntryRecord, offset: int) -> str | None:
+        return self._acls.add(record)
+
+    def _remove_acl(self, record: RemoveAccessControlEntryRecord, offset: int) -> str | None:
+        return self._acls.remove(record)
+
     def _allocate_producer_ids(self, record: ProducerIdsRecord, offset: int) -> str | None:
         if record.next_producer_id <= self._next_producer_id:
             return (
@@ -490,6 +506,8 @@ _REPLAYERS: dict[type, _Replayer] = {
     ProducerIdsRecord: MetadataImage._allocate_producer_ids,
     UserScramCredentialRecord: MetadataImage._upsert_scram_credential,
     RemoveUserScramCredentialRecord: MetadataImage._remove_scram_credential,
+    AccessControlEntryRecord: MetadataImage._add_acl,
+    RemoveAccessControlEntryRecord: MetadataImage._remove_acl,
 }
 
 

@@ -51,6 +51,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+from metadata.authorizer.acl_cache import acl_record
 from metadata.image import MetadataImage
 from metadata.records import (
     ClientQuotaRecord,
@@ -175,9 +176,9 @@ def image_records(image: MetadataImage) -> list[tuple[int, MetadataRecord]]:
     Order, every group sorted so that equal images give equal bytes: the brokers by id (with their
     fencing and epochs); each topic by name with its partitions by index (leader, ISR and epochs as
     they are) and then its config overrides by key; broker config overrides by resource and key;
-    client quotas by entity and key; SCRAM credentials by user and mechanism type; the producer id
-    block's next id (as a ProducerIdsRecord of broker -1, epoch -1: the image does not keep who took
-    the last block), unless no block was ever handed out.
+    client quotas by entity and key; SCRAM credentials by user and mechanism type; ACLs by id; the
+    producer id block's next id (as a ProducerIdsRecord of broker -1, epoch -1: the image does not
+    keep who took the last block), unless no block was ever handed out.
     """
     at = image.offset
     records: list[tuple[int, MetadataRecord]] = []
@@ -235,6 +236,8 @@ def image_records(image: MetadataImage) -> list[tuple[int, MetadataRecord]]:
                     ),
                 )
             )
+    for acl_id, binding in image.acls.items():
+        records.append((at, acl_record(acl_id, binding)))
     if image.next_producer_id != MetadataImage().next_producer_id:
         records.append((at, ProducerIdsRecord(-1, -1, image.next_producer_id)))
     return records
