@@ -22,6 +22,7 @@ from typing import TextIO, TypeVar
 import structlog
 
 from broker.meta_properties import MetaPropertiesError
+from metadata.bootstrap import BootstrapMetadataError
 from metadata.controller.metadata_log import ControllerFailedError
 from metadata.legacy_import import LegacyMetadataError
 from server_common.config import ConfigError
@@ -124,7 +125,7 @@ def as_startup_error(exc: BaseException) -> StartupError:
         return StartupError("invalid configuration", str(exc), EXIT_INVALID_CONFIG)
     if isinstance(exc, MetaPropertiesError):
         return StartupError(exc.key, str(exc))
-    if isinstance(exc, (StorageError, LegacyMetadataError)):
+    if isinstance(exc, (StorageError, LegacyMetadataError, BootstrapMetadataError)):
         return StartupError(LOG_DIRS, str(exc))
     if isinstance(exc, ControllerFailedError):
         return StartupError("controller", f"the metadata log cannot be used: {exc}")
