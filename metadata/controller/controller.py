@@ -51,6 +51,12 @@ from dataclasses import dataclass
 import structlog
 
 from metadata.client_quotas import AlterationResult, QuotaAlteration, plan_alterations
+from metadata.controller.acl_control import (
+    AclCreationResult,
+    AclDeletionResult,
+    plan_acl_creations,
+    plan_acl_deletions,
+)
 from metadata.controller.cluster_control import BrokerSessions, ClusterControl, HeartbeatResult
 from metadata.controller.config_control import AlterConfigsResult, ConfigControl, ConfigResourceChange
 from metadata.controller.leader_election import ElectionType, TopicElectionResult, plan_elections
@@ -88,6 +94,7 @@ from metadata.image import MetadataImage
 from metadata.producer_id_block import ProducerIdBlock
 from metadata.records import BrokerEndpointRecord, MetadataRecord
 from metadata.topics import NO_LEADER
+from protocol.acl_bindings import AclBinding, AclBindingFilter
 from server_common.config import validate_topic_configs
 from storage.clock import Clock
 
@@ -345,6 +352,25 @@ class QuorumController:
                 users=sorted({record.name for record in records}),
                 records=len(records),
             )
+        return results
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclCreationResult]:
+        """CreateAcls (see :mod:`~metadata.controller.acl_control`): one result per binding; the new
+        ACLs in one batch."""
+        results, records = plan_acl_creations(self._image.acls, bindings)
+        if records:
+            self._writer.commit(records)
+            _log.info("ACLs created", acls=[str(self._image.acls.get(r.id)) for r in records])
+        return results
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeletionResult]:
+        """DeleteAcls: one result per filter, listing the ACLs it matched; every matched ACL is
+        removed, in one batch."""
+        results, records = plan_acl_deletions(self._image.acls, filters)
+        if records:
+            deleted = [str(self._image.acls.get(r.id)) for r in records]
+            self._writer.commit(records)
+            _log.info("ACLs deleted", acls=deleted)
         return results
 
     def elect_leaders(
