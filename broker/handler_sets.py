@@ -20,6 +20,14 @@ from broker.assembly import (
 from broker.cluster.controller_channel import ControllerChannel
 from broker.cluster.metadata_loader import MetadataLoader
 from broker.cluster.producer_id_blocks import ControllerProducerIdManager
+from broker.handlers.acls import (
+    AuthorizedAclForwarding,
+    CreateAclsHandler,
+    DeleteAclsHandler,
+    DescribeAclsHandler,
+    created_acls_shown,
+    deleted_acls_gone,
+)
 from broker.handlers.allocate_producer_ids import AllocateProducerIdsHandler
 from broker.handlers.alter_configs import AlterConfigsHandler
 from broker.handlers.alter_partition import AlterPartitionHandler
@@ -71,6 +79,7 @@ from broker.quorum.raft_manager import RaftManager
 from broker.quotas.controller_mutation import PartitionMutationQuotas
 from broker.quotas.enforcement import BrokerQuotas
 from broker.replication.replica_manager import ReplicaManager
+from metadata.authorizer import Authorizer, authorizer_enabled, build_authorizer
 from metadata.controller.active import ActiveController
 from metadata.controller.admin import ControllerTopicAdmin
 from metadata.image import MetadataImage
@@ -138,6 +147,8 @@ def controller_handlers(
             ElectLeadersHandler(active),
             AlterClientQuotasHandler(active),
             AlterUserScramCredentialsHandler(active),
+            CreateAclsHandler(active, authorizer_enabled(config)),
+            DeleteAclsHandler(active, authorizer_enabled(config)),
             DescribeClusterHandler(
                 EndpointType.CONTROLLER,
                 cluster_id,
@@ -168,9 +179,13 @@ def broker_handlers(
     auto_create: TopicCreator,
     client_listener: str,
     quotas: BrokerQuotas | None = None,
+    authorizer: Authorizer | None = None,
 ) -> HandlerRegistry:
     """The client listeners' APIs: the data plane, groups, transactions, metadata, and forwarded
-    admin requests."""
+    admin requests. ``authorizer`` (by default the one ``config`` names, over ``image``'s ACLs) is
+    what handlers check actions with (metadata/authorizer/standard.py)."""
+    if authorizer is None:
+        authorizer = build_authorizer(config, image)
     mutations = (
         PartitionMutationQuotas(
             quotas.mutations,
@@ -185,6 +200,10 @@ def broker_handlers(
         ForwardingHandler(api, channel, loader, effect_of(api.api_key), mutations)
         for api in (*FORWARDED_APIS, *REASSIGNMENT_APIS)
     ]
+    acl_admin = [
+        AuthorizedAclForwarding(api, ForwardingHandler(api, channel, loader, effect), authorizer)
+        for api, effect in ((CreateAclsHandler, created_acls_shown), (DeleteAclsHandler, deleted_acls_gone))
+    ]
     return registry_of(
         [
             ForwardedDescribeQuorumHandler(channel),
@@ -197,6 +216,8 @@ def broker_handlers(
                 auto_create=auto_create,
             ),
             *forwarded,
+            *acl_admin,
+            DescribeAclsHandler(authorizer),
             ForwardedAlterConfigsHandler(IncrementalAlterConfigsHandler, channel, loader, config.node_id),
             ForwardedAlterConfigsHandler(AlterConfigsHandler, channel, loader, config.node_id),
             DescribeClusterHandler(EndpointType.BROKER, cluster_id, _broker_nodes(image), controller_id),

@@ -42,6 +42,12 @@ class RequestContext:
     def principal(self) -> KafkaPrincipal:
         return ANONYMOUS if self.session is None else self.session.principal
 
+    @property
+    def client_host(self) -> str:
+        """The client's IP address (the peer without its port): what an ACL's host names."""
+        host, sep, _ = self.peer.rpartition(":")
+        return host if sep else self.peer
+
 
 @dataclass(slots=True)
 class EncodedResponse:
