@@ -25,12 +25,14 @@ from tools.commands import (
     metadata_quorum,
     produce,
     reassign_partitions,
+    storage,
     topics,
     transactions,
 )
 
 COMMANDS = (
     broker,
+    storage,
     dev_cluster,
     decode_frame,
     dump_log,
