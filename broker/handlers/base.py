@@ -53,8 +53,9 @@ class RequestContext:
 class EncodedResponse:
     """A response body already in wire form, as a list of buffers (header excluded).
 
-    ``parts`` may hold bytes, memoryviews and file regions; the connection writes them with
-    ``writelines``/``sendfile`` and never joins them.
+    ``parts`` may hold bytes, memoryviews and file regions; the connection hands them to the
+    transport with ``writelines`` (a file region is read with one ``pread`` in the same tick, so the
+    segment cannot change in between) and never joins them.
     """
 
     parts: Sequence[Any]
