@@ -2,8 +2,9 @@
 find coordinators, inspect and abort transactions (KIP-664's DescribeTransactions,
 ListTransactions, DescribeProducers, and WriteTxnMarkers to abort a hanging transaction),
 describe a broker's log dirs (DescribeLogDirs), move partitions (AlterPartitionReassignments,
-ListPartitionReassignments), and manage users' SCRAM credentials (Describe/AlterUserScramCredentials:
-the password is salted here, as Kafka's admin client does, and never sent).
+ListPartitionReassignments), manage users' SCRAM credentials (Describe/AlterUserScramCredentials:
+the password is salted here, as Kafka's admin client does, and never sent), and manage ACLs
+(DescribeAcls, CreateAcls, DeleteAcls, with :mod:`protocol.acl_bindings`' bindings and filters).
 
 Single broker for now: every request goes to the connection it is given (the bootstrap broker, which
 kipling's single-broker setup makes the controller too). Results are plain dataclasses, and per-topic
@@ -21,6 +22,7 @@ from typing import Any, NamedTuple
 
 from client.connection import KafkaConnection
 from client.errors import error_code, raise_for_error
+from protocol.acl_bindings import ANY_BINDING_FILTER, AclBinding, AclBindingFilter
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
 from protocol.sentinels import ZERO_UUID
@@ -336,6 +338,28 @@ class UserScramCredentialsDescription:
     error: ErrorCode
     message: str | None
     credentials: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AclCreateResult:
+    """One binding's outcome of CreateAcls."""
+
+    error: ErrorCode
+    message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AclDeleteResult:
+    """One filter's outcome of DeleteAcls: an error, or the ACLs it matched, each with the error of
+    its own deletion (NONE when deleted)."""
+
+    error: ErrorCode
+    message: str | None
+    matching: tuple[tuple[AclBinding, ErrorCode, str | None], ...] = ()
+
+    @property
+    def deleted(self) -> list[AclBinding]:
+        return [binding for binding, error, _ in self.matching if error is ErrorCode.NONE]
 
 
 class AdminClient:
@@ -837,6 +861,104 @@ class AdminClient:
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS, version, body, self._request_timeout_s()
         )
         return {r.user: (error_code(r.error_code), r.error_message) for r in response.results}
+
+    # -- ACLs (DescribeAcls, CreateAcls, DeleteAcls) -------------------------------------------------
+
+    async def describe_acls(self, binding_filter: AclBindingFilter = ANY_BINDING_FILTER) -> list[AclBinding]:
+        """The ACLs ``binding_filter`` matches; a top-level error (SECURITY_DISABLED without an
+        authorizer, CLUSTER_AUTHORIZATION_FAILED) raises KafkaResponseError."""
+        version = self._connection.version_for(ApiKey.DESCRIBE_ACLS)
+        pattern, entry = binding_filter.pattern, binding_filter.entry
+        body = {
+            "resource_type_filter": int(pattern.resource_type),
+            "resource_name_filter": pattern.name,
+            "pattern_type_filter": int(pattern.pattern_type),
+            "principal_filter": entry.principal,
+            "host_filter": entry.host,
+            "operation": int(entry.operation),
+            "permission_type": int(entry.permission_type),
+        }
+        response = await self._connection.request(ApiKey.DESCRIBE_ACLS, version, body)
+        raise_for_error(response.error_code, response.error_message, context="describe ACLs")
+        return [
+            AclBinding.from_codes(
+                r.resource_type,
+                r.resource_name,
+                r.pattern_type,
+                a.principal,
+                a.host,
+                a.operation,
+                a.permission_type,
+            )
+            for r in response.resources
+            for a in r.acls
+        ]
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclCreateResult]:
+        """Create ACLs in one request; each binding's outcome, in order."""
+        version = self._connection.version_for(ApiKey.CREATE_ACLS)
+        body = {
+            "creations": [
+                {
+                    "resource_type": int(b.pattern.resource_type),
+                    "resource_name": b.pattern.name,
+                    "resource_pattern_type": int(b.pattern.pattern_type),
+                    "principal": b.entry.principal,
+                    "host": b.entry.host,
+                    "operation": int(b.entry.operation),
+                    "permission_type": int(b.entry.permission_type),
+                }
+                for b in bindings
+            ]
+        }
+        response = await self._connection.request(
+            ApiKey.CREATE_ACLS, version, body, self._request_timeout_s()
+        )
+        return [AclCreateResult(error_code(r.error_code), r.error_message) for r in response.results]
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
+        """Delete the ACLs each filter matches, in one request; each filter's outcome, in order."""
+        version = self._connection.version_for(ApiKey.DELETE_ACLS)
+        body = {
+            "filters": [
+                {
+                    "resource_type_filter": int(f.pattern.resource_type),
+                    "resource_name_filter": f.pattern.name,
+                    "pattern_type_filter": int(f.pattern.pattern_type),
+                    "principal_filter": f.entry.principal,
+                    "host_filter": f.entry.host,
+                    "operation": int(f.entry.operation),
+                    "permission_type": int(f.entry.permission_type),
+                }
+                for f in filters
+            ]
+        }
+        response = await self._connection.request(
+            ApiKey.DELETE_ACLS, version, body, self._request_timeout_s()
+        )
+        return [
+            AclDeleteResult(
+                error_code(r.error_code),
+                r.error_message,
+                tuple(
+                    (
+                        AclBinding.from_codes(
+                            m.resource_type,
+                            m.resource_name,
+                            m.pattern_type,
+                            m.principal,
+                            m.host,
+                            m.operation,
+                            m.permission_type,
+                        ),
+                        error_code(m.error_code),
+                        m.error_message,
+                    )
+                    for m in r.matching_acls
+                ),
+            )
+            for r in response.filter_results
+        ]
 
     # -- configs -----------------------------------------------------------------------------------
 

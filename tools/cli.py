@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from tools.commands import (
+    acls,
     broker,
     configs,
     consume,
@@ -47,6 +48,7 @@ COMMANDS = (
     leader_election,
     reassign_partitions,
     configs,
+    acls,
 )
 
 
