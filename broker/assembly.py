@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
+from broker.client_security import inter_broker_client_security
 from broker.fetch.service import FetchService, LeaderQuota
 from broker.fetch_session.cache import FetchSessionCache
 from broker.fetch_session.context import FetchManager
@@ -302,6 +303,7 @@ def build_transaction_coordination(
         client_id=f"broker-{config.node_id}-transactions",
         connect_timeout_s=INTER_BROKER_CONNECT_TIMEOUT_S,
         request_timeout_s=INTER_BROKER_REQUEST_TIMEOUT_S,
+        security=inter_broker_client_security(config).build(),
     )
     writer = TxnMarkerWriter(replicas, plane.produce_service, clock, MARKER_WRITE_TIMEOUT_MS)
     channel = TransactionMarkerChannel(config.node_id, topics, lambda: brokers(inter_broker), writer, pool)

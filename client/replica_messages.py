@@ -83,6 +83,11 @@ class FollowerSettings:
     log_cleaner: dict[str, Any] = field(default_factory=dict)
     """The log cleaner's settings for the logs this process follows (empty: no cleaning):
     ``log_dirs``, ``backoff_ms`` and :class:`~client.cleaner_messages.CleanerSettings`' fields."""
+    security: dict[str, Any] = field(default_factory=dict, repr=False)
+    """How the fetchers connect to leaders: the broker's inter-broker TLS settings and SASL login
+    (:meth:`client.security.ClientSecurityConfig.to_json`; empty: PLAINTEXT). It holds secrets,
+    so it travels only in this ``configure`` message over the process's private IPC socketpair,
+    never on its command line or in its environment, and is left out of ``repr``."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -14,6 +14,7 @@ then the fetcher's own backoff applies, exactly as for any failed request.
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from client.connection import KafkaConnection
 from client.errors import ConnectError
 from client.replica_messages import FollowerSettings, fetcher_client_id
 from client.replication_quota import ReplicationQuota
+from client.security import ClientSecurity, ClientSecurityConfig
 from client.tasks import cancel_and_wait
 from follower.fetch_state import (
     InitialFetchState,
@@ -65,9 +67,25 @@ def fetcher_name(fetcher_id: int, source_broker_id: int) -> str:
     return fetcher_client_id(fetcher_id, source_broker_id)
 
 
+@functools.lru_cache(maxsize=4)
+def _client_security(config: ClientSecurityConfig) -> ClientSecurity | None:
+    """One TLS context per process (building one reads the truststore and keystore files)."""
+    return config.build()
+
+
+def leader_security(settings: FollowerSettings) -> ClientSecurity | None:
+    """The broker's inter-broker TLS and SASL settings, from its ``configure`` message (the broker
+    checked them at start-up, so they build)."""
+    if not settings.security:
+        return None
+    return _client_security(ClientSecurityConfig.from_json(settings.security))
+
+
 def connector(source: SourceBroker, settings: FollowerSettings, client_id: str) -> Connect:
-    """Opens connections to ``source`` with the replica.* timeouts."""
+    """Opens connections to ``source`` with the replica.* timeouts, authenticated as the broker
+    does on its inter-broker listener."""
     timeout_s = settings.replica_socket_timeout_ms / 1000
+    security = leader_security(settings)
 
     async def connect() -> KafkaConnection:
         return await KafkaConnection.open(
@@ -76,6 +94,7 @@ def connector(source: SourceBroker, settings: FollowerSettings, client_id: str) 
             client_id=settings.client_id or client_id,
             connect_timeout_s=timeout_s,
             request_timeout_s=timeout_s,
+            security=security,
         )
 
     return connect

@@ -23,6 +23,7 @@ import structlog
 
 from client.connection import KafkaConnection, ReconnectingConnection
 from client.errors import ClientError, ConnectError, PeerClosedError
+from client.security import ClientSecurity
 from metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
@@ -126,12 +127,15 @@ class ControllerChannel:
         connect_timeout_s: float = 5.0,
         on_unreachable: Callable[[tuple[str, int], bool], None] | None = None,
         on_leader: Callable[[int, int], None] | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         """``on_unreachable(address, answered)`` hears of a controller that could not be reached
         (``answered`` False) or that answered NOT_CONTROLLER or too slowly (True);
         ``on_leader(id, epoch)`` of the metadata log's leader named in a fetch response: the
         :class:`~broker.cluster.controller_locator.ControllerLocator` then moves ``address`` to
-        the voter that leads, and the next request goes there."""
+        the voter that leads, and the next request goes there. ``security``: the TLS context and
+        SASL login of the controller listener
+        (:func:`broker.client_security.controller_client_security`); None for PLAINTEXT."""
         self._address = address
         self._client_id = client_id
         self._request_timeout_s = request_timeout_s
@@ -148,6 +152,7 @@ class ControllerChannel:
                 client_id=client_id,
                 connect_timeout_s=connect_timeout_s,
                 request_timeout_s=request_timeout_s,
+                security=security,
             )
 
         self._connection = ReconnectingConnection(connect, backoff_max_s=1.0)

@@ -21,6 +21,7 @@ from broker.cluster.controller_channel import (
     ControllerUnavailableError,
 )
 from client.errors import PeerClosedError
+from client.security import ClientSecurity
 from metadata.raft import wire
 from metadata.raft.messages import (
     BeginQuorumEpochRequest,
@@ -50,13 +51,23 @@ FETCH_MAX_BYTES = 8 * 1024 * 1024
 
 class _Peer:
     def __init__(
-        self, voter_id: int, address: VoterAddress, client_id: str, request_timeout_s: float
+        self,
+        voter_id: int,
+        address: VoterAddress,
+        client_id: str,
+        request_timeout_s: float,
+        security: ClientSecurity | None,
     ) -> None:
         def where() -> tuple[str, int]:
             return address(voter_id)
 
-        self.control = ControllerChannel(where, client_id=client_id, request_timeout_s=request_timeout_s)
-        self.fetch = ControllerChannel(where, client_id=client_id, request_timeout_s=request_timeout_s)
+        def channel() -> ControllerChannel:
+            return ControllerChannel(
+                where, client_id=client_id, request_timeout_s=request_timeout_s, security=security
+            )
+
+        self.control = channel()
+        self.fetch = channel()
 
     async def close(self) -> None:
         await self.control.close()
@@ -76,7 +87,10 @@ class QuorumPeers:
         fetch_max_wait_ms: int,
         request_timeout_ms: int,
         leader_endpoints: Callable[[], list[wire.Endpoint]],
+        security: ClientSecurity | None = None,
     ) -> None:
+        """``security``: how this voter connects to the others' controller listener (TLS, SASL;
+        :func:`broker.client_security.controller_client_security`), None for PLAINTEXT."""
         self._local_id = local_id
         self._cluster_id = cluster_id
         self._fetch_max_wait_ms = fetch_max_wait_ms
@@ -84,7 +98,9 @@ class QuorumPeers:
         timeout_s = request_timeout_ms / 1000
         client_id = f"raft-{local_id}"
         self._peers = {
-            voter: _Peer(voter, address, client_id, timeout_s) for voter in voter_ids if voter != local_id
+            voter: _Peer(voter, address, client_id, timeout_s, security)
+            for voter in voter_ids
+            if voter != local_id
         }
         self._tasks: set[asyncio.Task[None]] = set()
 

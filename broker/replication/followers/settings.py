@@ -1,13 +1,15 @@
 """The ``configure`` message of the follower processes, from the broker's configuration.
 
-The follower processes read no configuration file: the broker sends them the replica.* settings
-and its log defaults, so that one server.properties governs both.
+The follower processes read no configuration file: the broker sends them the replica.* settings,
+its log defaults and its inter-broker TLS settings and SASL login, so that one server.properties
+governs both. The login's password goes only into this message, over the private IPC socketpair.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.client_security import inter_broker_client_security
 from client.cleaner_messages import CleanerSettings
 from client.replica_messages import FollowerSettings
 from server_common.config.broker_config import BrokerConfig
@@ -38,6 +40,7 @@ def follower_settings(config: BrokerConfig, broker_epoch: int = -1) -> FollowerS
         producer_id_expiration_ms=config.producer_id_expiration_ms,
         log_open_files_max=config.kipling_log_open_files_max,
         log_cleaner=follower_cleaner_settings(config),
+        security=inter_broker_client_security(config).to_json(),
     )
 
 
