@@ -31,6 +31,7 @@ from typing import Any, TextIO
 from client.admin import AdminClient
 from client.errors import ClientError
 from protocol.error_codes import ErrorCode
+from tools.commands.arguments import command_security
 from tools.commands.topics import ClusterConnections, error_text
 
 __all__ = [
@@ -213,7 +214,9 @@ async def run_client_quotas(
     except QuotaCommandError as exc:
         err.write(f"{exc}\n")
         return 1
-    cluster = ClusterConnections(args.bootstrap_server, client_id="configs-tool")
+    cluster = ClusterConnections(
+        args.bootstrap_server, client_id="configs-tool", security=command_security(args)
+    )
     try:
         admin = AdminClient(await cluster.any_connection())
         if args.describe:

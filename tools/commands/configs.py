@@ -48,6 +48,7 @@ from client.connection import KafkaConnection
 from client.errors import ClientError, KafkaResponseError
 from protocol.error_codes import ErrorCode
 from server_common.config.properties import PropertiesError, read_properties_file
+from tools.commands.arguments import add_command_config_argument, command_security
 from tools.commands.scram_credentials import (
     describes_scram,
     run_scram_alter,
@@ -261,7 +262,9 @@ async def configs_command(args: argparse.Namespace, out: TextIO, err: TextIO) ->
     except ConfigCommandError as exc:
         err.write(f"{exc}\n")
         return 1
-    cluster = ClusterConnections(args.bootstrap_server, client_id="configs-tool")
+    cluster = ClusterConnections(
+        args.bootstrap_server, client_id="configs-tool", security=command_security(args)
+    )
     tool = ConfigTool(cluster, args.entity_type)
     try:
         if args.describe:
@@ -346,6 +349,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="HOST:PORT[,...]",
         help="REQUIRED: the server(s) to connect to",
     )
+    add_command_config_argument(p)
     p.add_argument(
         "--entity-type",
         choices=("topics", "brokers", "broker-loggers", *QUOTA_ENTITY_TYPES),

@@ -47,12 +47,13 @@ from client.consumer import Consumer, FetchResult
 from client.errors import ClientError, KafkaResponseError
 from client.fetch_session import TopicPartition
 from client.offsets import list_offsets
+from client.security import SECURITY_PROPERTY_KEYS, ClientSecurity, from_properties
 from client.tasks import cancel_and_wait
 from protocol.error_codes import ErrorCode
 from protocol.records import DecodedRecord, TimestampType
 from protocol.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, IsolationLevel
 from server_common.config.properties import PropertiesError, read_properties_file
-from tools.commands.arguments import parse_properties, positive_int
+from tools.commands.arguments import command_security, parse_properties, positive_int
 from tools.commands.consume_group import (
     ConsoleGroupLink,
     GroupConsumeError,
@@ -741,6 +742,7 @@ def options_from(args: argparse.Namespace) -> ConsumeOptions:
         DEFAULT_MAX_WAIT_MS if args.timeout_ms is None else min(DEFAULT_MAX_WAIT_MS, args.timeout_ms)
     )
     unused = group.ignored if group is not None else tuple(sorted(set(properties) - {"auto.offset.reset"}))
+    unused = tuple(name for name in unused if name not in SECURITY_PROPERTY_KEYS)  # consumer_security's
     return ConsumeOptions(
         topic=args.topic,
         partition=args.partition,
@@ -769,6 +771,17 @@ def consumer_properties(args: argparse.Namespace) -> dict[str, str]:
     return properties
 
 
+def consumer_security(args: argparse.Namespace) -> ClientSecurity | None:
+    """``--command-config``, else the security keys of the consumer properties (where Kafka's
+    console consumer reads them: security.protocol, ssl.*, sasl.*); ValueError naming the key."""
+    if getattr(args, "command_config", None) is not None:
+        return command_security(args)
+    properties = consumer_properties(args)
+    if not SECURITY_PROPERTY_KEYS & set(properties):
+        return None
+    return from_properties(properties).build()
+
+
 def group_options(args: argparse.Namespace, properties: Mapping[str, str]) -> GroupOptions | None:
     """The group settings of ``--group`` and the consumer properties, if a group is used."""
     if args.group is None and "group.id" not in properties:
@@ -787,6 +800,7 @@ async def consume_command(
     """Run ``kipling consume`` with parsed arguments; the exit status."""
     try:
         options = options_from(args)
+        security = consumer_security(args)
     except ValueError as exc:
         err.write(f"ERROR {exc}\n")
         return 2
@@ -795,7 +809,9 @@ async def consume_command(
     progress = None
     if options.max_messages is not None:
         progress = ProgressBar(err, total=options.max_messages, enabled=is_tty(err) and not stdout_is_tty)
-    cluster = ClusterConnections(args.bootstrap_server, client_id="kipling-console-consumer")
+    cluster = ClusterConnections(
+        args.bootstrap_server, client_id="kipling-console-consumer", security=security
+    )
     stats = ConsumeStats()
     failure: str | None = None
     try:

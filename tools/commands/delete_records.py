@@ -27,6 +27,7 @@ from client.connection import KafkaConnection
 from client.errors import ClientError, error_code
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
+from tools.commands.arguments import add_command_config_argument, command_security
 from tools.commands.topics import (
     ClusterConnections,
     bootstrap_servers,
@@ -180,7 +181,9 @@ async def delete_records_command(args: argparse.Namespace, out: TextIO, err: Tex
     except DeleteRecordsCommandError as exc:
         err.write(f"{exc}\n")
         return 1
-    cluster = ClusterConnections(args.bootstrap_server, client_id="kipling-delete-records")
+    cluster = ClusterConnections(
+        args.bootstrap_server, client_id="kipling-delete-records", security=command_security(args)
+    )
     try:
         out.write("Executing records delete operation\n")
         results = await delete_records(cluster, offsets, timeout_ms=args.timeout_ms)
@@ -217,6 +220,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="HOST:PORT[,...]",
         help="the server(s) to connect to",
     )
+    add_command_config_argument(p)
     p.add_argument(
         "--offset-json-file",
         required=True,

@@ -38,6 +38,7 @@ from protocol import consumer_protocol
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
 from protocol.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from tools.commands.arguments import command_security
 from tools.commands.topics import (
     BrokerAddress,
     ClusterConnections,
@@ -653,7 +654,9 @@ def _check(args: argparse.Namespace) -> None:
 
 async def groups_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run ``kipling groups`` with parsed arguments; the exit status."""
-    cluster = ClusterConnections(args.bootstrap_server, client_id="kipling-consumer-groups")
+    cluster = ClusterConnections(
+        args.bootstrap_server, client_id="kipling-consumer-groups", security=command_security(args)
+    )
     admin = GroupAdmin(cluster)
     try:
         if args.list:

@@ -28,6 +28,7 @@ from client.admin import AdminClient, ElectionResult, TopicPartitionKey
 from client.errors import ClientError
 from metadata.controller.leader_election import ElectionType
 from protocol.error_codes import ErrorCode
+from tools.commands.arguments import add_command_config_argument, command_security
 from tools.commands.topics import (
     ClusterConnections,
     bootstrap_servers,
@@ -180,7 +181,9 @@ async def leader_election_command(args: argparse.Namespace, out: TextIO, err: Te
     except LeaderElectionCommandError as exc:
         err.write(f"{exc}\n")
         return 1
-    cluster = ClusterConnections(args.bootstrap_server, client_id="kipling-leader-election")
+    cluster = ClusterConnections(
+        args.bootstrap_server, client_id="kipling-leader-election", security=command_security(args)
+    )
     try:
         results = await elect(cluster, args.election_type, partitions)
     except ClientError as exc:
@@ -221,6 +224,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="HOST:PORT[,...]",
         help="the server(s) to connect to",
     )
+    add_command_config_argument(p)
     p.add_argument(
         "--election-type",
         type=election_type,

@@ -28,6 +28,7 @@ from typing import Any, TextIO
 from client.admin import AdminClient, LogDirDescription
 from client.errors import ClientError
 from protocol.error_codes import ErrorCode
+from tools.commands.arguments import add_command_config_argument, command_security
 from tools.commands.topics import (
     ClusterConnections,
     bootstrap_servers,
@@ -126,7 +127,9 @@ async def describe(
 
 async def log_dirs_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run ``kipling log-dirs`` with parsed arguments; the exit status."""
-    cluster = ClusterConnections(args.bootstrap_server, client_id="log-dirs-tool")
+    cluster = ClusterConnections(
+        args.bootstrap_server, client_id="log-dirs-tool", security=command_security(args)
+    )
     try:
         asked, descriptions = await describe(cluster, args.broker_list, out)
         out.write(f"Received log directory information from brokers {_ids(asked)}\n")
@@ -168,6 +171,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="HOST:PORT[,...]",
         help="REQUIRED: the server(s) to use for bootstrapping",
     )
+    add_command_config_argument(p)
     p.add_argument(
         "--describe",
         action="store_true",

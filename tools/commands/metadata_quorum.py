@@ -45,9 +45,11 @@ from client.errors import (
     UnsupportedApiVersionError,
     error_code,
 )
+from client.security import ClientSecurity
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
 from protocol.sentinels import ZERO_UUID
+from tools.commands.arguments import add_command_config_argument, command_security
 from tools.commands.topics import (
     CONNECT_TIMEOUT_S,
     REQUEST_TIMEOUT_S,
@@ -301,6 +303,7 @@ async def connect(
     *,
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> KafkaConnection:
     """A connection to the first of ``servers`` that accepts one; ConnectError naming each failure."""
     errors = []
@@ -312,6 +315,7 @@ async def connect(
                 client_id=CLIENT_ID,
                 connect_timeout_s=connect_timeout_s,
                 request_timeout_s=request_timeout_s,
+                security=security,
             )
         except ConnectError as exc:
             errors.append(str(exc))
@@ -353,7 +357,9 @@ async def metadata_quorum_command(args: argparse.Namespace, out: TextIO, err: Te
     """Run ``kipling metadata-quorum`` with parsed arguments; the exit status."""
     try:
         _check(args)
-        connection = await connect(args.bootstrap_server or args.bootstrap_controller)
+        connection = await connect(
+            args.bootstrap_server or args.bootstrap_controller, security=command_security(args)
+        )
         try:
             if args.status:
                 cluster = await cluster_id(connection)
@@ -413,6 +419,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="HOST:PORT[,...]",
         help="controllers to connect to; the first reachable one answers",
     )
+    add_command_config_argument(p)
     commands = p.add_subparsers(dest="quorum_command", metavar="COMMAND", required=True)
     describe = commands.add_parser("describe", help="describe the metadata quorum")
     describe.add_argument("--status", action="store_true", help="a short summary of the quorum's status")

@@ -52,7 +52,7 @@ from client.partitioner import StickyPartitioner, partition_for_key
 from client.producer import Producer
 from protocol.error_codes import ErrorCode
 from protocol.records import CompressionType, Record, build_batch
-from tools.commands.arguments import parse_properties, positive_int
+from tools.commands.arguments import command_security, parse_properties, positive_int
 from tools.commands.progress import ProgressBar
 from tools.commands.topics import (
     ClusterConnections,
@@ -658,6 +658,7 @@ async def produce_command(args: argparse.Namespace, source: BinaryIO, err: TextI
         args.bootstrap_server,
         client_id="kipling-console-producer",
         request_timeout_s=args.request_timeout_ms / 1000 + 5,
+        security=command_security(args),
     )
     stats = ProduceStats()
     failure: str | None = None

@@ -37,6 +37,7 @@ from client.errors import ClientError, error_code
 from metadata.controller.topic_rules import place
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode, KafkaError
+from tools.commands.arguments import add_command_config_argument, command_security
 from tools.commands.topics import (
     ClusterConnections,
     bootstrap_servers,
@@ -472,7 +473,9 @@ def _read(path: str) -> str:
 
 
 async def reassign_partitions_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    cluster = ClusterConnections(args.bootstrap_server, client_id="kipling-reassign-partitions")
+    cluster = ClusterConnections(
+        args.bootstrap_server, client_id="kipling-reassign-partitions", security=command_security(args)
+    )
     try:
         admin = AdminClient(await cluster.any_connection())
         if args.list:
@@ -522,6 +525,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--bootstrap-server", type=bootstrap_servers, required=True, metavar="HOST:PORT[,...]",
         help="the server(s) to connect to",
     )  # fmt: skip
+    add_command_config_argument(p)
     actions = p.add_mutually_exclusive_group(required=True)
     actions.add_argument("--generate", action="store_true", help="propose an assignment of the topics")
     actions.add_argument("--execute", action="store_true", help="start the reassignment in the JSON file")

@@ -41,6 +41,7 @@ from client.errors import ClientError
 from metadata.client_quotas import CLIENT_QUOTA_KEYS
 from protocol.error_codes import ErrorCode
 from security.scram import ScramMechanism
+from tools.commands.arguments import command_security
 from tools.commands.topics import ClusterConnections, error_text
 
 __all__ = [
@@ -191,7 +192,9 @@ async def run_scram_alter(args: argparse.Namespace, out: TextIO, err: TextIO) ->
     except ScramCommandError as exc:
         err.write(f"{exc}\n")
         return 1
-    cluster = ClusterConnections(args.bootstrap_server, client_id="configs-tool")
+    cluster = ClusterConnections(
+        args.bootstrap_server, client_id="configs-tool", security=command_security(args)
+    )
     try:
         admin = AdminClient(await cluster.any_connection())
         results = await admin.alter_user_scram_credentials(upsertions, deletions)
@@ -214,7 +217,9 @@ async def run_scram_describe(args: argparse.Namespace, out: TextIO, err: TextIO)
 
     Users without credentials are left out, as Kafka's admin client leaves out RESOURCE_NOT_FOUND."""
     user = _user_name(args)
-    cluster = ClusterConnections(args.bootstrap_server, client_id="configs-tool")
+    cluster = ClusterConnections(
+        args.bootstrap_server, client_id="configs-tool", security=command_security(args)
+    )
     try:
         admin = AdminClient(await cluster.any_connection())
         for description in await admin.describe_user_scram_credentials(None if user is None else [user]):

@@ -45,8 +45,10 @@ from client.errors import (
     error_code,
 )
 from client.logs import configure_stderr_logging
+from client.security import ClientSecurity
 from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode
+from tools.commands.arguments import add_command_config_argument, command_security
 
 T = TypeVar("T")
 
@@ -103,6 +105,7 @@ def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[,...]",
         help="brokers to connect to first; the first reachable one answers metadata requests",
     )
+    add_command_config_argument(parser)
 
 
 def configure_tool_logging() -> None:
@@ -142,11 +145,16 @@ class ClusterConnections:
         client_id: str,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         request_timeout_s: float = REQUEST_TIMEOUT_S,
+        security: ClientSecurity | None = None,
     ) -> None:
+        """``security``: TLS and SASL of every connection (``--command-config``); None: PLAINTEXT."""
         self.bootstrap = list(bootstrap)
         self.brokers: dict[int, BrokerAddress] = {}
         self.pool = ConnectionPool(
-            client_id=client_id, connect_timeout_s=connect_timeout_s, request_timeout_s=request_timeout_s
+            client_id=client_id,
+            connect_timeout_s=connect_timeout_s,
+            request_timeout_s=request_timeout_s,
+            security=security,
         )
 
     async def connection_to(self, address: BrokerAddress) -> KafkaConnection:
@@ -717,7 +725,9 @@ def new_topic(args: argparse.Namespace) -> NewTopic:
 
 async def topics_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run one kafka-topics.sh action against the cluster; returns the exit status."""
-    cluster = ClusterConnections(args.bootstrap_server, client_id="kipling-topics")
+    cluster = ClusterConnections(
+        args.bootstrap_server, client_id="kipling-topics", security=command_security(args)
+    )
     try:
         connection = await cluster.any_connection()
         admin = AdminClient(connection)

@@ -55,6 +55,7 @@ from client.admin import (
 )
 from client.errors import ClientError, KafkaResponseError
 from protocol.error_codes import ErrorCode
+from tools.commands.arguments import add_command_config_argument, command_security
 from tools.commands.metadata_quorum import pretty_table
 from tools.commands.topics import (
     BrokerAddress,
@@ -575,6 +576,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _bootstrap(p)
+    add_command_config_argument(p)
     commands = p.add_subparsers(dest="transactions_command", metavar="COMMAND", required=True)
 
     listing = commands.add_parser("list", help="list transactions")
@@ -640,7 +642,9 @@ async def transactions_command(
     args: argparse.Namespace, out: TextIO, err: TextIO, *, now_ms: Callable[[], int] = _wall_clock_ms
 ) -> int:
     """Run ``kipling transactions`` with parsed arguments; the exit status."""
-    cluster = ClusterConnections(args.bootstrap_server, client_id="kipling-transactions")
+    cluster = ClusterConnections(
+        args.bootstrap_server, client_id="kipling-transactions", security=command_security(args)
+    )
     admin = TransactionsAdmin(cluster)
     try:
         command = args.transactions_command
