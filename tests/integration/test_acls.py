@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,8 +47,9 @@ from tools.commands.topics import run_async
 pytestmark = [pytest.mark.timeout(180)]
 
 TIMEOUT_S = 30
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 PLAIN_JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    f"{PLAIN_MODULE} required "
     'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
 )
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.BROKER
@@ -206,8 +208,19 @@ def test_confluent_admin_creates_describes_and_deletes(node: Node) -> None:
     assert described(admin, match) == {key(read), key(prefixed)}
 
 
-def test_a_user_needs_cluster_permissions(node: Node) -> None:
+def test_a_user_needs_cluster_permissions(node: Node, tmp_path: Path) -> None:
     alice, admin = node.alice(), node.admin()
+    alice_config = tmp_path / "alice.properties"
+    alice_config.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        f'sasl.jaas.config={PLAIN_MODULE} required username="alice" password="alice-secret";\n'
+    )
+    tool_as_alice = (
+        "--bootstrap-server",
+        f"127.0.0.1:{node.sasl_port}",
+        "--command-config",
+        str(alice_config),
+    )
     as_alice = {
         "security_protocol": "SASL_PLAINTEXT",
         "sasl_mechanism": "PLAIN",
@@ -218,6 +231,9 @@ def test_a_user_needs_cluster_permissions(node: Node) -> None:
     with pytest.raises(ClusterAuthorizationFailedError):
         kafka_python_describe(alice_bootstrap, **as_alice)
     assert described(alice, everything()) == set()  # librdkafka: the refusal reads as no ACL
+    status, out, err = run_acls(None, *tool_as_alice, "--list")
+    assert (status, out) == (1, "")
+    assert err.startswith("Error while executing ACL command: CLUSTER_AUTHORIZATION_FAILED")
     mine = acl("alice-topic")
     created = outcome(alice.create_acls([mine], request_timeout=TIMEOUT_S))
     assert created[mine].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
@@ -226,6 +242,8 @@ def test_a_user_needs_cluster_permissions(node: Node) -> None:
     assert outcome(admin.create_acls([grant], request_timeout=TIMEOUT_S)) == {grant: None}
     assert key(grant) in described(alice, everything())
     assert any(a.principal == "User:alice" for a in kafka_python_describe(alice_bootstrap, **as_alice))
+    status, out, _ = run_acls(None, *tool_as_alice, "--list", "--cluster")
+    assert status == 0 and "(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW)" in out
     created = outcome(alice.create_acls([mine], request_timeout=TIMEOUT_S))
     assert created[mine].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED  # DESCRIBE is not ALTER
 
@@ -235,8 +253,10 @@ def test_a_user_needs_cluster_permissions(node: Node) -> None:
     assert key(mine) in described(admin, everything(TOPIC, "alice-topic"))
 
 
-def run_acls(node: Node | BrokerProcess, *argv: str) -> tuple[int, str, str]:
-    args = build_parser().parse_args(["acls", "--bootstrap-server", node.bootstrap, *argv])
+def run_acls(node: Node | BrokerProcess | None, *argv: str) -> tuple[int, str, str]:
+    """``kipling acls`` in process (``node`` None: ``argv`` names the servers); answers yes."""
+    bootstrap = [] if node is None else ["--bootstrap-server", node.bootstrap]
+    args = build_parser().parse_args(["acls", *bootstrap, *argv])
     out, err = io.StringIO(), io.StringIO()
     status = run_async(acls_command(args, out, err, lambda: True))
     return status, out.getvalue(), err.getvalue()

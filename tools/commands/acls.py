@@ -24,9 +24,11 @@ and DESCRIBE on the topics and READ on the groups, as Kafka defines them.
 Output and refusals are AclCommand's: ``Adding ACLs for resource `ResourcePattern(...)`:`` then
 one ``(principal=..., host=..., operation=..., permissionType=...)`` line per ACL (``Acl ... already
 exists.`` for one that does), ``Current ACLs for resource `...`:`` blocks for ``--list``, and
-``--remove`` asks ``(y/n)`` before deleting unless ``--force``. Resources and ACLs are listed in
-a fixed order (Kafka's follows its hash sets). A usage error is one line on stderr and exit 1; a
+``--remove`` asks ``(y/n)`` before deleting unless ``--force``. Resources and ACLs are listed in a
+fixed order (Kafka's follows its hash sets). A usage error is one line on stderr and exit 1; a
 broker's refusal prints ``Error while executing ACL command: ERROR: message`` and exits 1.
+``--command-config FILE`` connects to secured listeners (security.protocol, ssl.*, sasl.mechanism,
+sasl.jaas.config), as Kafka's tools do.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from protocol.acl_bindings import (
 from protocol.acl_types import AclOperation, AclPermissionType, PatternType, ResourceType
 from protocol.error_codes import ErrorCode
 from security.principal import KafkaPrincipal
+from tools.commands.arguments import add_command_config_argument, command_security
 from tools.commands.topics import (
     ClusterConnections,
     bootstrap_servers,
@@ -347,7 +350,9 @@ async def acls_command(args: argparse.Namespace, out: TextIO, err: TextIO, confi
     except AclCommandError as exc:
         err.write(f"{exc}\n")
         return 1
-    cluster = ClusterConnections(args.bootstrap_server, client_id="kipling-acls")
+    cluster = ClusterConnections(
+        args.bootstrap_server, client_id="kipling-acls", security=command_security(args)
+    )
     try:
         admin = AdminClient(await cluster.any_connection())
         if args.add:
@@ -386,6 +391,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="HOST:PORT[,...]",
         help="the server(s) to connect to",
     )
+    add_command_config_argument(p)
     p.add_argument("--add", action="store_true", help="add ACLs")
     p.add_argument("--remove", action="store_true", help="remove ACLs")
     p.add_argument("--list", action="store_true", help="list ACLs (of the resources given, else all)")
