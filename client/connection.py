@@ -480,7 +480,8 @@ class KafkaConnection:
         :class:`ProtocolViolationError`; an encode error (a caller bug) propagates as
         :class:`protocol.errors.EncodeError` and leaves the connection usable.
         """
-        await self._session_ready()
+        if self._reauth_at is not None or self._reauth is not None:
+            await self._session_ready()
         return await self._request(api_key, api_version, body, timeout_s)
 
     async def _request(
@@ -496,7 +497,8 @@ class KafkaConnection:
 
     async def send_no_response(self, api_key: int, api_version: int, body: Any) -> None:
         """Send a request the broker does not answer (Produce with acks=0). Nothing enters the FIFO."""
-        await self._session_ready()
+        if self._reauth_at is not None or self._reauth is not None:
+            await self._session_ready()
         self._check_open()
         payload = encode_request(api_key, api_version, self._take_correlation_id(), self.client_id, body)
         await self._write(payload)
