@@ -31,6 +31,7 @@ from broker.process_supervisor import (
     Supervisor,
 )
 from broker.startup import StartupError, check_log_dirs
+from security.dev_certs import DevPki, write_dev_pki
 from server_common.config import BrokerConfig, ConfigError
 from server_common.config.properties import PropertiesError, read_properties_file
 
@@ -89,6 +90,8 @@ class ClusterLayout:
     metrics_base_port: int = DEFAULT_METRICS_BASE_PORT
     controller_port: int | None = None
     host: str = LOOPBACK
+    secure: bool = False
+    """Every listener SASL_SSL (PLAIN logins, certificates of a dev CA), no plaintext port."""
 
     @property
     def effective_controller_port(self) -> int:
@@ -110,6 +113,8 @@ class BrokerSpec:
     voters: str = ""
     """``controller.quorum.voters`` of the whole cluster (``id@host:port,...``)."""
     voter_count: int = 1
+    pki: DevPki | None = None
+    """The dev certificates of a secured cluster (``--secure``); None: every listener PLAINTEXT."""
 
     @property
     def name(self) -> str:
@@ -123,11 +128,18 @@ class BrokerSpec:
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def client_listener(self) -> str:
+        return SECURE_CLIENT_LISTENER if self.pki is not None else CLIENT_LISTENER
+
     def node_properties(self) -> dict[str, str]:
-        """The :data:`NODE_KEYS` of this broker, as ``--override`` values."""
-        listeners = [f"{CLIENT_LISTENER}://{self.host}:{self.port}"]
+        """The :data:`NODE_KEYS` of this broker (and, secured, its TLS and SASL keys), as
+        ``--override`` values."""
+        client = self.client_listener
+        listeners = [f"{client}://{self.host}:{self.port}"]
         if self.is_controller:
             listeners.append(f"{CONTROLLER_LISTENER}://{self.host}:{self.controller_port}")
+        protocol = "SASL_SSL" if self.pki is not None else "PLAINTEXT"
         return {
             "node.id": str(self.node_id),
             "process.roles": "broker,controller" if self.is_controller else "broker",
@@ -136,10 +148,11 @@ class BrokerSpec:
             "listeners": ",".join(listeners),
             # Empty: advertise the bound client listener, which is already a reachable address.
             "advertised.listeners": "",
-            "listener.security.protocol.map": f"{CONTROLLER_LISTENER}:PLAINTEXT,{CLIENT_LISTENER}:PLAINTEXT",
-            "inter.broker.listener.name": CLIENT_LISTENER,
+            "listener.security.protocol.map": f"{CONTROLLER_LISTENER}:{protocol},{client}:{protocol}",
+            "inter.broker.listener.name": client,
             "metrics.listener": f"{self.host}:{self.metrics_port}",
             "log.dirs": str(self.log_dir),
+            **(secure_properties(self.pki, client) if self.pki is not None else {}),
         }
 
     def ports(self) -> list[tuple[int, str]]:
@@ -158,6 +171,7 @@ def broker_specs(layout: ClusterLayout) -> list[BrokerSpec]:
     voter_count = min(layout.brokers, QUORUM_VOTERS)
     first = layout.effective_controller_port
     voters = ",".join(f"{i}@{layout.host}:{first + i - 1}" for i in range(1, voter_count + 1))
+    pki = write_dev_certificates(data_dir, layout.host) if layout.secure else None
     return [
         BrokerSpec(
             node_id=i,
@@ -168,9 +182,66 @@ def broker_specs(layout: ClusterLayout) -> list[BrokerSpec]:
             log_dir=data_dir / f"broker-{i}",
             voters=voters,
             voter_count=voter_count,
+            pki=pki,
         )
         for i in range(1, layout.brokers + 1)
     ]
+
+
+# -- a secured cluster (--secure) ----------------------------------------------------------------
+
+SECURE_CLIENT_LISTENER = "SASL_SSL"
+PKI_DIR = "pki"
+CLIENT_PROPERTIES = "client.properties"
+DEV_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
+"""PLAIN users of a secured dev cluster: admin is what the brokers log in as (and a super user
+once an authorizer is configured), alice a client."""
+
+
+def _plain_jaas() -> str:
+    users = " ".join(f'user_{name}="{password}"' for name, password in DEV_USERS.items())
+    return (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="admin" password="{DEV_USERS["admin"]}" {users};'
+    )
+
+
+def secure_properties(pki: DevPki, client_listener: str) -> dict[str, str]:
+    """TLS from the dev CA on every listener and SASL/PLAIN logins on the client (inter-broker)
+    and controller listeners, the brokers logging in as admin."""
+    props = {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki.keystores["broker"]),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki.ca),
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "sasl.mechanism.controller.protocol": "PLAIN",
+    }
+    for listener in (client_listener, CONTROLLER_LISTENER):
+        props[f"listener.name.{listener.lower()}.plain.sasl.jaas.config"] = _plain_jaas()
+    return props
+
+
+def write_dev_certificates(data_dir: Path, host: str) -> DevPki:
+    """The dev CA and the brokers' keystore under DATA_DIR/pki, made once and kept across restarts
+    (clients keep trusting the same CA), and a ``client.properties`` for ``--command-config``."""
+    directory = data_dir / PKI_DIR
+    names = ("broker",)
+    if (directory / "ca.pem").exists() and all((directory / f"{name}.pem").exists() for name in names):
+        pki = DevPki(directory / "ca.pem", {name: directory / f"{name}.pem" for name in names})
+    else:
+        pki = write_dev_pki(directory, names, hosts=(host,))
+    (data_dir / CLIENT_PROPERTIES).write_text(
+        "# Written by `kipling dev-cluster --secure`: kipling's tools take it with --command-config.\n"
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=PLAIN\n"
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={pki.ca}\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="alice" password="{DEV_USERS["alice"]}";\n'
+    )
+    return pki
 
 
 def bootstrap_servers(specs: Sequence[BrokerSpec]) -> str:
@@ -373,7 +444,9 @@ def run_dev_cluster(options: DevClusterOptions, out: TextIO | None = None, err: 
 def prepare(options: DevClusterOptions) -> tuple[list[BrokerSpec], Path, list[str]]:
     """Everything that can fail before a broker starts, in an order that leaves no trace on failure:
     the layout, the cluster files, every broker's configuration, the ports, then the log
-    directories (created, and checked to be writable directories) and the settings file.
+    directories (created, and checked to be writable directories) and the settings file. (A
+    secured cluster's dev certificates come first, since the configurations name them; they are
+    kept for the next start.)
 
     Returns the brokers, the settings file and the notices to print: replication settings lowered
     to fit a smaller cluster, then the configuration warnings (each once).
@@ -408,5 +481,12 @@ def _announce(console: Console, specs: Sequence[BrokerSpec], settings_file: Path
         console.notice(
             f"{spec.name}: node.id={spec.node_id}, client {spec.bootstrap}{controller}, "
             f"metrics http://{spec.host}:{spec.metrics_port}/metrics, data {spec.log_dir}"
+        )
+    pki = specs[0].pki
+    if pki is not None:
+        console.notice(
+            f"secured: SASL_SSL everywhere, CA {pki.ca}; clients log in with PLAIN as alice/alice-secret "
+            f"(tools: --command-config {pki.ca.parent.parent / CLIENT_PROPERTIES}; librdkafka: "
+            f"security.protocol=SASL_SSL sasl.mechanisms=PLAIN ssl.ca.location={pki.ca})"
         )
     console.notice("Ctrl-C stops every broker gracefully")

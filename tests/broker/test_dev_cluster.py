@@ -100,6 +100,20 @@ def test_every_broker_config_is_valid_and_takes_the_cluster_files_settings(tmp_p
         assert config.metrics_listener == ("127.0.0.1", spec.metrics_port)
 
 
+def test_a_secured_cluster_has_no_plaintext_listener_and_keeps_its_certificates(tmp_path: Path) -> None:
+    settings = read_cluster_settings(CLUSTER_DIR)
+    specs = broker_specs(ClusterLayout(brokers=3, data_dir=tmp_path, secure=True))
+    ca = (tmp_path / "pki" / "ca.pem").read_text()
+    for spec in specs:
+        config, warnings = BrokerConfig.from_properties(broker_properties(spec, settings))
+        assert warnings == []
+        assert {s.protocol for s in config.listener_security.values()} == {"SASL_SSL"}
+        assert config.inter_broker_listener_name == "SASL_SSL"
+    assert "alice-secret" in (tmp_path / "client.properties").read_text()
+    broker_specs(ClusterLayout(brokers=3, data_dir=tmp_path, secure=True))
+    assert (tmp_path / "pki" / "ca.pem").read_text() == ca  # a restart keeps the CA clients trust
+
+
 def test_a_smaller_cluster_lowers_replication_settings_it_cannot_meet() -> None:
     settings = read_cluster_settings(CLUSTER_DIR)
     assert fit_to_cluster(settings, 3) == (settings, [])

@@ -58,6 +58,7 @@ class DevCluster:
         stop_timeout_s: float = 8,
         data_dir: Path | None = None,
         restart_after_s: float | None = None,
+        secure: bool = False,
     ) -> None:
         self.base, self.metrics, self.controller = free_layout(brokers)
         self.brokers = brokers
@@ -75,6 +76,7 @@ class DevCluster:
             f"--cluster-config={CLUSTER_DIR}",
             f"--stop-timeout={stop_timeout_s:g}",
             *([] if restart_after_s is None else [f"--restart-after={restart_after_s:g}"]),
+            *(["--secure"] if secure else []),
         ]
         with self.out_path.open("wb") as out, self.err_path.open("wb") as err:
             self.process = subprocess.Popen(args, cwd=tmp_path, stdout=out, stderr=err)

@@ -111,6 +111,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="start a broker that exited on its own again after SECONDS (default: leave it stopped)",
     )
     p.add_argument(
+        "--secure",
+        action="store_true",
+        help="SASL_SSL on every listener (certificates of a dev CA made under DATA_DIR/pki, PLAIN users "
+        "admin and alice; DATA_DIR/client.properties for --command-config)",
+    )
+    p.add_argument(
         "--log-level",
         default="INFO",
         metavar="LEVEL",
@@ -126,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         base_port=args.base_port,
         metrics_base_port=args.metrics_base_port,
         controller_port=args.controller_port,
+        secure=args.secure,
     )
     options = DevClusterOptions(
         layout=layout,
