@@ -143,6 +143,11 @@ class FetchRequest:
     to_forget: Sequence[TopicPartitionKey]
     replica_epoch: int = -1
     """ReplicaState.ReplicaEpoch (v15+): the follower's broker epoch, -1 when absent."""
+    topic_authorized: Callable[[str], bool] | None = None
+    """Whether the requester may read a topic (by name); None when every topic may be read (no
+    authorizer). A denied partition is erroneous with TOPIC_AUTHORIZATION_FAILED, whether its
+    topic exists or not, and stays in its fetch session, answered so at each fetch (Kafka's
+    handleFetchRequest)."""
 
     @property
     def is_from_follower(self) -> bool:
@@ -376,6 +381,12 @@ class FetchService:
         min_one_batch: bool,
         follower_reads: list[_FollowerRead] | None = None,
     ) -> PartitionFetchResult:
+        if (
+            request.topic_authorized is not None
+            and key.topic_name is not None
+            and not request.topic_authorized(key.topic_name)
+        ):
+            return PartitionFetchResult(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, erroneous=True)
         partition = self._lookup(key)
         if partition is None:
             return self._missing_result(key, request.version)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from broker.fetch.response import BrokerList, encode_response, response_body
@@ -25,8 +26,11 @@ from broker.fetch_session import (
     TopicPartitionKey,
 )
 from broker.fetch_session.session import INVALID_SESSION_ID
+from broker.handlers.authorization import ALLOW_EVERYTHING, allowed, cluster_allowed
 from broker.handlers.base import Handler, RequestContext
 from broker.quotas.enforcement import CLIENT_THROTTLES_FETCH_VERSION, BrokerQuotas
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -44,15 +48,23 @@ class FetchHandler(Handler):
     max_version = 17
 
     def __init__(
-        self, service: FetchService, *, brokers: BrokerList | None = None, quotas: BrokerQuotas | None = None
+        self,
+        service: FetchService,
+        *,
+        brokers: BrokerList | None = None,
+        quotas: BrokerQuotas | None = None,
+        authorizer: Authorizer = ALLOW_EVERYTHING,
     ) -> None:
         """``brokers`` lists the advertised endpoints, for NodeEndpoints (v16+)."""
         self._service = service
         self._brokers = brokers
         self._quotas = quotas
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         fetch = fetch_request(ctx.api_version, request)
+        if self._authorizer.enabled:
+            fetch = dataclasses.replace(fetch, topic_authorized=self._topic_check(ctx, fetch))
         if self._quotas is not None and fetch.replica_id < 0:
             capped = self._quotas.fetch_max_bytes(ctx.client_id, fetch.max_bytes)
             if capped != fetch.max_bytes:
@@ -76,6 +88,26 @@ class FetchHandler(Handler):
         body["throttle_time_ms"] = throttle_ms
         return encode_response(ctx.api_version, body)
 
+    def _topic_check(self, ctx: RequestContext, fetch: FetchRequest) -> Callable[[str], bool] | None:
+        """Kafka's rules: a follower needs CLUSTER_ACTION on the cluster (else every partition is
+        TOPIC_AUTHORIZATION_FAILED), a consumer READ on each topic (asked once per topic)."""
+        if fetch.is_from_follower:
+            if cluster_allowed(self._authorizer, ctx, AclOperation.CLUSTER_ACTION):
+                return None
+            return _deny_all
+        decided: dict[str, bool] = {}
+        authorizer = self._authorizer
+
+        def may_read(topic: str) -> bool:
+            verdict = decided.get(topic)
+            if verdict is None:
+                verdict = decided[topic] = allowed(
+                    authorizer, ctx, AclOperation.READ, ResourceType.TOPIC, topic
+                )
+            return verdict
+
+        return may_read
+
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         """Kafka's getErrorResponse: the top-level error (v7+), copied to every partition before v13.
 
@@ -91,6 +123,10 @@ class FetchHandler(Handler):
             return None
         parts = FetchResponseParts(code, INVALID_SESSION_ID, partitions)
         return response_body(version, parts, read_committed=False)
+
+
+def _deny_all(topic: str) -> bool:
+    return False
 
 
 def _throttled(fetch: FetchRequest, parts: FetchResponseParts) -> FetchResponseParts:

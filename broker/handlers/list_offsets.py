@@ -10,7 +10,8 @@ the sentinels to versions (Kafka's clients pick the version that carries them, v
 replica_id -1 is a consumer (its isolation level applies), -2 a debugging tool (any replica may
 answer, up to the log end offset), >= 0 a follower (up to the log end offset). A partition listed
 twice in one request answers INVALID_REQUEST for each occurrence, as in Kafka. A consumer's unknown
-isolation level makes the whole request INVALID_REQUEST (as Fetch does).
+isolation level makes the whole request INVALID_REQUEST (as Fetch does). With an authorizer, a topic
+the requester may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED for each of its partitions.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from typing import Any
 
 import structlog
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, denied_names
 from broker.handlers.base import Handler, RequestContext
 from broker.replication.partition import NOT_FOUND, TimestampAndOffset
 from broker.replication.replica_manager import ReplicaManager
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -39,18 +43,24 @@ class ListOffsetsHandler(Handler):
     min_version = 1
     max_version = 9
 
-    def __init__(self, replica_manager: ReplicaManager) -> None:
+    def __init__(self, replica_manager: ReplicaManager, authorizer: Authorizer = ALLOW_EVERYTHING) -> None:
         self._replicas = replica_manager
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         isolation = _isolation(request)
         require_leader = request.replica_id != DEBUGGING_REPLICA_ID
         counts = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+        denied = denied_names(
+            self._authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics)
+        )
         topics = []
         for topic in request.topics:
             partitions = []
             for p in topic.partitions:
-                if counts[(topic.name, p.partition_index)] > 1:
+                if topic.name in denied:
+                    partitions.append(_error(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                elif counts[(topic.name, p.partition_index)] > 1:
                     partitions.append(_error(p.partition_index, ErrorCode.INVALID_REQUEST))
                 else:
                     partitions.append(self._lookup(topic.name, p, isolation, require_leader))

@@ -5,7 +5,9 @@ and learns (the largest epoch <= E this log knows, the offset where it ended), f
 epoch cache (kafka-behaviour.md 7.7). An epoch the cache cannot place answers -1/-1 with no error.
 Only the leader answers. CurrentLeaderEpoch is checked first (-1 skips the check): older →
 FENCED_LEADER_EPOCH, newer → UNKNOWN_LEADER_EPOCH. ReplicaId (v3+) changes nothing in the answer;
-Kafka only uses it to pick the ACL to check.
+Kafka only uses it to pick the ACL to check. With an authorizer, CLUSTER_ACTION on the cluster (a
+follower) allows every topic; otherwise each topic needs DESCRIBE, else its partitions answer
+TOPIC_AUTHORIZATION_FAILED (KafkaApis.handleOffsetForLeaderEpochRequest).
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from typing import Any
 
 import structlog
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, NOTHING_DENIED, cluster_allowed, denied_names
 from broker.handlers.base import Handler, RequestContext
 from broker.replication.replica_manager import ReplicaManager
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -29,12 +34,27 @@ class OffsetForLeaderEpochHandler(Handler):
     min_version = 2
     max_version = 4
 
-    def __init__(self, replica_manager: ReplicaManager) -> None:
+    def __init__(self, replica_manager: ReplicaManager, authorizer: Authorizer = ALLOW_EVERYTHING) -> None:
         self._replicas = replica_manager
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        denied = NOTHING_DENIED
+        if self._authorizer.enabled and not cluster_allowed(
+            self._authorizer, ctx, AclOperation.CLUSTER_ACTION
+        ):
+            names = (t.topic for t in request.topics)
+            denied = denied_names(self._authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
         topics = [
-            {"topic": t.topic, "partitions": [self._end_offset(t.topic, p) for p in t.partitions]}
+            {
+                "topic": t.topic,
+                "partitions": [
+                    _result(p.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    if t.topic in denied
+                    else self._end_offset(t.topic, p)
+                    for p in t.partitions
+                ],
+            }
             for t in request.topics
         ]
         return {"throttle_time_ms": 0, "topics": topics}

@@ -15,17 +15,21 @@ the same, since the producer reads no response and would never learn of the erro
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import structlog
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, allowed, denied_names
 from broker.handlers.base import NO_RESPONSE, Handler, RequestContext
 from broker.produce.service import PartitionOutcome, ProducePartitionData, ProduceRequest, ProduceService
 from broker.quotas.enforcement import CLIENT_THROTTLES_PRODUCE_VERSION, BrokerQuotas
 from broker.server.dispatcher import CloseConnection
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
-from protocol.error_codes import ErrorCode
+from protocol.error_codes import ErrorCode, KafkaError
 from protocol.sentinels import NO_TIMESTAMP, UNKNOWN_OFFSET
 
 CURRENT_LEADER_VERSION = 10
@@ -38,13 +42,22 @@ class ProduceHandler(Handler):
     min_version = 3
     max_version = 11
 
-    def __init__(self, service: ProduceService, quotas: BrokerQuotas | None = None) -> None:
+    def __init__(
+        self,
+        service: ProduceService,
+        quotas: BrokerQuotas | None = None,
+        authorizer: Authorizer = ALLOW_EVERYTHING,
+    ) -> None:
         self._service = service
         self._quotas = quotas
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         produced = produce_request(ctx, request)
-        outcomes = await self._service.produce(produced)
+        if self._authorizer.enabled:
+            outcomes = await self._produce_authorized(ctx, produced)
+        else:
+            outcomes = await self._service.produce(produced)
         throttle_ms = 0
         if self._quotas is not None:
             size = sum(len(p.records) for p in produced.partitions if p.records is not None)
@@ -61,6 +74,38 @@ class ProduceHandler(Handler):
                 raise CloseConnection(reason)
             return NO_RESPONSE
         return self._response(ctx.api_version, request, outcomes, throttle_ms)
+
+    async def _produce_authorized(
+        self, ctx: RequestContext, produced: ProduceRequest
+    ) -> list[PartitionOutcome]:
+        """Kafka's checks: a transactional produce needs WRITE on its transactional id (else the
+        whole request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each topic WRITE (else its
+        partitions are TOPIC_AUTHORIZATION_FAILED, whether the topic exists or not); the
+        authorized partitions are appended, the outcomes kept in request order."""
+        txn_id = produced.transactional_id
+        if txn_id is not None and not allowed(
+            self._authorizer, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id
+        ):
+            raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        denied = denied_names(
+            self._authorizer,
+            ctx,
+            AclOperation.WRITE,
+            ResourceType.TOPIC,
+            (p.topic for p in produced.partitions),
+        )
+        if not denied:
+            return await self._service.produce(produced)
+        kept = [p for p in produced.partitions if p.topic not in denied]
+        done = iter(
+            await self._service.produce(dataclasses.replace(produced, partitions=kept)) if kept else ()
+        )
+        return [
+            PartitionOutcome(p.topic, p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            if p.topic in denied
+            else next(done)
+            for p in produced.partitions
+        ]
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         """Every partition gets ``code``; acks=0 (or an unreadable body) closes the connection."""
