@@ -21,6 +21,7 @@ import yaml
 
 from server_common.config import BrokerConfig, load_config
 from server_common.config.properties import read_properties_file
+from tools.cli import main
 from tools.dev_cluster import (
     NODE_KEYS,
     ClusterLayout,
@@ -296,4 +297,51 @@ def test_docker_compose_accepts_the_file() -> None:
     result = subprocess.run(
         [*command, "-f", str(COMPOSE_FILE), "config", "-q"], capture_output=True, text=True, timeout=60
     )
+    assert result.returncode == 0, result.stderr
+
+
+# -- the secured layer: docker-compose.secure.yml ------------------------------------------------
+
+SECURE_COMPOSE_FILE = ROOT / "docker-compose.secure.yml"
+
+
+def _secure_services() -> dict[str, Any]:
+    return dict(yaml.safe_load(SECURE_COMPOSE_FILE.read_text())["services"])
+
+
+def _overrides(command: list[str]) -> list[str]:
+    """The ``--override`` values of a broker's command line."""
+    return [command[i + 1] for i, arg in enumerate(command) if arg == "--override"]
+
+
+def test_secure_layer_makes_every_listener_sasl_ssl_with_the_certs_service_keystore(tmp_path: Path) -> None:
+    services = _secure_services()
+    certs = services["certs"]["entrypoint"]
+    assert certs[:2] == ["kipling", "dev-certs"]
+    pki_dir = certs[certs.index("--dir") + 1]
+    hosts = [certs[i + 1] for i, arg in enumerate(certs) if arg == "--host"]
+    assert sorted(hosts) == sorted(_broker_services())  # inter-broker TLS checks these host names
+    args = [arg.replace(pki_dir, str(tmp_path)) for arg in certs[2:]]
+    del args[args.index("--readable-by") : args.index("--readable-by") + 2]
+    assert main(["dev-certs", *args]) == 0
+    for name, base in _broker_services().items():
+        secure = services[name]
+        assert secure["depends_on"]["certs"]["condition"] == "service_completed_successfully"
+        assert f"pki:{pki_dir}:ro" in secure["volumes"]
+        command = secure["command"]
+        assert command[:2] == ["--config", BROKER_CONFIG_PATH]
+        overrides = [o.replace(pki_dir, str(tmp_path)) for o in _overrides(command)]
+        config, warnings = load_config(_bind_mounts(base)[BROKER_CONFIG_PATH], overrides)
+        assert warnings == [], f"{name}: {warnings}"
+        assert {s.protocol for s in config.listener_security.values()} == {"SASL_SSL"}, name
+        assert config.inter_broker_security().protocol == "SASL_SSL"
+        assert config.controller_security().protocol == "SASL_SSL"
+
+
+def test_docker_compose_accepts_the_secure_layer() -> None:
+    command = _compose_command()
+    if command is None:
+        pytest.skip("neither docker-compose nor the docker compose plugin is installed")
+    files = ["-f", str(COMPOSE_FILE), "-f", str(SECURE_COMPOSE_FILE)]
+    result = subprocess.run([*command, *files, "config", "-q"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -446,3 +446,20 @@ def test_librdkafka_reauthenticates_before_its_session_expires(secured: SecuredB
         "kafka_server_socketservermetrics_connection_close_total", reason="bad_request"
     )
     assert closed == 0
+
+
+def test_the_secure_compose_health_check_passes_against_a_sasl_ssl_listener(secured: SecuredBroker) -> None:
+    """docker-compose.secure.yml's health check (TLS, then ApiVersions before authentication),
+    pointed at this broker's SASL_SSL port and CA."""
+    import sys
+
+    import yaml
+
+    compose = yaml.safe_load((Path(__file__).resolve().parents[2] / "docker-compose.secure.yml").read_text())
+    test = compose["x-secure-broker"]["healthcheck"]["test"]
+    assert test[:2] == ["CMD", "python"]
+    probe = [
+        arg.replace("/pki/ca.pem", secured.ca).replace("9092", str(secured.ports["SASL_SSL"]))
+        for arg in test[2:]
+    ]
+    assert subprocess.run([sys.executable, *probe], timeout=30).returncode == 0
