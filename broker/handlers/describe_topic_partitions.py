@@ -21,7 +21,10 @@ Kafka's ``DescribeTopicPartitionsRequestHandler`` and ``KRaftMetadataCache
   listener). Kipling has no eligible leader replicas (KIP-966's ELR is not implemented: its
   controller elects from the ISR only), so ``eligible_leader_replicas`` and ``last_known_elr`` are
   empty lists, as Kafka answers with ELR disabled.
-* ``topic_authorized_operations`` is every operation Kafka supports on a topic: there is no authorizer.
+* Authorization (Kafka's handler): topics the requester may not DESCRIBE are left out; named ones
+  are answered TOPIC_AUTHORIZATION_FAILED after the others (zero topic id, whether they exist or
+  not). ``topic_authorized_operations`` is the authorizer's bit field for the requester, or every
+  operation Kafka supports on a topic when there is no authorizer.
 """
 
 from __future__ import annotations
@@ -29,16 +32,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, allowed
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, TOPIC_AUTHORIZED_OPERATIONS
 from metadata import topic_names
+from metadata.authorizer.standard import Authorizer
 from metadata.image import MetadataImage
 from metadata.topics import NO_LEADER, PartitionState, TopicState
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
 from protocol.sentinels import ZERO_UUID
 
+DESCRIBE = AclOperation.DESCRIBE
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
 """Kafka's ``max.request.partition.size.limit`` default: the most partitions one response carries."""
 
@@ -48,8 +55,9 @@ class DescribeTopicPartitionsHandler(Handler):
     min_version = 0
     max_version = 0
 
-    def __init__(self, image: MetadataImage) -> None:
+    def __init__(self, image: MetadataImage, authorizer: Authorizer = ALLOW_EVERYTHING) -> None:
         self._image = image
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         cursor = request.cursor
@@ -62,6 +70,12 @@ class DescribeTopicPartitionsHandler(Handler):
             if cursor is not None and cursor.topic_name not in names:
                 return self.error_response(ctx, request, ErrorCode.INVALID_REQUEST)
         limit = min(MAX_REQUEST_PARTITION_SIZE_LIMIT, request.response_partition_limit)
+        denied: list[str] = []
+        if self._authorizer.enabled:
+            denied = sorted(
+                n for n in names if not allowed(self._authorizer, ctx, DESCRIBE, ResourceType.TOPIC, n)
+            )
+            names -= set(denied)
         topics, next_cursor = self._describe(
             sorted(names),
             lambda name: cursor.partition_index if cursor is not None and name == cursor_topic else 0,
@@ -69,6 +83,13 @@ class DescribeTopicPartitionsHandler(Handler):
             ctx.listener,
             fetch_all,
         )
+        if self._authorizer.enabled:
+            for topic in topics:
+                topic["topic_authorized_operations"] = self._authorizer.authorized_operations(
+                    ctx.principal, ctx.client_host, ResourceType.TOPIC, topic["name"]
+                )
+            if not fetch_all:
+                topics.extend(_denied_topic(name) for name in denied)
         return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
@@ -151,6 +172,14 @@ def _topic(topic: TopicState, partitions: list[dict[str, Any]]) -> dict[str, Any
         "is_internal": topic_names.is_internal(topic.name),
         "partitions": partitions,
         "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS,
+    }
+
+
+def _denied_topic(name: str) -> dict[str, Any]:
+    """A named topic the requester may not DESCRIBE: nothing about it is disclosed."""
+    return {
+        **_error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, AUTHORIZED_OPERATIONS_OMITTED),
+        "is_internal": False,
     }
 
 

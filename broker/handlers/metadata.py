@@ -16,9 +16,13 @@ INVALID_REPLICATION_FACTOR when default.replication.factor exceeds the brokers),
 treat as retriable metadata errors, where Kafka would keep answering LEADER_NOT_AVAILABLE and only
 log the reason.
 
-There is no authorizer, so when a client asks for authorized operations it gets every operation
-Kafka supports on the resource; otherwise the INT32_MIN "not computed" sentinel (kafka-python's admin
-crashes on -1).
+Authorization (KafkaApis.handleTopicMetadataRequest): a topic the requester may not DESCRIBE is left
+out of an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (with no topic id and
+whether or not it exists; named by id, with its id and no name); auto-creating a missing topic needs
+CREATE on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED. Authorized operations, when
+asked for, are the authorizer's bit fields (the cluster's only with DESCRIBE on it, else 0). Without
+an authorizer a client asking for authorized operations gets every operation Kafka supports on the
+resource; otherwise the INT32_MIN "not computed" sentinel (kafka-python's admin crashes on -1).
 """
 
 from __future__ import annotations
@@ -31,9 +35,13 @@ from typing import Any
 
 import structlog
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, allowed, cluster_allowed
 from broker.handlers.base import Handler, RequestContext
 from metadata import topic_names
+from metadata.authorizer.standard import Authorizer
 from metadata.topics import NO_LEADER, PartitionState, TopicLookup, TopicState
+from protocol.acl_bindings import CLUSTER_NAME
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -77,6 +85,7 @@ class MetadataHandler(Handler):
         controller_id: int | Callable[[], int],
         auto_create_topics_enable: bool,
         auto_create: TopicCreator,
+        authorizer: Authorizer = ALLOW_EVERYTHING,
     ) -> None:
         """``brokers(listener)`` lists the live brokers with their address on the listener a request
         came in on. ``auto_create`` creates a topic for auto-creation (a CreateTopics forwarded to the
@@ -87,6 +96,7 @@ class MetadataHandler(Handler):
         self._controller_id = controller_id if callable(controller_id) else (lambda: controller_id)
         self._auto_create_topics_enable = auto_create_topics_enable
         self._auto_create = auto_create
+        self._authorizer = authorizer
         self._encoded_partitions: dict[tuple[int, uuid.UUID], tuple[TopicState, int, EncodedArray]] = {}
         """(version, topic id) → (topic, its generation, its partitions encoded): a full Metadata
         request of 100,000 partitions costs the encoding of the topics that changed since."""
@@ -99,15 +109,19 @@ class MetadataHandler(Handler):
         except KafkaError as exc:
             return self.error_response(ctx, request, exc.code)
         include_ops = version >= 8 and request.include_topic_authorized_operations
+        ops_for: Callable[[str], int] | None = None
+        if include_ops:
+            ops_for = functools.partial(self._topic_operations, ctx)
         if _wants_all_topics(version, request.topics):
-            results = [self._describe(topic, include_ops, version) for topic in self._topics.all()]
+            topics = self._topics.all()
+            if self._authorizer.enabled:
+                topics = [t for t in topics if self._may_describe(ctx, t.name)]
+            results = [self._describe(topic, ops_for, version) for topic in topics]
         else:
-            results = await self._requested(ctx, request, include_ops)
-        cluster_ops = (
-            CLUSTER_AUTHORIZED_OPERATIONS
-            if 8 <= version <= 10 and request.include_cluster_authorized_operations
-            else AUTHORIZED_OPERATIONS_OMITTED
-        )
+            results = await self._requested(ctx, request, ops_for)
+        cluster_ops = AUTHORIZED_OPERATIONS_OMITTED
+        if 8 <= version <= 10 and request.include_cluster_authorized_operations:
+            cluster_ops = self._cluster_operations(ctx)
         return {
             "throttle_time_ms": 0,
             "brokers": [_broker(b) for b in self._brokers(ctx.listener)],
@@ -129,10 +143,37 @@ class MetadataHandler(Handler):
             ],
         }
 
+    # -- authorization ----------------------------------------------------------------------------
+
+    def _may_describe(self, ctx: RequestContext, name: str) -> bool:
+        return allowed(self._authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+    def _may_create(self, ctx: RequestContext, name: str) -> bool:
+        """Kafka's auto-creation check: CREATE on the cluster, else on the topic."""
+        return cluster_allowed(self._authorizer, ctx, AclOperation.CREATE) or allowed(
+            self._authorizer, ctx, AclOperation.CREATE, ResourceType.TOPIC, name
+        )
+
+    def _topic_operations(self, ctx: RequestContext, name: str) -> int:
+        if not self._authorizer.enabled:
+            return TOPIC_AUTHORIZED_OPERATIONS
+        return self._authorizer.authorized_operations(
+            ctx.principal, ctx.client_host, ResourceType.TOPIC, name
+        )
+
+    def _cluster_operations(self, ctx: RequestContext) -> int:
+        if not self._authorizer.enabled:
+            return CLUSTER_AUTHORIZED_OPERATIONS
+        if not cluster_allowed(self._authorizer, ctx, AclOperation.DESCRIBE):
+            return 0
+        return self._authorizer.authorized_operations(
+            ctx.principal, ctx.client_host, ResourceType.CLUSTER, CLUSTER_NAME
+        )
+
     # -- topics -----------------------------------------------------------------------------------
 
     async def _requested(
-        self, ctx: RequestContext, request: MessageData, include_ops: bool
+        self, ctx: RequestContext, request: MessageData, ops_for: Callable[[str], int] | None
     ) -> list[dict[str, Any]]:
         allow_create = self._auto_create_topics_enable and (
             ctx.api_version < 4 or request.allow_auto_topic_creation
@@ -144,24 +185,34 @@ class MetadataHandler(Handler):
             if wanted.topic_id != ZERO_UUID:
                 if wanted.topic_id not in seen_ids:
                     seen_ids.add(wanted.topic_id)
-                    results.append(self._by_id(wanted.topic_id, include_ops, ctx.api_version))
+                    results.append(self._by_id(ctx, wanted.topic_id, ops_for))
             elif wanted.name not in seen_names:
                 seen_names.add(wanted.name)
-                results.append(await self._by_name(ctx, wanted.name, allow_create, include_ops))
+                results.append(await self._by_name(ctx, wanted.name, allow_create, ops_for))
         return results
 
-    def _by_id(self, topic_id: uuid.UUID, include_ops: bool, version: int) -> dict[str, Any]:
+    def _by_id(
+        self, ctx: RequestContext, topic_id: uuid.UUID, ops_for: Callable[[str], int] | None
+    ) -> dict[str, Any]:
         topic = self._topics.get_by_id(topic_id)
         if topic is None:
             return _error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
-        return self._describe(topic, include_ops, version)
+        if self._authorizer.enabled and not self._may_describe(ctx, topic.name):
+            # topic ids are not sensitive: Kafka answers with the id, never the name
+            return _error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, topic_id, internal=False)
+        return self._describe(topic, ops_for, ctx.api_version)
 
     async def _by_name(
-        self, ctx: RequestContext, name: str, allow_create: bool, include_ops: bool
+        self, ctx: RequestContext, name: str, allow_create: bool, ops_for: Callable[[str], int] | None
     ) -> dict[str, Any]:
+        if self._authorizer.enabled and not self._may_describe(ctx, name):
+            # whether it exists is not disclosed
+            return _error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, ZERO_UUID, internal=False)
         topic = self._topics.get(name)
         if topic is not None:
-            return self._describe(topic, include_ops, ctx.api_version)
+            return self._describe(topic, ops_for, ctx.api_version)
+        if allow_create and self._authorizer.enabled and not self._may_create(ctx, name):
+            return _error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, ZERO_UUID)
         if not topic_names.is_valid(name):
             return _error_topic(ErrorCode.INVALID_TOPIC_EXCEPTION, name, ZERO_UUID)
         if not allow_create or topic_names.is_internal(name):
@@ -174,17 +225,19 @@ class MetadataHandler(Handler):
             )
             return _error_topic(exc.code, name, ZERO_UUID)
         _log.info("topic auto-created", topic=name, client_id=ctx.client_id, peer=ctx.peer)
-        return self._describe(created, include_ops, ctx.api_version)
+        return self._describe(created, ops_for, ctx.api_version)
 
-    def _describe(self, topic: TopicState, include_ops: bool, version: int) -> dict[str, Any]:
+    def _describe(
+        self, topic: TopicState, ops_for: Callable[[str], int] | None, version: int
+    ) -> dict[str, Any]:
         return {
             "error_code": int(ErrorCode.NONE),
             "name": topic.name,
             "topic_id": topic.topic_id,
             "is_internal": topic.is_internal,
             "partitions": self._partitions(topic, version),
-            "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS
-            if include_ops
+            "topic_authorized_operations": ops_for(topic.name)
+            if ops_for is not None
             else AUTHORIZED_OPERATIONS_OMITTED,
         }
 
@@ -249,12 +302,14 @@ def _partition(p: PartitionState) -> dict[str, Any]:
     }
 
 
-def _error_topic(code: ErrorCode, name: str | None, topic_id: uuid.UUID) -> dict[str, Any]:
+def _error_topic(
+    code: ErrorCode, name: str | None, topic_id: uuid.UUID, *, internal: bool | None = None
+) -> dict[str, Any]:
     return {
         "error_code": int(code),
         "name": name,
         "topic_id": topic_id,
-        "is_internal": topic_names.is_internal(name),
+        "is_internal": topic_names.is_internal(name) if internal is None else internal,
         "partitions": [],
         "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
