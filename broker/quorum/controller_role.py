@@ -41,9 +41,18 @@ GATED_APIS = frozenset(
         ApiKey.CREATE_TOPICS,
         ApiKey.DELETE_TOPICS,
         ApiKey.CREATE_PARTITIONS,
+        ApiKey.ELECT_LEADERS,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.ALTER_CONFIGS,
+        ApiKey.ALTER_CLIENT_QUOTAS,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        ApiKey.CREATE_ACLS,
+        ApiKey.DELETE_ACLS,
     }
 )
-"""The controller APIs: their answers wait for the commit of what they wrote."""
+"""The controller APIs that write metadata: their answers wait for the commit of what they wrote,
+so a change acknowledged to a client survives the loss of the controller that made it."""
 
 BUILD_RETRY_S = 1.0
 """A single voter whose controller could not be built tries again this much later."""
