@@ -22,6 +22,7 @@ from broker.fetch_session.metrics import FetchSessionCacheMetrics
 from broker.group_runtime import GroupCoordinatorRuntime, OffsetsTopicCreator, OffsetsTopicGroupLog
 from broker.handlers.add_offsets_to_txn import AddOffsetsToTxnHandler
 from broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandler
+from broker.handlers.authorization import ALLOW_EVERYTHING
 from broker.handlers.base import Handler
 from broker.handlers.delete_groups import DeleteGroupsHandler
 from broker.handlers.describe_groups import DescribeGroupsHandler
@@ -53,6 +54,7 @@ from broker.transactions.verification import TransactionVerifier
 from client.connection_pool import ConnectionPool
 from coordinator.group import GroupCoordinator, GroupCoordinatorConfig
 from coordinator.transaction import ProducerIdUnavailableError, TransactionConfig, TransactionCoordinator
+from metadata.authorizer.standard import Authorizer
 from metadata.topic_names import GROUP_METADATA_TOPIC
 from metadata.topics import TopicLookup
 from protocol.error_codes import ErrorCode, KafkaError
@@ -223,10 +225,14 @@ def build_group_coordination(
 
 
 def group_handlers(
-    groups: GroupCoordination, transactions: TransactionCoordination, topics: TopicLookup
+    groups: GroupCoordination,
+    transactions: TransactionCoordination,
+    topics: TopicLookup,
+    authorizer: Authorizer = ALLOW_EVERYTHING,
 ) -> list[Handler]:
     """The handlers of the group APIs, served by every broker (each answers for the groups whose
-    ``__consumer_offsets`` partition it leads; FindCoordinator says which broker that is)."""
+    ``__consumer_offsets`` partition it leads; FindCoordinator says which broker that is), checking
+    the requester's ACLs with ``authorizer``."""
     coordinator = groups.runtime.coordinator
 
     def partition_exists(topic: str, partition: int) -> bool:
@@ -234,16 +240,16 @@ def group_handlers(
         return state is not None and partition in state.partitions
 
     return [
-        FindCoordinatorHandler(groups.runtime, transactions.runtime),
-        JoinGroupHandler(coordinator),
-        SyncGroupHandler(coordinator),
-        HeartbeatHandler(coordinator),
-        LeaveGroupHandler(coordinator),
-        OffsetCommitHandler(coordinator, partition_exists=partition_exists),
-        OffsetFetchHandler(coordinator),
-        ListGroupsHandler(coordinator),
-        DescribeGroupsHandler(coordinator),
-        DeleteGroupsHandler(coordinator),
+        FindCoordinatorHandler(groups.runtime, transactions.runtime, authorizer),
+        JoinGroupHandler(coordinator, authorizer),
+        SyncGroupHandler(coordinator, authorizer),
+        HeartbeatHandler(coordinator, authorizer),
+        LeaveGroupHandler(coordinator, authorizer),
+        OffsetCommitHandler(coordinator, partition_exists=partition_exists, authorizer=authorizer),
+        OffsetFetchHandler(coordinator, authorizer),
+        ListGroupsHandler(coordinator, authorizer),
+        DescribeGroupsHandler(coordinator, authorizer),
+        DeleteGroupsHandler(coordinator, authorizer),
     ]
 
 

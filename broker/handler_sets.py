@@ -238,7 +238,7 @@ def broker_handlers(
             DeleteRecordsHandler(replicas, plane.delete_records_purgatory),
             OffsetForLeaderEpochHandler(replicas, authorizer),
             InitProducerIdHandler(producer_ids, transactions.runtime.coordinator),
-            *group_handlers(groups, transactions, image),
+            *group_handlers(groups, transactions, image, authorizer),
             *transaction_handlers(transactions, groups, image, replicas),
         ],
         config,

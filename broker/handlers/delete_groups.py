@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, denied_names
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.join_group import await_callback
 from coordinator.group import GroupCoordinator
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
@@ -22,13 +25,21 @@ class DeleteGroupsHandler(Handler):
     min_version = 0
     max_version = 2
 
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, authorizer: Authorizer = ALLOW_EVERYTHING) -> None:
         self._coordinator = coordinator
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         group_ids = list(dict.fromkeys(request.groups_names))
-        errors = await await_callback(self._coordinator.delete_groups, group_ids)
-        return _body({group_id: errors[group_id] for group_id in group_ids})
+        denied = denied_names(self._authorizer, ctx, AclOperation.DELETE, ResourceType.GROUP, group_ids)
+        permitted = [g for g in group_ids if g not in denied]
+        errors = await await_callback(self._coordinator.delete_groups, permitted) if permitted else {}
+        return _body(
+            {
+                group_id: ErrorCode.GROUP_AUTHORIZATION_FAILED if group_id in denied else errors[group_id]
+                for group_id in group_ids
+            }
+        )
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         """DeleteGroupsRequest.getErrorResponse: every group carries the error."""

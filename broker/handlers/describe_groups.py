@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, denied_names
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from coordinator.group import DescribedGroup, GroupCoordinator
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
@@ -32,15 +35,42 @@ class DescribeGroupsHandler(Handler):
     min_version = 0
     max_version = 5
 
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, authorizer: Authorizer = ALLOW_EVERYTHING) -> None:
         self._coordinator = coordinator
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         include_ops = ctx.api_version >= FIRST_AUTHORIZED_OPERATIONS_VERSION and bool(
             request.include_authorized_operations
         )
-        described = self._coordinator.describe_groups(request.groups, ctx.api_version)
-        return {"throttle_time_ms": 0, "groups": [_group(d, include_ops) for d in described]}
+        if not self._authorizer.enabled:
+            described = self._coordinator.describe_groups(request.groups, ctx.api_version)
+            return {"throttle_time_ms": 0, "groups": [_group(d, include_ops) for d in described]}
+        return {"throttle_time_ms": 0, "groups": self._describe_authorized(ctx, request.groups, include_ops)}
+
+    def _describe_authorized(
+        self, ctx: RequestContext, group_ids: list[str], include_ops: bool
+    ) -> list[dict[str, Any]]:
+        """Kafka's checks: a group without DESCRIBE answers GROUP_AUTHORIZATION_FAILED with an
+        empty state; the others are described, with the authorizer's operations when asked."""
+        authorizer = self._authorizer
+        denied = denied_names(authorizer, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_ids)
+        permitted = [g for g in group_ids if g not in denied]
+        described = iter(self._coordinator.describe_groups(permitted, ctx.api_version) if permitted else ())
+        groups = []
+        for group_id in group_ids:
+            if group_id in denied:
+                refused = DescribedGroup(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, "", "", "")
+                groups.append(_group(refused, include_ops=False))
+                continue
+            d = next(described)
+            operations = None
+            if include_ops and d.error is ErrorCode.NONE:
+                operations = authorizer.authorized_operations(
+                    ctx.principal, ctx.client_host, ResourceType.GROUP, d.group_id
+                )
+            groups.append(_group(d, include_ops, operations))
+        return groups
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         """DescribeGroupsRequest.getErrorResponse: every group carries the error, with an empty state."""
@@ -51,8 +81,10 @@ class DescribeGroupsHandler(Handler):
         }
 
 
-def _group(described: DescribedGroup, include_ops: bool) -> dict[str, Any]:
+def _group(described: DescribedGroup, include_ops: bool, operations: int | None = None) -> dict[str, Any]:
     with_ops = include_ops and described.error is ErrorCode.NONE
+    if operations is None:
+        operations = GROUP_AUTHORIZED_OPERATIONS if with_ops else AUTHORIZED_OPERATIONS_OMITTED
     return {
         "error_code": int(described.error),
         "error_message": described.error_message,
@@ -71,5 +103,5 @@ def _group(described: DescribedGroup, include_ops: bool) -> dict[str, Any]:
             }
             for m in described.members
         ],
-        "authorized_operations": GROUP_AUTHORIZED_OPERATIONS if with_ops else AUTHORIZED_OPERATIONS_OMITTED,
+        "authorized_operations": operations,
     }

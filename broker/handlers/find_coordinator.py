@@ -27,8 +27,11 @@ from typing import Any, Protocol
 
 import structlog
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, allowed
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.metadata import BrokerEndpoint
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -81,9 +84,15 @@ class FindCoordinatorHandler(Handler):
     min_version = 0
     max_version = 6
 
-    def __init__(self, locator: CoordinatorLocator, transactions: TransactionCoordinatorLocator) -> None:
+    def __init__(
+        self,
+        locator: CoordinatorLocator,
+        transactions: TransactionCoordinatorLocator,
+        authorizer: Authorizer = ALLOW_EVERYTHING,
+    ) -> None:
         self._locator = locator
         self._transactions = transactions
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         key_type = request.key_type
@@ -108,6 +117,14 @@ class FindCoordinatorHandler(Handler):
         }
 
     async def _find(self, ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, BrokerEndpoint]:
+        if key_type == GROUP_KEY_TYPE and not allowed(
+            self._authorizer, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key
+        ):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, NO_NODE
+        if key_type == TRANSACTION_KEY_TYPE and not allowed(
+            self._authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+        ):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_NODE
         if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
             return ErrorCode.INVALID_REQUEST, NO_NODE
         try:

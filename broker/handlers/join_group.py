@@ -24,11 +24,14 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, allowed
 from broker.handlers.base import Handler, RequestContext
 from coordinator.group import GroupCoordinator, JoinGroupRequest, JoinGroupResult, JoinProtocol
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
-from protocol.error_codes import ErrorCode
+from protocol.error_codes import ErrorCode, KafkaError
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -73,10 +76,13 @@ class JoinGroupHandler(Handler):
     min_version = 0
     max_version = 9
 
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, authorizer: Authorizer = ALLOW_EVERYTHING) -> None:
         self._coordinator = coordinator
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        if not allowed(self._authorizer, ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
         join = _join_request(ctx, request)
         result = await await_callback(self._coordinator.join_group, join)
         return _body(ctx.api_version, result)

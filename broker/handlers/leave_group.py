@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, allowed
 from broker.handlers.base import Handler, RequestContext
 from coordinator.group import GroupCoordinator, LeaveGroupResult, MemberIdentity
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
-from protocol.error_codes import ErrorCode
+from protocol.error_codes import ErrorCode, KafkaError
 
 FIRST_BATCH_VERSION = 3
 
@@ -27,10 +30,13 @@ class LeaveGroupHandler(Handler):
     min_version = 0
     max_version = 5
 
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, authorizer: Authorizer = ALLOW_EVERYTHING) -> None:
         self._coordinator = coordinator
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        if not allowed(self._authorizer, ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
         if ctx.api_version < FIRST_BATCH_VERSION:
             members = [MemberIdentity(request.member_id)]
         else:

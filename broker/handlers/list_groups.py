@@ -12,10 +12,14 @@ The state (v4+) and type (v5+) of each group are in the response. While a partit
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, allowed, cluster_allowed
 from broker.handlers.base import Handler, RequestContext
 from coordinator.group import GroupCoordinator, ListGroupsResult
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
@@ -29,14 +33,25 @@ class ListGroupsHandler(Handler):
     min_version = 0
     max_version = 5
 
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, authorizer: Authorizer = ALLOW_EVERYTHING) -> None:
         self._coordinator = coordinator
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         version = ctx.api_version
         states = request.states_filter if version >= FIRST_STATES_FILTER_VERSION else []
         types = request.types_filter if version >= FIRST_TYPES_FILTER_VERSION else []
-        return _body(self._coordinator.list_groups(states or (), types or ()))
+        result = self._coordinator.list_groups(states or (), types or ())
+        authorizer = self._authorizer
+        if authorizer.enabled and not cluster_allowed(authorizer, ctx, AclOperation.DESCRIBE):
+            # Kafka's rule: DESCRIBE on the cluster lists every group, else only the groups described
+            kept = tuple(
+                g
+                for g in result.groups
+                if allowed(authorizer, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
+            )
+            result = dataclasses.replace(result, groups=kept)
+        return _body(result)
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         return _body(ListGroupsResult(code))

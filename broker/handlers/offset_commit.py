@@ -24,13 +24,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, NOTHING_DENIED, allowed, denied_names
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.join_group import await_callback
 from coordinator.group import GroupCoordinator, OffsetCommitRequest, PartitionCommit
 from coordinator.group.requests import NO_RETENTION_TIME
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
-from protocol.error_codes import ErrorCode
+from protocol.error_codes import ErrorCode, KafkaError
 
 LAST_RETENTION_VERSION = 4
 
@@ -44,17 +47,31 @@ class OffsetCommitHandler(Handler):
     max_version = 9
 
     def __init__(
-        self, coordinator: GroupCoordinator, *, partition_exists: PartitionExists | None = None
+        self,
+        coordinator: GroupCoordinator,
+        *,
+        partition_exists: PartitionExists | None = None,
+        authorizer: Authorizer = ALLOW_EVERYTHING,
     ) -> None:
         self._coordinator = coordinator
         self._partition_exists = partition_exists
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         errors: dict[tuple[str, int], ErrorCode] = {}
         commits: list[PartitionCommit] = []
+        denied = NOTHING_DENIED
+        if self._authorizer.enabled:
+            # Kafka's order: READ on the group, then READ on each topic, then existence
+            if not allowed(self._authorizer, ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+                raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            names = (t.name for t in request.topics)
+            denied = denied_names(self._authorizer, ctx, AclOperation.READ, ResourceType.TOPIC, names)
         for topic in request.topics:
             for p in topic.partitions:
-                if self._partition_exists is None or self._partition_exists(topic.name, p.partition_index):
+                if topic.name in denied:
+                    errors[(topic.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif self._partition_exists is None or self._partition_exists(topic.name, p.partition_index):
                     commits.append(_commit(topic.name, p))
                 else:
                     errors[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -22,9 +22,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, allowed, denied_names
 from broker.handlers.base import Handler, RequestContext
 from coordinator.group import GroupCoordinator, OffsetFetchResult, PartitionOffset
 from coordinator.group.results import TopicPartition
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
@@ -40,12 +43,15 @@ class OffsetFetchHandler(Handler):
     min_version = 1
     max_version = 9
 
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, authorizer: Authorizer = ALLOW_EVERYTHING) -> None:
         self._coordinator = coordinator
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         version = ctx.api_version
         require_stable = version >= FIRST_REQUIRE_STABLE_VERSION and request.require_stable
+        if self._authorizer.enabled:
+            return self._handle_authorized(ctx, request, require_stable)
         if version >= FIRST_MULTI_GROUP_VERSION:
             wanted = [(g.group_id, _partitions(g.topics)) for g in request.groups]
             results = self._coordinator.fetch_offsets_of_groups(wanted, require_stable)
@@ -53,6 +59,51 @@ class OffsetFetchHandler(Handler):
         partitions = _partitions(request.topics)
         result = self._coordinator.fetch_offsets(request.group_id, partitions, require_stable)
         return _single_group(version, result, partitions)
+
+    def _handle_authorized(self, ctx: RequestContext, request: MessageData, require_stable: bool) -> Any:
+        """Kafka's checks: DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED for it) and
+        DESCRIBE on each topic: a requested topic without it answers TOPIC_AUTHORIZATION_FAILED
+        on its partitions, and an all-partitions fetch leaves such topics out."""
+        version = ctx.api_version
+        if version >= FIRST_MULTI_GROUP_VERSION:
+            results = [
+                self._fetch_authorized(ctx, g.group_id, _partitions(g.topics), require_stable)
+                for g in request.groups
+            ]
+            return {"throttle_time_ms": 0, "groups": [_group(result) for result in results]}
+        partitions = _partitions(request.topics)
+        result = self._fetch_authorized(ctx, request.group_id, partitions, require_stable)
+        return _single_group(version, result, partitions)
+
+    def _fetch_authorized(
+        self,
+        ctx: RequestContext,
+        group_id: str,
+        partitions: list[TopicPartition] | None,
+        require_stable: bool,
+    ) -> OffsetFetchResult:
+        if not allowed(self._authorizer, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            return OffsetFetchResult(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, {})
+        if partitions is None:
+            result = self._coordinator.fetch_offsets(group_id, None, require_stable)
+            topics = {topic for topic, _ in result.partitions}
+            denied = denied_names(self._authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics)
+            if not denied:
+                return result
+            kept = {tp: offset for tp, offset in result.partitions.items() if tp[0] not in denied}
+            return OffsetFetchResult(result.group_id, result.error, kept)
+        denied = denied_names(
+            self._authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in partitions)
+        )
+        result = self._coordinator.fetch_offsets(
+            group_id, [tp for tp in partitions if tp[0] not in denied], require_stable
+        )
+        if not denied or result.error is not ErrorCode.NONE:
+            return result
+        refused = PartitionOffset(UNKNOWN_OFFSET, error=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        merged = dict(result.partitions)
+        merged.update((tp, refused) for tp in partitions if tp[0] in denied)
+        return OffsetFetchResult(result.group_id, result.error, merged)
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         """OffsetFetchRequest.getErrorResponse: each group's error (v8+), the top-level error

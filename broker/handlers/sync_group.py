@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, allowed
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.join_group import await_callback
 from coordinator.group import GroupCoordinator, SyncGroupRequest, SyncGroupResult
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
-from protocol.error_codes import ErrorCode
+from protocol.error_codes import ErrorCode, KafkaError
 
 FIRST_MANDATORY_PROTOCOL_VERSION = 5
 
@@ -30,14 +33,17 @@ class SyncGroupHandler(Handler):
     min_version = 0
     max_version = 5
 
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, authorizer: Authorizer = ALLOW_EVERYTHING) -> None:
         self._coordinator = coordinator
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         if ctx.api_version >= FIRST_MANDATORY_PROTOCOL_VERSION and (
             request.protocol_type is None or request.protocol_name is None
         ):
             return _body(SyncGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        if not allowed(self._authorizer, ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
         sync = SyncGroupRequest(
             group_id=request.group_id,
             generation_id=request.generation_id,
