@@ -59,9 +59,15 @@ def _server(
 
 
 def _proof_final(
-    mechanism: ScramMechanism, password: str, client_first: bytes, server_first: bytes, cbind: bytes
+    mechanism: ScramMechanism,
+    password: str,
+    client_first: bytes,
+    server_first: bytes,
+    cbind: bytes,
+    nonce_prefix: bytes = b"",
 ) -> bytes:
-    """A client-final message computed straight from RFC 5802 section 3."""
+    """A client-final message computed straight from RFC 5802 section 3 (``nonce_prefix`` before
+    the nonce, as librdkafka up to 2.0 sends its own nonce twice)."""
     gs2_end = client_first.index(b",", client_first.index(b",") + 1) + 1
     bare = client_first[gs2_end:]
     attrs = dict(part.split(b"=", 1) for part in server_first.split(b","))
@@ -70,7 +76,7 @@ def _proof_final(
     )
     client_key = hmac.new(salted, b"Client Key", mechanism.hash_name).digest()
     stored_key = hashlib.new(mechanism.hash_name, client_key).digest()
-    without_proof = b"c=" + base64.b64encode(cbind) + b",r=" + attrs[b"r"]
+    without_proof = b"c=" + base64.b64encode(cbind) + b",r=" + nonce_prefix + attrs[b"r"]
     auth_message = bare + b"," + server_first + b"," + without_proof
     signature = hmac.new(stored_key, auth_message, mechanism.hash_name).digest()
     proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
@@ -222,6 +228,17 @@ def test_nonce_mismatch_is_refused() -> None:
     server_first = server.evaluate(client.first_message())
     final = client.evaluate(server_first).replace(b"r=clientnonce", b"r=clientnonce-x")
     _refused(server, final, "Invalid client nonce in the final client message.")
+
+
+def test_a_final_nonce_that_ends_with_the_servers_is_accepted_as_kafka_does() -> None:
+    """librdkafka 2.0 (Debian's kcat) repeats its nonce in front: Kafka checks endsWith."""
+    server = _server()
+    first = b"n,,n=alice,r=clientnonce"
+    server_first = server.evaluate(first)
+    final = _proof_final(SHA256, PASSWORD, first, server_first, b"n,,", nonce_prefix=b"clientnonce")
+    assert final.startswith(b"c=biws,r=clientnonceclientnonce")
+    assert server.evaluate(final).startswith(b"v=")
+    assert server.complete and server.username == "alice"
 
 
 @pytest.mark.parametrize("header", [b"y,,", b"p=tls-unique,,", b"p=tls-server-end-point,a=alice,"])
