@@ -1,8 +1,9 @@
 """kipling's asyncio Kafka client: connection, fetch sessions, and a small admin/producer/consumer.
 
 Used by the follower processes, the Spark pipeline, the CLI and the tests. Imports only ``protocol``
-(DESIGN.md section 2). Everything talks to one broker through a :class:`KafkaConnection`; reconnecting
-is the caller's choice (:class:`ReconnectingConnection`).
+and ``security`` (the SASL mechanisms and TLS contexts of :mod:`client.security`; DESIGN.md section
+2). Everything talks to one broker through a :class:`KafkaConnection`, over TLS and SASL when given
+a ``ClientSecurity``; reconnecting is the caller's choice (:class:`ReconnectingConnection`).
 """
 
 from client.admin import AdminClient, NewTopic, TopicDescription, TopicResult
