@@ -32,6 +32,7 @@ from broker.handlers.allocate_producer_ids import AllocateProducerIdsHandler
 from broker.handlers.alter_configs import AlterConfigsHandler
 from broker.handlers.alter_partition import AlterPartitionHandler
 from broker.handlers.api_versions import ApiVersionsHandler
+from broker.handlers.authorized_forwarding import AuthorizedForwarding
 from broker.handlers.base import Handler
 from broker.handlers.broker_heartbeat import BrokerHeartbeatHandler, HeartbeatConnections
 from broker.handlers.broker_registration import BrokerRegistrationHandler
@@ -197,7 +198,9 @@ def broker_handlers(
         else None
     )
     forwarded = [
-        ForwardingHandler(api, channel, loader, effect_of(api.api_key), mutations)
+        AuthorizedForwarding(
+            api, ForwardingHandler(api, channel, loader, effect_of(api.api_key), mutations), authorizer, image
+        )
         for api in (*FORWARDED_APIS, *REASSIGNMENT_APIS)
     ]
     acl_admin = [
@@ -219,14 +222,18 @@ def broker_handlers(
             *forwarded,
             *acl_admin,
             DescribeAclsHandler(authorizer),
-            ForwardedAlterConfigsHandler(IncrementalAlterConfigsHandler, channel, loader, config.node_id),
-            ForwardedAlterConfigsHandler(AlterConfigsHandler, channel, loader, config.node_id),
-            DescribeClusterHandler(EndpointType.BROKER, cluster_id, _broker_nodes(image), controller_id),
+            ForwardedAlterConfigsHandler(
+                IncrementalAlterConfigsHandler, channel, loader, config.node_id, authorizer
+            ),
+            ForwardedAlterConfigsHandler(AlterConfigsHandler, channel, loader, config.node_id, authorizer),
+            DescribeClusterHandler(
+                EndpointType.BROKER, cluster_id, _broker_nodes(image), controller_id, authorizer
+            ),
             DescribeTopicPartitionsHandler(image, authorizer),
-            DescribeClientQuotasHandler(image),
-            DescribeUserScramCredentialsHandler(image),
-            DescribeConfigsHandler(image, config),
-            DescribeLogDirsHandler(config.log_dirs, replicas.log_manager),
+            DescribeClientQuotasHandler(image, authorizer),
+            DescribeUserScramCredentialsHandler(image, authorizer),
+            DescribeConfigsHandler(image, config, authorizer),
+            DescribeLogDirsHandler(config.log_dirs, replicas.log_manager, authorizer),
             ProduceHandler(plane.produce_service, quotas, authorizer),
             FetchHandler(
                 plane.fetch_service,
@@ -235,7 +242,7 @@ def broker_handlers(
                 authorizer=authorizer,
             ),
             ListOffsetsHandler(replicas, authorizer),
-            DeleteRecordsHandler(replicas, plane.delete_records_purgatory),
+            DeleteRecordsHandler(replicas, plane.delete_records_purgatory, authorizer),
             OffsetForLeaderEpochHandler(replicas, authorizer),
             InitProducerIdHandler(producer_ids, transactions.runtime.coordinator),
             *group_handlers(groups, transactions, image, authorizer),

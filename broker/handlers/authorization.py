@@ -16,8 +16,16 @@ from broker.handlers.base import RequestContext
 from metadata.authorizer.standard import AllowEverything, Authorizer
 from protocol.acl_bindings import CLUSTER_NAME
 from protocol.acl_types import AclOperation, ResourceType
+from protocol.error_codes import ErrorCode
 
-__all__ = ["ALLOW_EVERYTHING", "NOTHING_DENIED", "allowed", "cluster_allowed", "denied_names"]
+__all__ = [
+    "ALLOW_EVERYTHING",
+    "NOTHING_DENIED",
+    "allowed",
+    "cluster_allowed",
+    "config_resource_refusal",
+    "denied_names",
+]
 
 ALLOW_EVERYTHING: Authorizer = AllowEverything()
 """The default of handlers built without an authorizer (tests, and brokers without one)."""
@@ -58,3 +66,28 @@ def denied_names(
         for name in {n for n in names if n is not None}
         if not authorizer.authorize(principal, host, operation, resource_type, name)
     )
+
+
+_CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_CLIENT_METRICS, _CONFIG_GROUP = 2, 4, 8, 16, 32
+"""Kafka's ConfigResource.Type ids."""
+
+
+def config_resource_refusal(
+    authorizer: Authorizer, ctx: RequestContext, operation: AclOperation, resource_type: int, name: str
+) -> ErrorCode | None:
+    """Why the requester may not do ``operation`` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config
+    resource, or None when it may (Kafka's ConfigHelper and ControllerApis): a broker, broker
+    logger or client metrics resource needs it on the cluster (CLUSTER_AUTHORIZATION_FAILED), a
+    topic on the topic (TOPIC_AUTHORIZATION_FAILED), a group on the group
+    (GROUP_AUTHORIZATION_FAILED). Other types are left to the handler's own answer."""
+    if not authorizer.enabled:
+        return None
+    if resource_type in (_CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_CLIENT_METRICS):
+        return None if cluster_allowed(authorizer, ctx, operation) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if resource_type == _CONFIG_TOPIC:
+        permitted = allowed(authorizer, ctx, operation, ResourceType.TOPIC, name)
+        return None if permitted else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if resource_type == _CONFIG_GROUP:
+        permitted = allowed(authorizer, ctx, operation, ResourceType.GROUP, name)
+        return None if permitted else ErrorCode.GROUP_AUTHORIZATION_FAILED
+    return None

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, cluster_allowed
 from broker.handlers.base import Handler, RequestContext
+from metadata.authorizer.standard import Authorizer
 from metadata.client_quotas import (
     AlterationResult,
     QuotaAlteration,
@@ -21,6 +23,7 @@ from metadata.client_quotas import (
 )
 from metadata.controller.active import ControllerRef, resolve_controller
 from metadata.image import MetadataImage, quota_entity
+from protocol.acl_types import AclOperation
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -31,10 +34,17 @@ class DescribeClientQuotasHandler(Handler):
     min_version = 0
     max_version = 1
 
-    def __init__(self, image: MetadataImage) -> None:
+    def __init__(self, image: MetadataImage, authorizer: Authorizer = ALLOW_EVERYTHING) -> None:
+        """With an authorizer the requester needs DESCRIBE_CONFIGS on the cluster (else
+        CLUSTER_AUTHORIZATION_FAILED), as in Kafka."""
         self._image = image
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        if self._authorizer.enabled and not cluster_allowed(
+            self._authorizer, ctx, AclOperation.DESCRIBE_CONFIGS
+        ):
+            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         components = [QuotaFilterComponent(c.entity_type, c.match_type, c.match) for c in request.components]
         try:
             matched = describe_quotas(self._image.client_quotas(), components, request.strict)

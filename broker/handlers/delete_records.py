@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, denied_names
 from broker.handlers.base import Handler, RequestContext
 from broker.replication.delayed_delete_records import (
     INVALID_LOW_WATERMARK,
@@ -27,6 +28,8 @@ from broker.replication.delayed_delete_records import (
 )
 from broker.replication.replica_manager import ReplicaManager
 from metadata import topic_names
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -40,15 +43,30 @@ class DeleteRecordsHandler(Handler):
     min_version = 0
     max_version = 2
 
-    def __init__(self, replica_manager: ReplicaManager, purgatory: DelayedOperationPurgatory) -> None:
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        purgatory: DelayedOperationPurgatory,
+        authorizer: Authorizer = ALLOW_EVERYTHING,
+    ) -> None:
         """``purgatory`` parks the requests that wait for the followers; the composition root makes
-        every partition change re-check them (``check_and_complete(partition.key)``)."""
+        every partition change re-check them (``check_and_complete(partition.key)``). A topic the
+        requester may not DELETE answers TOPIC_AUTHORIZATION_FAILED on each of its partitions."""
         self._replicas = replica_manager
         self._purgatory = purgatory
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        denied = denied_names(
+            self._authorizer, ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics)
+        )
         statuses = [
-            [self._delete(topic.name, p.partition_index, p.offset) for p in topic.partitions]
+            [
+                _failed((topic.name, p.partition_index), ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                if topic.name in denied
+                else self._delete(topic.name, p.partition_index, p.offset)
+                for p in topic.partitions
+            ]
             for topic in request.topics
         ]
         flat = [status for topic in statuses for status in topic]

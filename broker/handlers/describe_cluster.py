@@ -23,8 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, cluster_allowed
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_AUTHORIZED_OPERATIONS
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_bindings import CLUSTER_NAME
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
@@ -60,12 +64,14 @@ class DescribeClusterHandler(Handler):
         cluster_id: str,
         nodes: Callable[[str], Sequence[ClusterNode]],
         controller_id: Callable[[], int],
+        authorizer: Authorizer = ALLOW_EVERYTHING,
     ) -> None:
         """``nodes(listener)`` lists the nodes with their address on the listener a request came in on."""
         self._endpoint_type = endpoint_type
         self._cluster_id = cluster_id
         self._nodes = nodes
         self._controller_id = controller_id
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         version = ctx.api_version
@@ -93,11 +99,23 @@ class DescribeClusterHandler(Handler):
                 {"broker_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in nodes
             ],
             "cluster_authorized_operations": (
-                CLUSTER_AUTHORIZED_OPERATIONS
+                self._cluster_operations(ctx)
                 if request.include_cluster_authorized_operations
                 else AUTHORIZED_OPERATIONS_OMITTED
             ),
         }
+
+    def _cluster_operations(self, ctx: RequestContext) -> int:
+        """Kafka's rule: the authorizer's operations with DESCRIBE on the cluster, else 0 (the
+        request itself needs no permission)."""
+        authorizer = self._authorizer
+        if not authorizer.enabled:
+            return CLUSTER_AUTHORIZED_OPERATIONS
+        if not cluster_allowed(authorizer, ctx, AclOperation.DESCRIBE):
+            return 0
+        return authorizer.authorized_operations(
+            ctx.principal, ctx.client_host, ResourceType.CLUSTER, CLUSTER_NAME
+        )
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         return _error(code, None)

@@ -27,9 +27,12 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, config_resource_refusal
 from broker.handlers.base import Handler, RequestContext
 from metadata import topic_names
+from metadata.authorizer.standard import Authorizer
 from metadata.topics import TopicLookup
+from protocol.acl_types import AclOperation
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -58,9 +61,12 @@ class DescribeConfigsHandler(Handler):
     min_version = 1
     max_version = 4
 
-    def __init__(self, topics: TopicLookup, config: BrokerConfig) -> None:
+    def __init__(
+        self, topics: TopicLookup, config: BrokerConfig, authorizer: Authorizer = ALLOW_EVERYTHING
+    ) -> None:
         self._topics = topics
         self._config = config
+        self._authorizer = authorizer
         self._describers: dict[int, Callable[[str], list[ConfigEntry]]] = {
             ResourceType.TOPIC: self._topic_entries,
             ResourceType.BROKER: self._broker_entries,
@@ -71,7 +77,20 @@ class DescribeConfigsHandler(Handler):
             synonyms=request.include_synonyms,
             documentation=ctx.api_version >= 3 and request.include_documentation,
         )
-        return {"throttle_time_ms": 0, "results": [self._describe(r, options) for r in request.resources]}
+        results = []
+        for resource in request.resources:
+            refusal = config_resource_refusal(
+                self._authorizer,
+                ctx,
+                AclOperation.DESCRIBE_CONFIGS,
+                resource.resource_type,
+                resource.resource_name,
+            )
+            if refusal is not None:  # Kafka's ConfigHelper: the error with its default message, no configs
+                results.append(_error_result(resource, refusal, refusal.description))
+            else:
+                results.append(self._describe(resource, options))
+        return {"throttle_time_ms": 0, "results": results}
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         """Every resource of the request carries ``code`` (DescribeConfigs has no top-level error)."""

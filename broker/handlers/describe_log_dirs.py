@@ -44,11 +44,14 @@ from typing import Any, Protocol
 
 import structlog
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, cluster_allowed
 from broker.handlers.base import Handler, RequestContext
+from metadata.authorizer.standard import Authorizer
 from metadata.log_topic import METADATA_TOPIC
+from protocol.acl_types import AclOperation
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
-from protocol.error_codes import ErrorCode
+from protocol.error_codes import ErrorCode, KafkaError
 from storage.log import PartitionLog
 from storage.log_manager import TopicPartition, partition_dir_name
 from storage.segment import LOG_SUFFIX
@@ -90,11 +93,18 @@ class DescribeLogDirsHandler(Handler):
     min_version = 1
     max_version = 5
 
-    def __init__(self, log_dirs: Sequence[pathlib.Path], logs: HeldLogs) -> None:
+    def __init__(
+        self, log_dirs: Sequence[pathlib.Path], logs: HeldLogs, authorizer: Authorizer = ALLOW_EVERYTHING
+    ) -> None:
+        """With an authorizer the requester needs DESCRIBE on the cluster (else the top-level
+        CLUSTER_AUTHORIZATION_FAILED and no results), as in Kafka."""
         self._log_dirs = list(dict.fromkeys(os.path.abspath(d) for d in log_dirs))
         self._logs = logs
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        if self._authorizer.enabled and not cluster_allowed(self._authorizer, ctx, AclOperation.DESCRIBE):
+            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         wanted = _wanted(request.topics)
         held: dict[str, list[_Held]] = {d: [] for d in self._log_dirs}
         for key, log_dir, log in self._logs.held_logs():

@@ -18,7 +18,9 @@ import structlog
 
 from broker.cluster.controller_channel import ControllerChannel, ControllerUnavailableError
 from broker.cluster.metadata_loader import MetadataLoader
+from broker.handlers.authorization import ALLOW_EVERYTHING, config_resource_refusal
 from broker.handlers.base import Handler, RequestContext
+from metadata.authorizer.standard import Authorizer
 from metadata.controller.active import ControllerRef, resolve_controller
 from metadata.controller.config_control import (
     AlterableConfig,
@@ -28,6 +30,7 @@ from metadata.controller.config_control import (
 )
 from metadata.image import MetadataImage
 from metadata.records import ConfigResourceType
+from protocol.acl_types import AclOperation
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -122,6 +125,7 @@ class ForwardedAlterConfigsHandler(Handler):
         channel: ControllerChannel,
         loader: MetadataLoader,
         node_id: int,
+        authorizer: Authorizer = ALLOW_EVERYTHING,
     ) -> None:
         self.api_key = api.api_key  # type: ignore[misc]
         self.min_version = api.min_version  # type: ignore[misc]
@@ -130,11 +134,23 @@ class ForwardedAlterConfigsHandler(Handler):
         self._channel = channel
         self._loader = loader
         self._node_id = node_id
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         refused: dict[int, tuple[ErrorCode, str]] = {}
         for index, resource in enumerate(request.resources):
             problem = self._preprocess(resource)
+            if problem is None:
+                # the controller would check ALTER_CONFIGS (ControllerApis); it never sees the client
+                refusal = config_resource_refusal(
+                    self._authorizer,
+                    ctx,
+                    AclOperation.ALTER_CONFIGS,
+                    resource.resource_type,
+                    resource.resource_name,
+                )
+                if refusal is not None:
+                    problem = (refusal, refusal.description)
             if problem is not None:
                 refused[index] = problem
         kept = [r for i, r in enumerate(request.resources) if i not in refused]

@@ -14,11 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, cluster_allowed
 from broker.handlers.base import Handler, RequestContext
+from metadata.authorizer.standard import Authorizer
 from metadata.controller.active import ControllerRef, resolve_controller
 from metadata.controller.scram_control import ScramAlterationResult, ScramDeletion, ScramUpsertion
 from metadata.image import MetadataImage
 from metadata.scram_credentials import describe_credentials
+from protocol.acl_types import AclOperation
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -36,10 +39,15 @@ class DescribeUserScramCredentialsHandler(Handler):
     min_version = 0
     max_version = 0
 
-    def __init__(self, image: MetadataImage) -> None:
+    def __init__(self, image: MetadataImage, authorizer: Authorizer = ALLOW_EVERYTHING) -> None:
+        """With an authorizer the requester needs DESCRIBE on the cluster (else
+        CLUSTER_AUTHORIZATION_FAILED), as in Kafka."""
         self._image = image
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        if self._authorizer.enabled and not cluster_allowed(self._authorizer, ctx, AclOperation.DESCRIBE):
+            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         users = None if request.users is None else [user.name for user in request.users]
         results = [
             {
