@@ -377,10 +377,13 @@ class KiplingProcess(ServerProcess):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
-    def metrics_text(self) -> str:
+    def metrics_text(self, timeout_s: float = 120.0) -> str:
+        """The broker's /metrics page. The bound is generous: a broker holding 100,000 partitions
+        on a busy machine renders its partition gauges slowly, and a bench must not fail on that."""
         import urllib.request
 
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as response:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
             return str(response.read().decode())
 
     def metric(self, name: str) -> float:
