@@ -364,10 +364,11 @@ def transaction_handlers(
     groups: GroupCoordination,
     topics: TopicLookup,
     replicas: ReplicaManager,
+    authorizer: Authorizer = ALLOW_EVERYTHING,
 ) -> list[Handler]:
     """The transaction APIs: each broker answers for the transactional ids it coordinates (and
     describes and lists them), writes markers on the partitions it leads, and describes the
-    producers of those partitions."""
+    producers of those partitions, checking the requester's ACLs with ``authorizer``."""
     coordinator = transactions.runtime.coordinator
     group_coordinator = groups.runtime.coordinator
     transactions.markers.listen_for_offsets_markers(group_coordinator.on_transaction_completed)
@@ -392,12 +393,12 @@ def transaction_handlers(
         return outcome.code if isinstance(outcome, KafkaError) else outcome
 
     return [
-        AddPartitionsToTxnHandler(coordinator, partition_exists),
-        AddOffsetsToTxnHandler(coordinator, group_coordinator.partition_for),
-        EndTxnHandler(coordinator),
-        TxnOffsetCommitHandler(group_coordinator, partition_exists, verify_offsets_partition),
-        WriteTxnMarkersHandler(transactions.markers),
-        DescribeTransactionsHandler(coordinator),
-        ListTransactionsHandler(coordinator),
-        DescribeProducersHandler(replicas, topics),
+        AddPartitionsToTxnHandler(coordinator, partition_exists, authorizer),
+        AddOffsetsToTxnHandler(coordinator, group_coordinator.partition_for, authorizer),
+        EndTxnHandler(coordinator, authorizer),
+        TxnOffsetCommitHandler(group_coordinator, partition_exists, verify_offsets_partition, authorizer),
+        WriteTxnMarkersHandler(transactions.markers, authorizer),
+        DescribeTransactionsHandler(coordinator, authorizer),
+        ListTransactionsHandler(coordinator, authorizer),
+        DescribeProducersHandler(replicas, topics, authorizer),
     ]

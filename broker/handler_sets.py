@@ -244,9 +244,9 @@ def broker_handlers(
             ListOffsetsHandler(replicas, authorizer),
             DeleteRecordsHandler(replicas, plane.delete_records_purgatory, authorizer),
             OffsetForLeaderEpochHandler(replicas, authorizer),
-            InitProducerIdHandler(producer_ids, transactions.runtime.coordinator),
+            InitProducerIdHandler(producer_ids, transactions.runtime.coordinator, authorizer),
             *group_handlers(groups, transactions, image, authorizer),
-            *transaction_handlers(transactions, groups, image, replicas),
+            *transaction_handlers(transactions, groups, image, replicas, authorizer),
         ],
         config,
     )

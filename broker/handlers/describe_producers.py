@@ -20,11 +20,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, allowed
 from broker.handlers.base import Handler, RequestContext
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager
 from metadata import topic_names
+from metadata.authorizer.standard import Authorizer
 from metadata.topics import TopicLookup
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -37,12 +40,16 @@ class DescribeProducersHandler(Handler):
     min_version = 0
     max_version = 0
 
-    def __init__(self, replicas: ReplicaManager, topics: TopicLookup) -> None:
+    def __init__(
+        self, replicas: ReplicaManager, topics: TopicLookup, authorizer: Authorizer = ALLOW_EVERYTHING
+    ) -> None:
+        """With an authorizer a valid topic the requester may not READ is TOPIC_AUTHORIZATION_FAILED."""
         self._replicas = replicas
         self._topics = topics
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
-        return {"throttle_time_ms": 0, "topics": [self._topic(t) for t in request.topics]}
+        return {"throttle_time_ms": 0, "topics": [self._topic(t, ctx) for t in request.topics]}
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         if request is None:
@@ -55,13 +62,15 @@ class DescribeProducersHandler(Handler):
             ],
         }
 
-    def _topic(self, request: MessageData) -> dict[str, Any]:
+    def _topic(self, request: MessageData, ctx: RequestContext) -> dict[str, Any]:
         name = request.name
         error: KafkaError | None = None
         try:
             topic_names.validate(name)
         except KafkaError as exc:
             error = exc
+        if error is None and not allowed(self._authorizer, ctx, AclOperation.READ, ResourceType.TOPIC, name):
+            error = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         if error is None and self._topics.get(name) is None:
             error = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if error is not None:

@@ -12,10 +12,14 @@ the transaction grouped by topic. There are no ACLs, so no TRANSACTIONAL_ID_AUTH
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, denied_names
 from broker.handlers.base import Handler, RequestContext
 from coordinator.transaction import DescribedTransaction, TransactionCoordinator
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
@@ -26,12 +30,43 @@ class DescribeTransactionsHandler(Handler):
     min_version = 0
     max_version = 0
 
-    def __init__(self, coordinator: TransactionCoordinator) -> None:
+    def __init__(
+        self, coordinator: TransactionCoordinator, authorizer: Authorizer = ALLOW_EVERYTHING
+    ) -> None:
         self._coordinator = coordinator
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
-        described = self._coordinator.describe_transactions(list(request.transactional_ids))
-        return {"throttle_time_ms": 0, "transaction_states": [_state(d) for d in described]}
+        ids = list(request.transactional_ids)
+        if not self._authorizer.enabled:
+            described = self._coordinator.describe_transactions(ids)
+            return {"throttle_time_ms": 0, "transaction_states": [_state(d) for d in described]}
+        return {"throttle_time_ms": 0, "transaction_states": [_state(d) for d in self._authorized(ctx, ids)]}
+
+    def _authorized(self, ctx: RequestContext, ids: list[str]) -> list[DescribedTransaction]:
+        """Kafka's checks: an id the requester may not DESCRIBE is
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED; the others list only the topics it may DESCRIBE."""
+        authorizer = self._authorizer
+        denied = denied_names(authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, ids)
+        permitted = [i for i in ids if i not in denied]
+        described = iter(self._coordinator.describe_transactions(permitted) if permitted else ())
+        states = []
+        for transactional_id in ids:
+            if transactional_id in denied:
+                states.append(
+                    DescribedTransaction(transactional_id, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                )
+                continue
+            state = next(described)
+            hidden = denied_names(
+                authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in state.topics)
+            )
+            if hidden:
+                state = dataclasses.replace(
+                    state, topics=tuple(t for t in state.topics if t[0] not in hidden)
+                )
+            states.append(state)
+        return states
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         if request is None:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, allowed
 from broker.handlers.base import Handler, RequestContext
 from coordinator.transaction import TransactionCoordinator, error_for_version
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
-from protocol.error_codes import ErrorCode
+from protocol.error_codes import ErrorCode, KafkaError
 
 TRANSACTIONS_V2_VERSION = 5
 """The first EndTxn version whose client runs transactions v2 (an epoch bump per transaction)."""
@@ -24,10 +27,17 @@ class EndTxnHandler(Handler):
     min_version = 0
     max_version = 5
 
-    def __init__(self, coordinator: TransactionCoordinator) -> None:
+    def __init__(
+        self, coordinator: TransactionCoordinator, authorizer: Authorizer = ALLOW_EVERYTHING
+    ) -> None:
+        """With an authorizer the requester needs WRITE on the transactional id."""
         self._coordinator = coordinator
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        txn_id = request.transactional_id
+        if not allowed(self._authorizer, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+            raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         result = await self._coordinator.end_txn(
             request.transactional_id,
             request.producer_id,

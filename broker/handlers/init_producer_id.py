@@ -21,9 +21,12 @@ from typing import Any
 
 import structlog
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, allowed, cluster_allowed
 from broker.handlers.base import Handler, RequestContext
 from broker.produce.producer_ids import ProducerIdGenerator, ProducerIdsUnavailableError
 from coordinator.transaction import TransactionCoordinator, error_for_version
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
@@ -39,11 +42,20 @@ class InitProducerIdHandler(Handler):
     min_version = 0
     max_version = 5
 
-    def __init__(self, producer_ids: ProducerIdGenerator, transactions: TransactionCoordinator) -> None:
+    def __init__(
+        self,
+        producer_ids: ProducerIdGenerator,
+        transactions: TransactionCoordinator,
+        authorizer: Authorizer = ALLOW_EVERYTHING,
+    ) -> None:
         self._producer_ids = producer_ids
         self._transactions = transactions
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        refusal = self._refusal(ctx, request.transactional_id)
+        if refusal is not None:
+            return _body(refusal)
         if (request.producer_id == NO_PRODUCER_ID) != (request.producer_epoch == NO_PRODUCER_EPOCH):
             return _body(ErrorCode.INVALID_REQUEST)
         if request.transactional_id is not None:
@@ -67,6 +79,23 @@ class InitProducerIdHandler(Handler):
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         return _body(code)
+
+    def _refusal(self, ctx: RequestContext, transactional_id: str | None) -> ErrorCode | None:
+        """Kafka's checks: a transactional producer needs WRITE on its transactional id
+        (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), an idempotent one IDEMPOTENT_WRITE on the cluster
+        or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED)."""
+        authorizer = self._authorizer
+        if not authorizer.enabled:
+            return None
+        if transactional_id is not None:
+            if allowed(authorizer, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+                return None
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        if cluster_allowed(authorizer, ctx, AclOperation.IDEMPOTENT_WRITE) or authorizer.authorize_any(
+            ctx.principal, ctx.client_host, AclOperation.WRITE, ResourceType.TOPIC
+        ):
+            return None
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 def _body(

@@ -13,10 +13,14 @@ A broker that coordinates nothing answers an empty list (an admin client asks ev
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, denied_names
 from broker.handlers.base import Handler, RequestContext
 from coordinator.transaction import ListTransactionsResult, TransactionCoordinator
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode
@@ -30,8 +34,12 @@ class ListTransactionsHandler(Handler):
     min_version = 0
     max_version = 1
 
-    def __init__(self, coordinator: TransactionCoordinator) -> None:
+    def __init__(
+        self, coordinator: TransactionCoordinator, authorizer: Authorizer = ALLOW_EVERYTHING
+    ) -> None:
+        """With an authorizer only the transactional ids the requester may DESCRIBE are listed."""
         self._coordinator = coordinator
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         duration = (
@@ -42,6 +50,14 @@ class ListTransactionsHandler(Handler):
         result = self._coordinator.list_transactions(
             list(dict.fromkeys(request.state_filters)), set(request.producer_id_filters), duration
         )
+        if self._authorizer.enabled:
+            ids = (t.transactional_id for t in result.transactions)
+            hidden = denied_names(
+                self._authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, ids
+            )
+            if hidden:
+                kept = tuple(t for t in result.transactions if t.transactional_id not in hidden)
+                result = dataclasses.replace(result, transactions=kept)
         return _body(result)
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:

@@ -15,14 +15,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, NOTHING_DENIED, allowed, denied_names
 from broker.handlers.base import Handler, RequestContext
 from broker.handlers.join_group import await_callback
 from broker.handlers.offset_commit import PartitionExists, commit_response_body
 from coordinator.group import GroupCoordinator, OffsetCommitRequest, PartitionCommit, TxnOffsetCommitRequest
 from coordinator.group.log import offset_commit_error
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
-from protocol.error_codes import ErrorCode
+from protocol.error_codes import ErrorCode, KafkaError
 
 VerifyOffsetsPartition = Callable[[str, int, int, int], Awaitable[object]]
 """(transactional id, producer id, epoch, partition of __consumer_offsets) -> the partition leader's
@@ -35,18 +38,26 @@ class TxnOffsetCommitHandler(Handler):
     max_version = 4
 
     def __init__(
-        self, coordinator: GroupCoordinator, partition_exists: PartitionExists, verify: VerifyOffsetsPartition
+        self,
+        coordinator: GroupCoordinator,
+        partition_exists: PartitionExists,
+        verify: VerifyOffsetsPartition,
+        authorizer: Authorizer = ALLOW_EVERYTHING,
     ) -> None:
         self._coordinator = coordinator
         self._partition_exists = partition_exists
         self._verify = verify
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         errors: dict[tuple[str, int], ErrorCode] = {}
         commits: list[PartitionCommit] = []
+        denied = self._denied_topics(ctx, request)
         for topic in request.topics:
             for p in topic.partitions:
-                if self._partition_exists(topic.name, p.partition_index):
+                if topic.name in denied:
+                    errors[(topic.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif self._partition_exists(topic.name, p.partition_index):
                     commits.append(
                         PartitionCommit(
                             topic.name,
@@ -83,6 +94,20 @@ class TxnOffsetCommitHandler(Handler):
             )
             errors.update(await await_callback(self._coordinator.commit_txn_offsets, txn_commit))
         return commit_response_body(request.topics, lambda topic, partition: errors[(topic, partition)])
+
+    def _denied_topics(self, ctx: RequestContext, request: MessageData) -> frozenset[str]:
+        """Kafka's checks: WRITE on the transactional id, READ on the group (each failing the
+        whole request), then READ on each topic (the denied ones, answered per partition)."""
+        authorizer = self._authorizer
+        if not authorizer.enabled:
+            return NOTHING_DENIED
+        txn_id = request.transactional_id
+        if not allowed(authorizer, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+            raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not allowed(authorizer, ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        names = (t.name for t in request.topics)
+        return denied_names(authorizer, ctx, AclOperation.READ, ResourceType.TOPIC, names)
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         topics = request.topics if request is not None else []

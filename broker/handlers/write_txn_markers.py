@@ -13,11 +13,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from broker.handlers.authorization import ALLOW_EVERYTHING, cluster_allowed
 from broker.handlers.base import Handler, RequestContext
 from broker.transactions.markers import TxnMarker, TxnMarkerWriter
+from metadata.authorizer.standard import Authorizer
+from protocol.acl_types import AclOperation
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
-from protocol.error_codes import ErrorCode
+from protocol.error_codes import ErrorCode, KafkaError
 
 
 class WriteTxnMarkersHandler(Handler):
@@ -25,10 +28,20 @@ class WriteTxnMarkersHandler(Handler):
     min_version = 1
     max_version = 2
 
-    def __init__(self, writer: TxnMarkerWriter) -> None:
+    def __init__(self, writer: TxnMarkerWriter, authorizer: Authorizer = ALLOW_EVERYTHING) -> None:
+        """With an authorizer the requester (a broker) needs ALTER or CLUSTER_ACTION on the cluster
+        (else CLUSTER_AUTHORIZATION_FAILED on every partition), as in Kafka."""
         self._writer = writer
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        authorizer = self._authorizer
+        if (
+            authorizer.enabled
+            and not cluster_allowed(authorizer, ctx, AclOperation.ALTER)
+            and not cluster_allowed(authorizer, ctx, AclOperation.CLUSTER_ACTION)
+        ):
+            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         markers = [
             TxnMarker(
                 m.producer_id,
