@@ -1,11 +1,14 @@
 """Authorization on a real broker process (``authorizer.class.name`` = StandardAuthorizer): clients
 log in over a SASL_PLAINTEXT PLAIN listener as admin (``super.users=User:admin``), alice (READ,
 WRITE and DESCRIBE on topics prefixed ``alice-``, READ on groups prefixed ``alice-``, and a DENY of
-WRITE on ``alice-denied``) or bob (READ on groups prefixed ``bob-``, nothing on topics).
+WRITE on ``alice-denied``, WRITE on transactional ids prefixed ``alice-``) or bob (READ on groups
+prefixed ``bob-``, nothing on topics).
 confluent-kafka produces and consumes as alice; as bob a produce fails TOPIC_AUTHORIZATION_FAILED,
 a consumer of alice's group GROUP_AUTHORIZATION_FAILED and one of his own group
 TOPIC_AUTHORIZATION_FAILED; bob's Metadata does not list alice's topics; DENY wins over ALLOW; the
-super user may do anything."""
+super user may do anything; alice's idempotent and transactional producers work, bob's
+transactional one is refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED; neither may create topics
+(TOPIC_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # exported, but not in __all__
     AclBinding,
     AclOperation,
@@ -36,7 +39,7 @@ PLAIN_JAAS = (
     'username="admin" password="admin-secret" user_admin="admin-secret" '
     'user_alice="alice-secret" user_bob="bob-secret";'
 )
-TOPIC, GROUP = ResourceType.TOPIC, ResourceType.GROUP
+TOPIC, GROUP, TXN_ID = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 
@@ -95,6 +98,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         binding(GROUP, "alice-", "alice", AclOperation.READ, pattern=PREFIXED),
         binding(TOPIC, "alice-denied", "alice", AclOperation.WRITE, permission=DENY),
         binding(GROUP, "bob-", "bob", AclOperation.READ, pattern=PREFIXED),
+        binding(TXN_ID, "alice-", "alice", AclOperation.WRITE, pattern=PREFIXED),
     ]
     for future in admin.create_acls(acls, request_timeout=TIMEOUT_S).values():
         future.result(timeout=TIMEOUT_S)
@@ -179,3 +183,27 @@ def test_the_super_user_may_do_anything(node: Node) -> None:
     assert produce(admin, "secret", count=3) == []
     values, errors = consume(admin, "secret", "any-group", 3)
     assert errors == [] and len(values) == 3
+
+
+def test_idempotent_and_transactional_producers(node: Node) -> None:
+    alice = node.config("alice")
+    assert produce({**alice, "enable.idempotence": True}, "alice-orders", count=3) == []
+    producer = Producer({**alice, "transactional.id": "alice-txn", "message.timeout.ms": 20000})
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce("alice-orders", b"in-a-transaction")
+    producer.commit_transaction(TIMEOUT_S)
+    refused = Producer({**node.config("bob"), "transactional.id": "bob-txn", "message.timeout.ms": 20000})
+    with pytest.raises(KafkaException) as failure:
+        refused.init_transactions(TIMEOUT_S)
+    assert failure.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_creating_topics_needs_create(node: Node) -> None:
+    for user in ("alice", "bob"):
+        name = f"alice-made-by-{user}"
+        admin = AdminClient(node.config(user))  # kept: its futures fail when it is collected
+        futures = admin.create_topics([NewTopic(name, 1, 1)], request_timeout=TIMEOUT_S)
+        with pytest.raises(KafkaException) as failure:
+            futures[name].result(timeout=TIMEOUT_S)
+        assert failure.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, user
