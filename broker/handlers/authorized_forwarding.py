@@ -8,8 +8,9 @@ allowed and answers the rest itself:
 * CreateTopics: CREATE on the cluster, else on each topic (TOPIC_AUTHORIZATION_FAILED, "Authorization
   failed."); a created topic's configs are returned only with DESCRIBE_CONFIGS on it (else
   ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED and no configs).
-* DeleteTopics: DELETE on each topic (TOPIC_AUTHORIZATION_FAILED; one named by id keeps its name
-  only when the requester may DESCRIBE it).
+* DeleteTopics: DELETE on the cluster, else on each topic (TOPIC_AUTHORIZATION_FAILED; one named
+  by id keeps its name only when the requester may DESCRIBE it; a missing topic it may DESCRIBE
+  gets the controller's UNKNOWN_TOPIC_OR_PARTITION).
 * CreatePartitions: ALTER on each topic (TOPIC_AUTHORIZATION_FAILED).
 * ElectLeaders, AlterPartitionReassignments, AlterUserScramCredentials: ALTER on the cluster;
   ListPartitionReassignments: DESCRIBE on the cluster; AlterClientQuotas: ALTER_CONFIGS on the
@@ -117,6 +118,9 @@ class AuthorizedForwarding(Handler):
                 if not self._topic(ctx, AclOperation.ALTER, e.name)
             }
             field = "results"
+        elif cluster_allowed(self._authorizer, ctx, AclOperation.DELETE):  # DeleteTopics, all of them
+            refusals = {}
+            field = "responses"
         else:  # DeleteTopics
             refusals = {}
             for i, entry in enumerate(entries):
@@ -156,6 +160,8 @@ class AuthorizedForwarding(Handler):
             return refusal
         if self._topic(ctx, AclOperation.DELETE, name):
             return None
+        if self._image.get(name) is None and self._topic(ctx, AclOperation.DESCRIBE, name):
+            return None  # described: the controller's UNKNOWN_TOPIC_OR_PARTITION may be told
         return _refusal(self._api, ctx, request, request_field, entry)
 
     def _topic(self, ctx: RequestContext, operation: AclOperation, name: str) -> bool:

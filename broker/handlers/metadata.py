@@ -205,7 +205,7 @@ class MetadataHandler(Handler):
     async def _by_name(
         self, ctx: RequestContext, name: str, allow_create: bool, ops_for: Callable[[str], int] | None
     ) -> dict[str, Any]:
-        if self._authorizer.enabled and not self._may_describe(ctx, name):
+        if self._authorizer.enabled and name is not None and not self._may_describe(ctx, name):
             # whether it exists is not disclosed
             return _error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, ZERO_UUID, internal=False)
         topic = self._topics.get(name)

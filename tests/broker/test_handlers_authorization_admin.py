@@ -164,9 +164,18 @@ async def test_delete_topics_needs_delete(env: Env) -> None:
         handler, 6, {"topics": [{"name": None, "topic_id": secret.topic_id}], "timeout_ms": 5000}, BOB
     )
     assert [(r.name, r.error_code) for r in by_id_bob.responses] == [(None, TOPIC_DENIED)]
-    answer = await call_as(handler, 5, {"topic_names": ["app-orders", "secret"], "timeout_ms": 5000}, ALICE)
-    assert results(answer, "responses") == {"app-orders": NONE, "secret": TOPIC_DENIED}
+    names = ["app-orders", "secret", "app-ghost", "ghost"]
+    answer = await call_as(handler, 5, {"topic_names": names, "timeout_ms": 5000}, ALICE)
+    assert results(answer, "responses") == {
+        "app-orders": NONE,
+        "secret": TOPIC_DENIED,
+        "app-ghost": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),  # described: its absence may be told
+        "ghost": TOPIC_DENIED,
+    }
     assert env.topics.get("app-orders") is None and env.topics.get("secret") is not None
+    everything = forwarding(env, DeleteTopicsHandler, channel, cluster_acl(AclOperation.DELETE, user=BOB))
+    answer = await call_as(everything, 5, {"topic_names": ["secret"], "timeout_ms": 5000}, BOB)
+    assert results(answer, "responses") == {"secret": NONE}
 
 
 async def test_create_partitions_needs_alter(env: Env) -> None:
