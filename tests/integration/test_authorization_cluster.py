@@ -1,0 +1,141 @@
+"""Authorization in a three-node cluster: every listener SASL_PLAINTEXT with PLAIN logins (the
+controller listener PLAINTEXT), the brokers' own principal ``User:broker`` a super user (Kafka's
+requirement for follower fetches, transaction verification and markers), alice granted her
+prefixed topics, groups and transactional ids. Alice's transactional producer writes an RF3 topic
+with acks=all (replication, AddPartitionsToTxn verification and WriteTxnMarkers between brokers all
+pass the authorizer) and a read_committed consumer reads it back; bob's produce is refused; admin
+requests forwarded to the controller are checked on the broker that receives them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # exported, but not in __all__
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from tests.integration.cluster import FAST_FAILOVER, Cluster
+
+pytestmark = [pytest.mark.timeout(240)]
+
+TIMEOUT_S = 30
+MESSAGES = 30
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="broker" password="broker-secret" user_broker="broker-secret" '
+    'user_alice="alice-secret" user_bob="bob-secret";'
+)
+
+
+def client(cluster: Cluster, user: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": cluster.bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": f"{user}-secret",
+        **extra,
+    }
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    root = tmp_path_factory.mktemp("authorization-cluster")
+    security = [
+        "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name=SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms=PLAIN",
+        "sasl.mechanism.inter.broker.protocol=PLAIN",
+        f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_JAAS}",
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users=User:broker",
+    ]
+    nodes = Cluster(root, voters=1, overrides=[*FAST_FAILOVER, *security])
+    for node, process in nodes.brokers.items():
+        listeners = f"SASL_PLAINTEXT://127.0.0.1:{process.port}"
+        if node in nodes.controller_ports:
+            listeners += f",CONTROLLER://127.0.0.1:{nodes.controller_ports[node]}"
+        process.overrides.append(f"listeners={listeners}")
+    nodes.start(timeout_s=90)
+    try:
+        admin = AdminClient(client(nodes, "broker"))
+        admin.create_topics([NewTopic("alice-orders", 2, 3)], request_timeout=TIMEOUT_S)[
+            "alice-orders"
+        ].result(timeout=TIMEOUT_S)
+        prefixed = ResourcePatternType.PREFIXED
+        acls = [
+            AclBinding(restype, "alice-", prefixed, "User:alice", "*", op, AclPermissionType.ALLOW)
+            for restype, op in (
+                (ResourceType.TOPIC, AclOperation.READ),
+                (ResourceType.TOPIC, AclOperation.WRITE),
+                (ResourceType.GROUP, AclOperation.READ),
+                (ResourceType.TRANSACTIONAL_ID, AclOperation.WRITE),
+            )
+        ]
+        for future in admin.create_acls(acls, request_timeout=TIMEOUT_S).values():
+            future.result(timeout=TIMEOUT_S)
+        yield nodes
+    finally:
+        nodes.stop()
+
+
+def test_alice_writes_transactionally_with_acks_all_and_reads_committed(cluster: Cluster) -> None:
+    producer = Producer(client(cluster, "alice", **{"transactional.id": "alice-txn", "acks": "all"}))
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    for i in range(MESSAGES):
+        producer.produce("alice-orders", b"value-%d" % i)
+    producer.commit_transaction(TIMEOUT_S)
+    consumer = Consumer(
+        client(
+            cluster,
+            "alice",
+            **{
+                "group.id": "alice-readers",
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+            },
+        )
+    )
+    consumer.subscribe(["alice-orders"])
+    values: list[bytes] = []
+    try:
+        for _ in range(120):
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            values.append(message.value() or b"")
+            if len(values) >= MESSAGES:
+                break
+    finally:
+        consumer.close()
+    assert sorted(values) == sorted(b"value-%d" % i for i in range(MESSAGES))
+
+
+def test_bob_is_refused(cluster: Cluster) -> None:
+    errors: list[Any] = []
+
+    def delivered(error: Any, _message: Any) -> None:
+        if error is not None:
+            errors.append(error)
+
+    producer = Producer(client(cluster, "bob", **{"message.timeout.ms": 20000}))
+    producer.produce("alice-orders", b"nope", on_delivery=delivered)
+    producer.flush(30)
+    assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    admin = AdminClient(client(cluster, "bob"))
+    futures = admin.delete_topics(["alice-orders"], request_timeout=TIMEOUT_S)
+    with pytest.raises(KafkaException) as failure:
+        futures["alice-orders"].result(timeout=TIMEOUT_S)
+    assert failure.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "alice-orders" in AdminClient(client(cluster, "broker")).list_topics(timeout=TIMEOUT_S).topics
