@@ -110,9 +110,8 @@ def registry_of(handlers: Iterable[Handler], config: BrokerConfig) -> HandlerReg
     Kafka does), and ApiVersions, which advertises exactly them."""
     registry = HandlerRegistry([])
     registry.register(ApiVersionsHandler(registry.api_ranges))
-    failed_delay_s = config.connection_failed_authentication_delay_ms / 1000
-    registry.register(SaslHandshakeHandler(failed_delay_s))
-    registry.register(SaslAuthenticateHandler(failed_delay_s))
+    registry.register(SaslHandshakeHandler())
+    registry.register(SaslAuthenticateHandler())
     for handler in handlers:
         registry.register(handler)
     return registry
@@ -209,7 +208,7 @@ def broker_handlers(
     ]
     return registry_of(
         [
-            ForwardedDescribeQuorumHandler(channel),
+            ForwardedDescribeQuorumHandler(channel, authorizer),
             MetadataHandler(
                 image,
                 brokers=brokers,

@@ -14,13 +14,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from broker.cluster.controller_channel import ControllerChannel, ControllerUnavailableError
+from broker.handlers.authorization import ALLOW_EVERYTHING, cluster_allowed
 from broker.handlers.base import Handler, RequestContext
 from broker.quorum.raft_manager import RaftManager
+from metadata.authorizer.standard import Authorizer
 from metadata.log_topic import METADATA_PARTITION, METADATA_TOPIC
 from metadata.raft import wire
 from metadata.raft.messages import RaftMessage
 from metadata.raft.quorum import NotLeaderError
 from metadata.snapshot import SnapshotId, SnapshotPositionError, read_snapshot_chunk, snapshot_size
+from protocol.acl_types import AclOperation
 from protocol.api_keys import ApiKey
 from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
@@ -146,10 +149,15 @@ class ForwardedDescribeQuorumHandler(Handler):
     min_version = 0
     max_version = 2
 
-    def __init__(self, channel: ControllerChannel) -> None:
+    def __init__(self, channel: ControllerChannel, authorizer: Authorizer = ALLOW_EVERYTHING) -> None:
+        """With an authorizer the requester needs DESCRIBE on the cluster (ControllerApis' check,
+        made here: the controller does not see the client), else CLUSTER_AUTHORIZATION_FAILED."""
         self._channel = channel
+        self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
+        if self._authorizer.enabled and not cluster_allowed(self._authorizer, ctx, AclOperation.DESCRIBE):
+            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         try:
             return await self._channel.forward(
                 self.api_key, ctx.api_version, request, DESCRIBE_QUORUM_FORWARD_TIMEOUT_S

@@ -33,6 +33,7 @@ from broker.handlers.partition_reassignments import (
     AlterPartitionReassignmentsHandler,
     ListPartitionReassignmentsHandler,
 )
+from broker.handlers.quorum import ForwardedDescribeQuorumHandler
 from broker.handlers.user_scram_credentials import (
     AlterUserScramCredentialsHandler,
     DescribeUserScramCredentialsHandler,
@@ -370,3 +371,20 @@ async def test_describe_cluster_authorized_operations() -> None:
     assert (
         await call_as(handler, 1, body, ADMIN)
     ).cluster_authorized_operations == CLUSTER_AUTHORIZED_OPERATIONS
+
+
+async def test_describe_quorum_needs_describe_on_the_cluster(env: Env) -> None:
+    sent: list[ApiKey] = []
+
+    class QuorumChannel:
+        async def forward(self, api_key: ApiKey, version: int, body: MessageData, timeout_s: float) -> Any:
+            sent.append(api_key)
+            return {"error_code": 0, "error_message": None, "topics": [], "nodes": []}
+
+    handler = ForwardedDescribeQuorumHandler(
+        QuorumChannel(),  # type: ignore[arg-type]
+        authorizer(cluster_acl(AclOperation.DESCRIBE)),
+    )
+    body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+    assert (await call_as(handler, 2, body, BOB)).error_code == CLUSTER_DENIED and sent == []
+    assert (await call_as(handler, 2, body, ALICE)).error_code == NONE and sent == [ApiKey.DESCRIBE_QUORUM]
