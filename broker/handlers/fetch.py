@@ -8,6 +8,8 @@ A consumer over its ``consumer_byte_rate`` quota gets an empty response with the
 and its connection muted for that long (:mod:`broker.quotas.enforcement`); followers are never
 throttled by client quotas.
 v4 is the lowest version served: it is the first with record batch v2, which kipling stores.
+With an authorizer a consumer needs READ on each topic and a follower CLUSTER_ACTION on the cluster;
+a denied partition is answered TOPIC_AUTHORIZATION_FAILED (see ``FetchRequest.topic_authorized``).
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ at v10+.
 A client over its ``producer_byte_rate`` quota gets the throttle time in the response and its
 connection muted for that long (:mod:`broker.quotas.enforcement`).
 
+With an authorizer each topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED for its partitions,
+whether it exists or not) and a transactional produce WRITE on its transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition), as in KafkaApis.handleProduceRequest.
+
 acks=0 gets no response; if any partition failed, the connection is closed instead (Kafka does
 the same, since the producer reads no response and would never learn of the error otherwise).
 """
