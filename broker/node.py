@@ -680,6 +680,7 @@ def _build_controller(
         security=config.listener_security.get(listener.name),
         credentials=BrokerCredentials(config.listener_security, _controller_scram(active, broker_image)),
         authentication_timeout_ms=config.kipling_authentication_timeout_ms,
+        failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
     )
     server_ref.append(server)
 
@@ -881,6 +882,7 @@ def _client_servers(
             security=config.listener_security.get(listener.name),
             credentials=credentials,
             authentication_timeout_ms=config.kipling_authentication_timeout_ms,
+            failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
         )
         for listener in listeners
     ]

@@ -585,6 +585,10 @@ class ScramClient:
                 f"Requested iterations {iterations} is less than the minimum "
                 f"{self.mechanism.min_iterations} for {self.mechanism.mechanism_name}"
             )
+        if iterations > MAX_ITERATIONS:  # PBKDF2 runs on the caller's event loop: a hostile
+            raise SaslAuthenticationError(  # server must not be able to stall it for minutes
+                f"Requested iterations {iterations} is more than the maximum {MAX_ITERATIONS}"
+            )
         salted = salted_password(self.mechanism, self._password, salt, iterations)
         without_proof = f"c={_b64(_GS2_HEADER.encode())},r={nonce}"
         auth_message = f"{self._bare},{text},{without_proof}".encode()

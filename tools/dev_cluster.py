@@ -152,7 +152,6 @@ class BrokerSpec:
             "inter.broker.listener.name": client,
             "metrics.listener": f"{self.host}:{self.metrics_port}",
             "log.dirs": str(self.log_dir),
-            **(secure_properties(self.pki, client) if self.pki is not None else {}),
         }
 
     def ports(self) -> list[tuple[int, str]]:
@@ -198,17 +197,18 @@ DEV_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 once an authorizer is configured), alice a client."""
 
 
-def _plain_jaas() -> str:
-    users = " ".join(f'user_{name}="{password}"' for name, password in DEV_USERS.items())
+def _plain_jaas(users: tuple[str, ...]) -> str:
+    entries = " ".join(f'user_{name}="{DEV_USERS[name]}"' for name in users)
     return (
         "org.apache.kafka.common.security.plain.PlainLoginModule required "
-        f'username="admin" password="{DEV_USERS["admin"]}" {users};'
+        f'username="admin" password="{DEV_USERS["admin"]}" {entries};'
     )
 
 
 def secure_properties(pki: DevPki, client_listener: str) -> dict[str, str]:
     """TLS from the dev CA on every listener and SASL/PLAIN logins on the client (inter-broker)
-    and controller listeners, the brokers logging in as admin."""
+    and controller listeners, the brokers logging in as admin; only admin may log in to the
+    controllers, as only brokers have business there."""
     props = {
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(pki.keystores["broker"]),
@@ -218,9 +218,19 @@ def secure_properties(pki: DevPki, client_listener: str) -> dict[str, str]:
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "sasl.mechanism.controller.protocol": "PLAIN",
     }
-    for listener in (client_listener, CONTROLLER_LISTENER):
-        props[f"listener.name.{listener.lower()}.plain.sasl.jaas.config"] = _plain_jaas()
+    props[f"listener.name.{client_listener.lower()}.plain.sasl.jaas.config"] = _plain_jaas(tuple(DEV_USERS))
+    props[f"listener.name.{CONTROLLER_LISTENER.lower()}.plain.sasl.jaas.config"] = _plain_jaas(("admin",))
     return props
+
+
+def cluster_settings(settings: Mapping[str, str], specs: Sequence[BrokerSpec]) -> dict[str, str]:
+    """What every broker reads from the settings file: the cluster files' keys and, secured, the
+    TLS and SASL keys (the same on every node; kept out of the command line, where ``ps`` shows
+    arguments to everyone, since the JAAS entries hold passwords)."""
+    pki = specs[0].pki if specs else None
+    if pki is None:
+        return dict(settings)
+    return {**settings, **secure_properties(pki, specs[0].client_listener)}
 
 
 def write_dev_certificates(data_dir: Path, host: str) -> DevPki:
@@ -232,7 +242,10 @@ def write_dev_certificates(data_dir: Path, host: str) -> DevPki:
         pki = DevPki(directory / "ca.pem", {name: directory / f"{name}.pem" for name in names})
     else:
         pki = write_dev_pki(directory, names, hosts=(host,))
-    (data_dir / CLIENT_PROPERTIES).write_text(
+    client_properties = data_dir / CLIENT_PROPERTIES
+    client_properties.touch(mode=0o600)  # it holds alice's password
+    client_properties.chmod(0o600)
+    client_properties.write_text(
         "# Written by `kipling dev-cluster --secure`: kipling's tools take it with --command-config.\n"
         "security.protocol=SASL_SSL\n"
         "sasl.mechanism=PLAIN\n"
@@ -358,6 +371,8 @@ def write_settings_file(data_dir: Path, settings: Mapping[str, str], source: Pat
     """Write the cluster-wide keys as the ``--config`` file every broker reads."""
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / GENERATED_SETTINGS_FILE
+    path.touch(mode=0o600)  # a secured cluster's JAAS entries hold passwords
+    path.chmod(0o600)
     lines = [
         f"# Written by `kipling dev-cluster` from {source}/{CLUSTER_FILE_PATTERN}; rewritten at every",
         "# start. Node keys (ids, roles, listeners, log.dirs, metrics) are passed with --override.",
@@ -453,6 +468,7 @@ def prepare(options: DevClusterOptions) -> tuple[list[BrokerSpec], Path, list[st
     """
     specs = broker_specs(options.layout)
     settings, fitted = fit_to_cluster(read_cluster_settings(options.cluster_config_dir), len(specs))
+    settings = cluster_settings(settings, specs)
     notices = [f"lowered {note}" for note in fitted]
     notices += [
         f"configuration warning: {w}"

@@ -36,9 +36,6 @@ class SaslHandshakeHandler(Handler):
     min_version = 0
     max_version = 1
 
-    def __init__(self, failed_delay_s: float) -> None:
-        self._failed_delay_s = failed_delay_s
-
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         session = _session(ctx)
         authenticator = session.require_authenticator()
@@ -51,7 +48,7 @@ class SaslHandshakeHandler(Handler):
                 mechanism=request.mechanism,
                 error=code.name,
             )
-            session.close_after_response = self._failed_delay_s
+            session.close_after_response = session.failed_delay_s
         return {"error_code": int(code), "mechanisms": mechanisms}
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
@@ -63,9 +60,6 @@ class SaslAuthenticateHandler(Handler):
     min_version = 0
     max_version = 2
 
-    def __init__(self, failed_delay_s: float) -> None:
-        self._failed_delay_s = failed_delay_s
-
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         session = _session(ctx)
         authenticator = session.require_authenticator()
@@ -73,7 +67,7 @@ class SaslAuthenticateHandler(Handler):
             result = authenticator.authenticate(bytes(request.auth_bytes))
         except AuthenticationError as exc:
             log.warning("authentication failed", listener=ctx.listener, peer=ctx.peer, reason=str(exc))
-            session.close_after_response = self._failed_delay_s
+            session.close_after_response = session.failed_delay_s
             session.record_authentication(succeeded=False)
             return _body(ErrorCode.for_code(exc.error_code), str(exc))
         if authenticator.authenticated:

@@ -60,7 +60,6 @@ class SaslMechanismServer(Protocol):
 
 class _State(enum.Enum):
     HANDSHAKE_OR_VERSIONS = "handshake or ApiVersions"
-    HANDSHAKE = "handshake"
     AUTHENTICATE = "authenticate"
     COMPLETE = "complete"
     REAUTH_AUTHENTICATE = "re-authenticate"
@@ -111,15 +110,14 @@ class SaslServerAuthenticator:
             return
         allowed = {
             _State.HANDSHAKE_OR_VERSIONS: (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE),
-            _State.HANDSHAKE: (ApiKey.SASL_HANDSHAKE,),
             _State.AUTHENTICATE: (ApiKey.SASL_AUTHENTICATE,),
             _State.REAUTH_AUTHENTICATE: (ApiKey.SASL_AUTHENTICATE,),
         }.get(state, ())
         if api_key not in allowed:
             name = ApiKey(api_key).name if api_key in set(ApiKey) else str(api_key)
             raise SaslStateViolation(f"unexpected request {name} during SASL {state.value}")
-        if api_key == ApiKey.API_VERSIONS:
-            self._state = _State.HANDSHAKE
+        # ApiVersions may come again before the handshake: a client told UNSUPPORTED_VERSION
+        # retries with a lower version (Kafka leaves the state only after a supported one).
 
     @property
     def expects_raw_token(self) -> bool:
@@ -193,7 +191,10 @@ class ConnectionSession:
     """From the client certificate on SSL listeners; ANONYMOUS otherwise."""
     authenticator: SaslServerAuthenticator | None = None
     close_after_response: float | None = None
-    """Set when the answer being written is the last: close this many seconds after it."""
+    """Set when the answer being written is the last: it goes out this many seconds late (the
+    failed-authentication delay), then the connection closes."""
+    failed_delay_s: float = 0.1
+    """``connection.failed.authentication.delay.ms``, in seconds."""
     on_authentication: Callable[[str, bool], None] | None = None
     """Counts SASL exchanges by listener and outcome (the socket server metrics)."""
 

@@ -180,7 +180,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _over_read_ahead(self) -> bool:
         """Pause reading at 16 queued requests or one maximum-size frame's worth of bytes, so a
-        client pipelining large produces holds at most ~socket.request.max.bytes here."""
+        client pipelining large produces holds at most ~socket.request.max.bytes here. A peer
+        that has not authenticated yet gets one request read ahead (Kafka mutes such a channel
+        until it has answered), so it holds at most sasl.server.max.receive.size."""
+        authenticator = self.session.authenticator if self.session is not None else None
+        if authenticator is not None and not authenticator.authenticated and self._queue:
+            return True
         return len(self._queue) >= MAX_QUEUED_REQUESTS or self._queued_bytes >= self._max_frame_size
 
     def memory_wait(self, waiting: bool) -> None:
@@ -282,7 +287,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     async def _answer(self, frame: memoryview) -> bool:
         authenticator = self.session.authenticator if self.session is not None else None
         if authenticator is not None and authenticator.expects_raw_token:
-            return self._raw_sasl_token(authenticator, frame)
+            return await self._raw_sasl_token(authenticator, frame)
         self._deadlines.busy = True
         try:
             reply = await self._dispatcher.dispatch(frame, self.peer, self.connection_id, self.session)
@@ -296,6 +301,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._deadlines.answered(time.monotonic())
         if reply is None:
             return True
+        failed = self.session.close_after_response if self.session is not None else None
+        if failed is not None:
+            # A refused login is answered only after connection.failed.authentication.delay.ms,
+            # as Kafka delays it, so that guessing passwords is slow; then the connection closes.
+            await asyncio.sleep(failed)
         if self._transport is None:
             return False
         if len(reply.parts) == 1:
@@ -320,7 +330,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.close_reason = AUTHENTICATION_TIMEOUT
         self.abort()
 
-    def _raw_sasl_token(self, authenticator: SaslServerAuthenticator, frame: memoryview) -> bool:
+    async def _raw_sasl_token(self, authenticator: SaslServerAuthenticator, frame: memoryview) -> bool:
         """A SASL token after a SaslHandshake v0: bare bytes in, bare bytes out; a failure closes
         the connection, since this framing has no place for an error."""
         self._in_flight_bytes = 0
@@ -333,10 +343,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.log.warning("authentication failed", reason=str(exc))
             self.session.record_authentication(succeeded=False)
             self.close_reason = FAILED_AUTHENTICATION
+            await asyncio.sleep(self.session.failed_delay_s)  # no error to send in this framing
             return False
         if authenticator.authenticated:
             self.session.record_authentication(succeeded=True)
-            self._decoder.max_frame_size = self._max_frame_size
+            self._authenticated()
         if self._transport is None:
             return False
         self._transport.write(encode_frame(result.token))
@@ -348,12 +359,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
         unauthenticated request size bound."""
         if session.close_after_response is not None:
             self.close_reason = FAILED_AUTHENTICATION
-            await asyncio.sleep(session.close_after_response)
             return False
         authenticator = session.authenticator
         if authenticator is not None and authenticator.authenticated:
-            self._decoder.max_frame_size = self._max_frame_size
+            self._authenticated()
         return True
+
+    def _authenticated(self) -> None:
+        """The SASL exchange completed: full-size requests, read-ahead and no deadline for it."""
+        self._decoder.max_frame_size = self._max_frame_size
+        if self._authentication_timer is not None:
+            self._authentication_timer.cancel()
+            self._authentication_timer = None
+        self._update_reading()
 
     # -- closing -------------------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ class BrokerServer:
         security: ListenerSecurity | None = None,
         credentials: Credentials | None = None,
         authentication_timeout_ms: int = 30000,
+        failed_authentication_delay_ms: int = 100,
     ) -> None:
         """``on_connection_closed(connection_id)`` runs when the peer closes a connection (EOF or
         reset) while serving; closes this side made (idle, a bad request, shutdown) do not count.
@@ -73,6 +74,7 @@ class BrokerServer:
         self._security = security
         self._credentials = credentials
         self._authentication_timeout_s = authentication_timeout_ms / 1000
+        self._failed_delay_s = failed_authentication_delay_ms / 1000
         self.tls_context = security.ssl.server_context() if security is not None and security.ssl else None
         """The live TLS context of this listener (None without TLS): reloading its keystore
         changes the certificate new connections get (:mod:`broker.server.tls_reload`)."""
@@ -140,7 +142,11 @@ class BrokerServer:
         handshake is over when the connection is made) and a SASL state on SASL listeners."""
         security = self._security
         assert security is not None and self._principals is not None
-        session = ConnectionSession(security.listener, on_authentication=self._metrics.authenticated)
+        session = ConnectionSession(
+            security.listener,
+            on_authentication=self._metrics.authenticated,
+            failed_delay_s=self._failed_delay_s,
+        )
         certificate = transport.get_extra_info("peercert") if security.uses_tls else None
         if certificate:
             name = distinguished_name(certificate["subject"])

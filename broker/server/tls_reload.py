@@ -55,6 +55,10 @@ class ListenerKeystores:
             if wanted == self._applied[listener]:
                 continue
             try:
+                # A key and chain that do not go together fail inside OpenSSL after it dropped the
+                # context's old pair: try them on a throwaway context first, so a bad keystore
+                # leaves the listener serving its old certificate.
+                wanted.load_keystore(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER))
                 wanted.load_keystore(context)
             except (TlsConfigError, OSError, ssl.SSLError) as exc:
                 log.error(

@@ -47,6 +47,7 @@ from tools.dev_cluster import (
     broker_properties,
     broker_specs,
     check_ports,
+    cluster_settings,
     default_cluster_config_dir,
     fit_to_cluster,
     port_in_use,
@@ -104,12 +105,16 @@ def test_a_secured_cluster_has_no_plaintext_listener_and_keeps_its_certificates(
     settings = read_cluster_settings(CLUSTER_DIR)
     specs = broker_specs(ClusterLayout(brokers=3, data_dir=tmp_path, secure=True))
     ca = (tmp_path / "pki" / "ca.pem").read_text()
+    secured = cluster_settings(settings, specs)
     for spec in specs:
-        config, warnings = BrokerConfig.from_properties(broker_properties(spec, settings))
+        assert not [value for value in spec.node_properties().values() if "secret" in value]  # ps shows them
+        config, warnings = BrokerConfig.from_properties(broker_properties(spec, secured))
         assert warnings == []
         assert {s.protocol for s in config.listener_security.values()} == {"SASL_SSL"}
         assert config.inter_broker_listener_name == "SASL_SSL"
     assert "alice-secret" in (tmp_path / "client.properties").read_text()
+    assert (tmp_path / "client.properties").stat().st_mode & 0o777 == 0o600
+    assert "user_alice" not in secured["listener.name.controller.plain.sasl.jaas.config"]
     broker_specs(ClusterLayout(brokers=3, data_dir=tmp_path, secure=True))
     assert (tmp_path / "pki" / "ca.pem").read_text() == ca  # a restart keeps the CA clients trust
 

@@ -118,8 +118,8 @@ async def listener(
     """A BrokerServer with the SASL handlers on a loopback port (TLS when ``pki`` is given)."""
     registry = HandlerRegistry([])
     registry.register(ApiVersionsHandler(registry.api_ranges))
-    registry.register(SaslHandshakeHandler(0.0))
-    registry.register(SaslAuthenticateHandler(0.0))
+    registry.register(SaslHandshakeHandler())
+    registry.register(SaslAuthenticateHandler())
     metrics = RequestMetrics(CollectorRegistry())
     ssl_settings = (
         None if pki is None else SslSettings(keystore_type="PEM", keystore_location=str(pki.broker))
@@ -141,6 +141,7 @@ async def listener(
         listener=protocol,
         security=security,
         credentials=credentials or Credentials(),
+        failed_authentication_delay_ms=0,
     )
     (_, port), *_ = await server.start()
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -456,3 +457,26 @@ def test_the_secure_compose_health_check_passes_against_a_sasl_ssl_listener(secu
         for arg in test[2:]
     ]
     assert subprocess.run([sys.executable, *probe], timeout=30).returncode == 0
+
+
+def test_a_refused_login_is_answered_only_after_the_failure_delay(secured: SecuredBroker) -> None:
+    """connection.failed.authentication.delay.ms (100 ms by default) holds the answer itself, as
+    Kafka does, so a password guesser cannot learn the result sooner."""
+    from protocol.api import decode_response
+
+    with socket.create_connection(("127.0.0.1", secured.ports["SASL_PLAINTEXT"]), timeout=30) as sock:
+        reader = sock.makefile("rb")
+
+        def frame() -> bytes:
+            size = int.from_bytes(reader.read(4), "big")
+            return reader.read(size)
+
+        sock.sendall(encode_frame(encode_request(17, 1, 1, "guess", {"mechanism": "PLAIN"})))
+        assert decode_response(frame(), 17, 1).body.error_code == 0
+        started = time.monotonic()
+        token = plain_token("alice", "guess-1")
+        sock.sendall(encode_frame(encode_request(36, 2, 2, "guess", {"auth_bytes": token})))
+        answer = decode_response(frame(), 36, 2)
+        assert time.monotonic() - started >= 0.09
+        assert answer.body.error_code == 58  # SASL_AUTHENTICATION_FAILED
+        assert reader.read(1) == b""  # then closed

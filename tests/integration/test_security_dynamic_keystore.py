@@ -57,8 +57,14 @@ def test_a_new_certificate_is_served_without_a_restart(tmp_path: Path) -> None:
         assert wait_until(
             lambda: _served_serial(tls_port, tmp_path / "ca.pem") == second.certificate.serial_number, 30
         )
-        _alter(admin, "1", key, str(tmp_path / "missing.pem"))
+        # A key and a certificate that do not go together: refused, the listener keeps serving.
+        (tmp_path / "mismatched.pem").write_text(first.key_pem + second.certificate_pem)
+        _alter(admin, "1", key, str(tmp_path / "mismatched.pem"))
         assert wait_until(lambda: "listener keystore not replaced" in broker.output(), 30)
         assert _served_serial(tls_port, tmp_path / "ca.pem") == second.certificate.serial_number
+        _alter(admin, "1", key, str(tmp_path / "first.pem"))
+        assert wait_until(
+            lambda: _served_serial(tls_port, tmp_path / "ca.pem") == first.certificate.serial_number, 30
+        )
     finally:
         broker.stop()

@@ -429,6 +429,10 @@ def _client_after_first(nonce: str = "cn") -> ScramClient:
             b"r=cnsn,s=c2FsdA==,i=4095",
             "Requested iterations 4095 is less than the minimum 4096 for SCRAM-SHA-256",
         ),
+        (
+            b"r=cnsn,s=c2FsdA==,i=2000000000",  # would stall the client's event loop for minutes
+            "Requested iterations 2000000000 is more than the maximum 16384",
+        ),
         (b"r=cnsn,s=c2FsdA=,i=4096", "Invalid SCRAM server first message format"),
         (b"r=cnsn,s=c2FsdA==,i=4k", "Invalid SCRAM server first message format"),
         (b"r=cnsn,i=4096,s=c2FsdA==", "Invalid SCRAM server first message format"),
