@@ -75,6 +75,7 @@ from broker.metrics.replication_quota import ReplicationQuotaMetrics
 from broker.metrics.requests import RequestMetrics
 from broker.metrics.socket_server import SocketServerMetrics
 from broker.metrics.transactions import register_transaction_metrics
+from broker.quorum.controller_access import ControllerAccess, InternalControllerLogin
 from broker.quorum.controller_role import CommitGate, ControllerRole, RaftMetadataLog
 from broker.quorum.peers import QuorumPeers
 from broker.quorum.raft_manager import RaftManager
@@ -95,6 +96,7 @@ from broker.server.memory_pool import MemoryPool
 from broker.server.tls_reload import ListenerKeystores
 from broker.startup import bound
 from broker.transactions.runtime import TRANSACTION_STATE_TOPIC, transaction_state_topic_configs
+from metadata.authorizer import AclCache, authorizer_enabled, authorizer_over
 from metadata.bootstrap import BootstrapMetadata, read_bootstrap
 from metadata.controller.active import ActiveController
 from metadata.controller.controller import ControllerConfig, QuorumController
@@ -119,7 +121,7 @@ from protocol.api_keys import ApiKey
 from protocol.error_codes import ErrorCode, KafkaError
 from security.scram import ScramCredential, ScramMechanism
 from server_common.config import BrokerConfig, to_log_config
-from server_common.config.broker_config import Listener
+from server_common.config.broker_config import INTERNAL_CONTROLLER_LISTENER, Listener
 from server_common.periodic import PeriodicTask
 from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import Clock, SystemClock
@@ -333,16 +335,30 @@ def build_node(config: BrokerConfig) -> Node:
         topic_configs=log_config_by_name,
         placement_dirs=config.log_dirs,
     )
+    # A single node's internal controller listener is reachable by any local process: with an
+    # authorizer, only this process may log in to it (broker/quorum/controller_access.py).
+    internal_login = (
+        InternalControllerLogin()
+        if config.controller_listener is INTERNAL_CONTROLLER_LISTENER and authorizer_enabled(config)
+        else None
+    )
     try:
         controller = (
             _build_controller(
-                config, cluster_id, log_manager, clock, legacy, registry, image if config.is_broker else None
+                config,
+                cluster_id,
+                log_manager,
+                clock,
+                legacy,
+                registry,
+                image if config.is_broker else None,
+                internal_login,
             )
             if config.is_voter
             else None
         )
         broker = (
-            _build_broker(config, cluster_id, image, log_manager, clock, registry, controller)
+            _build_broker(config, cluster_id, image, log_manager, clock, registry, controller, internal_login)
             if config.is_broker
             else None
         )
@@ -361,6 +377,7 @@ def _build_broker(
     clock: Clock,
     registry: CollectorRegistry,
     controller: ControllerNode | None,
+    internal_login: InternalControllerLogin | None = None,
 ) -> BrokerNode:
     locator = _controller_locator(config, controller)
     hooks: dict[str, Any] = {
@@ -368,7 +385,9 @@ def _build_broker(
         "on_leader": locator.leader_is,
         # a paused voter accepts connections and never answers: give up on it as Raft would
         "connect_timeout_s": config.controller_quorum_request_timeout_ms / 1000,
-        "security": controller_client_security(config).build(),  # one TLS context for both
+        "security": (  # one TLS context for both
+            internal_login.client_security() if internal_login else controller_client_security(config)
+        ).build(),
     }
     channel = ControllerChannel(
         locator.address, client_id=f"broker-{config.node_id}-controller-channel", **hooks
@@ -572,6 +591,20 @@ def _controller_scram(active: ActiveController, broker_image: MetadataImage | No
     return lookup
 
 
+def _controller_acls(active: ActiveController, broker_image: MetadataImage | None) -> Callable[[], AclCache]:
+    def acls() -> AclCache:
+        if broker_image is not None:
+            return broker_image.acls
+        controller = active.current
+        return controller.image.acls if controller is not None else NO_ACLS
+
+    return acls
+
+
+NO_ACLS = AclCache()
+"""What a standby controller of a controller-only node authorizes with: no image, so no ACLs."""
+
+
 def _build_controller(
     config: BrokerConfig,
     cluster_id: str,
@@ -580,10 +613,12 @@ def _build_controller(
     legacy: LegacyMetadata | None,
     registry: CollectorRegistry,
     broker_image: MetadataImage | None = None,
+    internal_login: InternalControllerLogin | None = None,
 ) -> ControllerNode:
-    """The controller role. Its listener's SCRAM logins are checked against ``broker_image`` on a
-    node that is also a broker, else against the active controller's image (a standby controller
-    of a controller-only node has none and refuses SCRAM: use PLAIN or mutual TLS there)."""
+    """The controller role. Its listener's SCRAM logins and ACLs are read from ``broker_image`` on
+    a node that is also a broker, else from the active controller's image (a standby controller
+    of a controller-only node has none: it refuses SCRAM, so use PLAIN or mutual TLS there, and
+    authorizes super users only). ``internal_login`` secures a single node's internal listener."""
     metadata_config = to_log_config(METADATA_LOG_CONFIG_OVERRIDES, config)
     partition_log = log_manager.get_or_create_log(
         METADATA_TOPIC, METADATA_PARTITION, METADATA_TOPIC_ID, metadata_config, config.metadata_log_dir
@@ -667,8 +702,20 @@ def _build_controller(
     handlers = controller_handlers(config, active, raft, cluster_id, clock, heartbeat_connections)
     gate = CommitGate(raft, active, COMMIT_WAIT_FACTOR * settings.fetch_timeout_ms / 1000)
     request_metrics = RequestMetrics(CollectorRegistry())
+    access = ControllerAccess(
+        authorizer_over(
+            config,
+            _controller_acls(active, broker_image),
+            frozenset({internal_login.principal}) if internal_login else frozenset(),
+        )
+    )
+    security = (
+        internal_login.listener_security(listener.name)
+        if internal_login
+        else config.listener_security.get(listener.name)
+    )
     server = BrokerServer(
-        RequestDispatcher(handlers, request_metrics, listener.name, gate=gate),
+        RequestDispatcher(handlers, request_metrics, listener.name, gate=gate, access=access.allowed),
         [(listener.host, listener.port)],
         request_metrics,
         max_frame_size=config.socket_request_max_bytes,
@@ -677,8 +724,10 @@ def _build_controller(
         receive_timeout_ms=config.kipling_request_receive_timeout_ms,
         pool=MemoryPool.of(config.queued_max_request_bytes),
         listener=listener.name,
-        security=config.listener_security.get(listener.name),
-        credentials=BrokerCredentials(config.listener_security, _controller_scram(active, broker_image)),
+        security=security,
+        credentials=BrokerCredentials(
+            {listener.name: security} if security else {}, _controller_scram(active, broker_image)
+        ),
         authentication_timeout_ms=config.kipling_authentication_timeout_ms,
         failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from io import BytesIO
 from typing import Any, Protocol
@@ -68,6 +69,7 @@ class RequestDispatcher:
         gate: ResponseGate | None = None,
         throttles: ChannelThrottles | None = None,
         request_quota: RequestQuota | None = None,
+        access: Callable[[RequestContext], bool] | None = None,
     ) -> None:
         """``listener`` names the listener whose connections this dispatcher serves (it goes into
         every RequestContext, so that Metadata answers with that listener's addresses);
@@ -78,6 +80,9 @@ class RequestDispatcher:
         self._gate = gate
         self._throttles = throttles
         self._request_quota = request_quota
+        self._access = access
+        """A listener-wide check of every request (the controller listener's CLUSTER_ACTION):
+        a request it refuses is answered CLUSTER_AUTHORIZATION_FAILED without its handler."""
 
     async def dispatch(
         self, frame: memoryview, peer: str, connection_id: int, session: ConnectionSession | None = None
@@ -91,6 +96,9 @@ class RequestDispatcher:
             await self._throttles.wait(connection_id)
         started = time.perf_counter()
         ctx, handler, body = self._decode(frame, peer, connection_id, session)
+        if handler is not None and self._access is not None and not self._access(ctx):
+            body = self._error_or_close(handler, ctx, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, body)
+            handler = None
         quota = self._request_quota
         if handler is None:
             result = body  # an error response already built

@@ -9,6 +9,7 @@ from metadata.authorizer.standard import (
     Authorizer,
     StandardAuthorizer,
     authorizer_enabled,
+    authorizer_over,
     build_authorizer,
 )
 
@@ -20,5 +21,6 @@ __all__ = [
     "Authorizer",
     "StandardAuthorizer",
     "authorizer_enabled",
+    "authorizer_over",
     "build_authorizer",
 ]

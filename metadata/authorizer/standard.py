@@ -326,10 +326,18 @@ def build_authorizer(config: BrokerConfig, image: MetadataImage) -> Authorizer:
     def acls() -> AclCache:
         return image.acls
 
+    return authorizer_over(config, acls)
+
+
+def authorizer_over(
+    config: BrokerConfig, acls: Callable[[], AclCache], extra_super_users: frozenset[str] = frozenset()
+) -> Authorizer:
+    """The authorizer ``config`` asks for, over the ACLs ``acls()`` returns (a controller reads
+    its active image's), with ``extra_super_users`` beside ``super.users``."""
     if not authorizer_enabled(config):
         return AllowEverything(acls)
     return StandardAuthorizer(
         acls,
-        super_users=parse_super_users(config.super_users),
+        super_users=parse_super_users(config.super_users) | extra_super_users,
         allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
     )

@@ -20,6 +20,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # exported, but not in __all__
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -207,3 +208,45 @@ def test_creating_topics_needs_create(node: Node) -> None:
         with pytest.raises(KafkaException) as failure:
             futures[name].result(timeout=TIMEOUT_S)
         assert failure.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, user
+
+
+def test_the_internal_controller_listener_admits_only_this_node(node: Node) -> None:
+    """A single node with an authorizer and no controller listener configured serves its
+    controller on loopback behind an in-memory PLAIN login: another local process gets
+    ApiVersions, and any other request before logging in closes the connection."""
+    import re
+    import socket
+
+    from protocol.api import decode_response, encode_request
+    from protocol.framing import encode_frame
+
+    listening = re.findall(r"listening\s+addresses=\['127\.0\.0\.1:(\d+)'\]", node.process.output())
+    bound = {int(port) for port in listening}
+    controller_port = next(iter(bound - {node.process.port, node.sasl_port}))
+    create = {
+        "creations": [
+            {
+                "resource_type": 4,
+                "resource_name": "kafka-cluster",
+                "resource_pattern_type": 3,
+                "principal": "User:mallory",
+                "host": "*",
+                "operation": 2,
+                "permission_type": 3,
+            }
+        ]
+    }
+    with socket.create_connection(("127.0.0.1", controller_port), timeout=30) as sock:
+        reader = sock.makefile("rb")
+        versions = {"client_software_name": "probe", "client_software_version": "1"}
+        sock.sendall(encode_frame(encode_request(18, 3, 1, "probe", versions)))
+        size = int.from_bytes(reader.read(4), "big")
+        assert decode_response(reader.read(size), 18, 3).body.error_code == 0
+        sock.sendall(encode_frame(encode_request(30, 3, 2, "probe", create)))
+        assert reader.read(1) == b""  # closed, unanswered
+    every = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    admin = AdminClient(node.config("admin"))
+    listed = admin.describe_acls(every, request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
+    assert listed and "User:mallory" not in str(listed)

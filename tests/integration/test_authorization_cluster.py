@@ -1,6 +1,7 @@
 """Authorization in a three-node cluster: every listener SASL_PLAINTEXT with PLAIN logins (the
-controller listener PLAINTEXT), the brokers' own principal ``User:broker`` a super user (Kafka's
-requirement for follower fetches, transaction verification and markers), alice granted her
+controller listener too, which only admits nodes: CLUSTER_ACTION), the brokers' own principal
+``User:broker`` a super user (Kafka's requirement for follower fetches, transaction verification,
+markers and the controller), alice granted her
 prefixed topics, groups and transactional ids. Alice's transactional producer writes an RF3 topic
 with acks=all (replication, AddPartitionsToTxn verification and WriteTxnMarkers between brokers all
 pass the authorizer) and a read_committed consumer reads it back; bob's produce is refused; admin
@@ -51,11 +52,13 @@ def client(cluster: Cluster, user: str, **extra: Any) -> dict[str, Any]:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("authorization-cluster")
     security = [
-        "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
         "inter.broker.listener.name=SASL_PLAINTEXT",
         "sasl.enabled.mechanisms=PLAIN",
         "sasl.mechanism.inter.broker.protocol=PLAIN",
+        "sasl.mechanism.controller.protocol=PLAIN",
         f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_JAAS}",
+        f"listener.name.controller.plain.sasl.jaas.config={PLAIN_JAAS}",
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users=User:broker",
     ]
@@ -139,3 +142,38 @@ def test_bob_is_refused(cluster: Cluster) -> None:
         futures["alice-orders"].result(timeout=TIMEOUT_S)
     assert failure.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert "alice-orders" in AdminClient(client(cluster, "broker")).list_topics(timeout=TIMEOUT_S).topics
+
+
+def test_the_controller_listener_admits_only_nodes(cluster: Cluster) -> None:
+    """bob can log in to the controller listener (its JAAS lists him) but, without CLUSTER_ACTION,
+    every request there is refused: he cannot grant himself ACLs or SCRAM users behind the
+    brokers' backs (the brokers, super users, register and replicate through it above)."""
+    import asyncio
+
+    from client.connection import KafkaConnection
+    from client.security import ClientSecurityConfig
+    from protocol.api_keys import ApiKey
+
+    binding = {
+        "resource_type": 4,  # CLUSTER
+        "resource_name": "kafka-cluster",
+        "resource_pattern_type": 3,  # LITERAL
+        "principal": "User:bob",
+        "host": "*",
+        "operation": 2,  # ALL
+        "permission_type": 3,  # ALLOW
+    }
+
+    async def create_acls_as(user: str) -> int:
+        security = ClientSecurityConfig(
+            protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", username=user, password=f"{user}-secret"
+        ).build()
+        port = next(iter(cluster.controller_ports.values()))
+        connection = await KafkaConnection.open("127.0.0.1", port, security=security)
+        try:
+            answer = await connection.request(ApiKey.CREATE_ACLS, 3, {"creations": [binding]})
+            return int(answer.results[0].error_code)
+        finally:
+            connection.close()
+
+    assert asyncio.run(create_acls_as("bob")) == 31  # CLUSTER_AUTHORIZATION_FAILED
