@@ -123,6 +123,9 @@ def _record(credentials: ScramCredentials, alteration: ScramDeletion | ScramUpse
         check_iterations(mechanism, alteration.iterations)
     except ValueError as exc:
         raise KafkaError(ErrorCode.UNACCEPTABLE_CREDENTIAL, str(exc)) from None
+    if not alteration.salt or not alteration.salted_password:
+        # An empty salt makes the stored keys the same for every user with that password.
+        raise KafkaError(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
     credential = credential_from_salted_password(
         mechanism, alteration.salt, alteration.salted_password, alteration.iterations
     )

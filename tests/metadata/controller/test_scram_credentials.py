@@ -131,6 +131,11 @@ def test_a_deletion_writes_a_removal_and_the_last_one_forgets_the_user(cluster: 
         (upsertion(iterations=4095), ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations"),
         (upsertion(iterations=MAX_ITERATIONS + 1), ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations"),
         (
+            upsertion(salt=b""),
+            ErrorCode.UNACCEPTABLE_CREDENTIAL,
+            "Salt and salted password must not be empty",
+        ),
+        (
             ScramDeletion("alice", 1),
             ErrorCode.RESOURCE_NOT_FOUND,
             "Attempt to delete a user credential that does not exist",
@@ -144,6 +149,7 @@ def test_a_deletion_writes_a_removal_and_the_last_one_forgets_the_user(cluster: 
         "unknown-mechanism-deletion",
         "too-few-iterations",
         "too-many-iterations",
+        "empty-salt",
         "delete-missing",
     ],
 )
