@@ -56,7 +56,9 @@ class HoldingDispatcher:
         self.received: list[bytes] = []
         self.arrived = asyncio.Event()
 
-    async def dispatch(self, frame: memoryview, peer: str, connection_id: int) -> Reply | None:
+    async def dispatch(
+        self, frame: memoryview, peer: str, connection_id: int, session: object = None
+    ) -> Reply | None:
         self.received.append(bytes(frame[:4]))
         self.arrived.set()
         await self.release.wait()
@@ -251,7 +253,9 @@ async def test_large_produces_at_loopback_speed_never_meet_the_receive_timeout()
 class BigAnswers(HoldingDispatcher):
     """Answers requests tagged below 99 with 8 MiB: a peer that does not read them stalls the writes."""
 
-    async def dispatch(self, frame: memoryview, peer: str, connection_id: int) -> Reply | None:
+    async def dispatch(
+        self, frame: memoryview, peer: str, connection_id: int, session: object = None
+    ) -> Reply | None:
         small = await super().dispatch(frame, peer, connection_id)
         if struct.unpack_from(">i", frame)[0] >= 99:
             return small
