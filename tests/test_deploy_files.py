@@ -8,6 +8,7 @@ replication setting changed in one broker file only).
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shutil
@@ -21,7 +22,7 @@ import yaml
 
 from server_common.config import BrokerConfig, load_config
 from server_common.config.properties import read_properties_file
-from tools.cli import main
+from tools.commands import dev_certs
 from tools.dev_cluster import (
     NODE_KEYS,
     ClusterLayout,
@@ -323,7 +324,10 @@ def test_secure_layer_makes_every_listener_sasl_ssl_with_the_certs_service_keyst
     assert sorted(hosts) == sorted(_broker_services())  # inter-broker TLS checks these host names
     args = [arg.replace(pki_dir, str(tmp_path)) for arg in certs[2:]]
     del args[args.index("--readable-by") : args.index("--readable-by") + 2]
-    assert main(["dev-certs", *args]) == 0
+    parser = argparse.ArgumentParser()
+    dev_certs.register(parser.add_subparsers())
+    parsed = parser.parse_args(["dev-certs", *args])
+    assert parsed.func(parsed) == 0  # (not tools.cli.main: it would configure structlog for the worker)
     for name, base in _broker_services().items():
         secure = services[name]
         assert secure["depends_on"]["certs"]["condition"] == "service_completed_successfully"
