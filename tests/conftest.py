@@ -5,6 +5,11 @@ threads' stacks, which for an asyncio test is only the event loop sitting in ``e
 is a task, so the report here also walks each pending task's chain of awaits (coroutine by
 coroutine, down to the future it waits on). Tests marked ``slow`` get :data:`SLOW_TIMEOUT_S` unless
 they set their own ``timeout`` mark.
+
+Tests share a worker process, so logging configuration must not leak between them: the CLI tools
+and the broker's entry point configure structlog when a test runs them in-process. Each test gets
+the session's configuration back afterwards, and no configuration caches loggers (a logger cached
+under one test's configuration would ignore a later ``capture_logs``).
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ from __future__ import annotations
 import asyncio
 import signal
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import pytest_timeout
+import structlog
 
 SLOW_TIMEOUT_S = 600
 """The bound of a test marked ``slow`` (the rest have the ``timeout`` of pyproject.toml)."""
@@ -35,6 +42,30 @@ def _make_interruptible() -> None:
 
 
 _make_interruptible()
+
+
+def _never_cache_loggers() -> None:
+    configure = structlog.configure
+
+    def uncached(*args: Any, **kwargs: Any) -> None:
+        kwargs["cache_logger_on_first_use"] = False
+        configure(*args, **kwargs)
+
+    structlog.configure = uncached  # type: ignore[assignment]
+
+
+_never_cache_loggers()
+
+
+@pytest.fixture(autouse=True)
+def _restore_structlog() -> Iterator[None]:
+    """Give every test the session's structlog configuration back (see the module docstring)."""
+    configured, saved = structlog.is_configured(), structlog.get_config()
+    yield
+    if configured:
+        structlog.configure(**saved)
+    else:
+        structlog.reset_defaults()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
