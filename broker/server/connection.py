@@ -361,7 +361,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close_reason = FAILED_AUTHENTICATION
             return False
         authenticator = session.authenticator
-        if authenticator is not None and authenticator.authenticated:
+        if (
+            authenticator is not None
+            and authenticator.authenticated
+            and self._authentication_timer is not None
+        ):
             self._authenticated()
         return True
 
