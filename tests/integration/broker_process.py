@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import random
@@ -55,11 +56,19 @@ no client connection's source port, picked by the kernel meanwhile, can take a p
 and apart from the other xdist workers' ports."""
 
 
+_RECENT: collections.deque[int] = collections.deque(maxlen=2_000)
+"""Ports handed out lately: a pick is bound only when its broker starts, so a cluster picking
+nine ports before starting any could otherwise be handed one twice (a broker then failed with
+"Address already in use" in CI)."""
+
+
 def free_port() -> int:
-    """A loopback port in ``LISTEN_PORTS`` that nothing is bound to now."""
+    """A loopback port in ``LISTEN_PORTS`` that nothing is bound to now and that was not handed
+    out lately."""
     for _ in range(200):
         port = random.randrange(LISTEN_PORTS.start, LISTEN_PORTS.stop)
-        if _bindable(port):
+        if port not in _RECENT and _bindable(port):
+            _RECENT.append(port)
             return port
     raise RuntimeError(f"no free loopback port in {LISTEN_PORTS}")
 
@@ -69,7 +78,9 @@ def free_port_run(count: int) -> int:
     (a node of several broker processes listens on its port + i)."""
     for _ in range(200):
         first = random.randrange(LISTEN_PORTS.start, LISTEN_PORTS.stop - count)
-        if all(_bindable(port) for port in range(first, first + count)):
+        ports = range(first, first + count)
+        if not any(port in _RECENT for port in ports) and all(_bindable(port) for port in ports):
+            _RECENT.extend(ports)
             return first
     raise RuntimeError(f"no {count} free consecutive loopback ports in {LISTEN_PORTS}")
 
