@@ -37,7 +37,7 @@ from server_common.config import (
 )
 from storage.clock import Clock
 from storage.config import LogConfig
-from storage.errors import StorageError
+from storage.errors import StorageError, is_log_dir_full
 from storage.log_manager import LogManager
 
 _log = structlog.get_logger("kipling.replica_manager")
@@ -260,8 +260,13 @@ class ReplicaManager:
             return
         try:
             partition = self._open_partition(topic, state, log_config, min_isr)
-        except (OSError, StorageError, ProtocolError, ValueError):
-            _log.exception("cannot open partition", topic=topic.name, partition=state.partition)
+        except (OSError, StorageError, ProtocolError, ValueError) as exc:
+            if is_log_dir_full(exc):  # an operational condition, said in one line: no traceback
+                _log.error(
+                    "cannot open partition", topic=topic.name, partition=state.partition, error=str(exc)
+                )
+            else:
+                _log.exception("cannot open partition", topic=topic.name, partition=state.partition)
             self._failed.add(key)
             return
         self._failed.discard(key)
