@@ -131,9 +131,11 @@ def create_topic(
             break
         except KafkaException as exc:
             # A node whose session lapsed on a busy machine is re-registering: fewer than three
-            # brokers for a moment. Anything else, or past the deadline, is the test's failure.
+            # brokers for a moment (librdkafka may drop the request with the broker it briefly
+            # forgot: _DESTROY_BROKER). Anything else, or past the deadline, is the test's failure.
             code = exc.args[0].code() if exc.args else None
-            if code != KafkaError.INVALID_REPLICATION_FACTOR or time.monotonic() > deadline:
+            retriable = code in (KafkaError.INVALID_REPLICATION_FACTOR, KafkaError._DESTROY_BROKER)
+            if not retriable or time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
     while time.monotonic() < deadline:  # every partition has a leader before the workload starts
