@@ -98,6 +98,7 @@ from broker.startup import bound
 from broker.transactions.runtime import TRANSACTION_STATE_TOPIC, transaction_state_topic_configs
 from metadata.authorizer import AclCache, authorizer_enabled, authorizer_over
 from metadata.bootstrap import BootstrapMetadata, read_bootstrap
+from metadata.committed_image import CommittedMetadataImage
 from metadata.controller.active import ActiveController
 from metadata.controller.controller import ControllerConfig, QuorumController
 from metadata.controller.partition_log import read_metadata_log
@@ -581,28 +582,35 @@ def _build_broker(
 # -- controller ------------------------------------------------------------------------------------
 
 
-def _controller_scram(active: ActiveController, broker_image: MetadataImage | None) -> ScramLookup:
+def _controller_image(
+    partition_log: PartitionLog, broker_image: MetadataImage | None
+) -> Callable[[], MetadataImage]:
+    """The image the controller listener checks logins and ACLs against: the committed metadata.
+
+    A node that is also a broker has it already (``broker_image``, replayed from the committed
+    batches its loader fetches). A controller-only node replays its own voter's committed log,
+    active and standby alike: Kafka's controllers all feed their authorizer and SCRAM credentials
+    from the committed log (its MetadataLoader), so a standby serves the same logins and ACLs as the
+    active one, and the active one never authorizes with a record the quorum may still lose (its
+    QuorumController's image holds records before they commit). One source for both also keeps a
+    leadership change from switching what the listener sees.
+    """
+    if broker_image is not None:
+        return lambda: broker_image
+    committed = CommittedMetadataImage(LocalMetadataCopy(partition_log, writable=False))
+    committed.current()  # replays the log there is now, rather than in the first login
+    return committed.current
+
+
+def _controller_scram(image: Callable[[], MetadataImage]) -> ScramLookup:
     def lookup(mechanism: ScramMechanism, user: str) -> ScramCredential | None:
-        if broker_image is not None:
-            return broker_image.scram_credential(mechanism, user)
-        controller = active.current
-        return None if controller is None else controller.image.scram_credential(mechanism, user)
+        return image().scram_credential(mechanism, user)
 
     return lookup
 
 
-def _controller_acls(active: ActiveController, broker_image: MetadataImage | None) -> Callable[[], AclCache]:
-    def acls() -> AclCache:
-        if broker_image is not None:
-            return broker_image.acls
-        controller = active.current
-        return controller.image.acls if controller is not None else NO_ACLS
-
-    return acls
-
-
-NO_ACLS = AclCache()
-"""What a standby controller of a controller-only node authorizes with: no image, so no ACLs."""
+def _controller_acls(image: Callable[[], MetadataImage]) -> Callable[[], AclCache]:
+    return lambda: image().acls
 
 
 def _build_controller(
@@ -615,10 +623,10 @@ def _build_controller(
     broker_image: MetadataImage | None = None,
     internal_login: InternalControllerLogin | None = None,
 ) -> ControllerNode:
-    """The controller role. Its listener's SCRAM logins and ACLs are read from ``broker_image`` on
-    a node that is also a broker, else from the active controller's image (a standby controller
-    of a controller-only node has none: it refuses SCRAM, so use PLAIN or mutual TLS there, and
-    authorizes super users only). ``internal_login`` secures a single node's internal listener."""
+    """The controller role. Its listener's SCRAM logins and ACLs are read from the committed
+    metadata: ``broker_image`` on a node that is also a broker, else this voter's own committed log,
+    replayed when read, on a standby controller as on the active one (:func:`_controller_image`).
+    ``internal_login`` secures a single node's internal listener."""
     metadata_config = to_log_config(METADATA_LOG_CONFIG_OVERRIDES, config)
     partition_log = log_manager.get_or_create_log(
         METADATA_TOPIC, METADATA_PARTITION, METADATA_TOPIC_ID, metadata_config, config.metadata_log_dir
@@ -702,10 +710,11 @@ def _build_controller(
     handlers = controller_handlers(config, active, raft, cluster_id, clock, heartbeat_connections)
     gate = CommitGate(raft, active, COMMIT_WAIT_FACTOR * settings.fetch_timeout_ms / 1000)
     request_metrics = RequestMetrics(CollectorRegistry())
+    listener_image = _controller_image(partition_log, broker_image)
     access = ControllerAccess(
         authorizer_over(
             config,
-            _controller_acls(active, broker_image),
+            _controller_acls(listener_image),
             frozenset({internal_login.principal}) if internal_login else frozenset(),
         )
     )
@@ -726,7 +735,7 @@ def _build_controller(
         listener=listener.name,
         security=security,
         credentials=BrokerCredentials(
-            {listener.name: security} if security else {}, _controller_scram(active, broker_image)
+            {listener.name: security} if security else {}, _controller_scram(listener_image)
         ),
         authentication_timeout_ms=config.kipling_authentication_timeout_ms,
         failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,

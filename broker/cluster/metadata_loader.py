@@ -40,7 +40,7 @@ import structlog
 from broker.cluster.background import BackgroundTask
 from broker.cluster.controller_channel import ControllerChannel, ControllerUnavailableError, MetadataFetch
 from metadata.image import MetadataDelta, MetadataImage, MetadataReplayError
-from metadata.local_copy import LocalMetadataCopy
+from metadata.local_copy import LocalMetadataCopy, ReplayPosition, replay_committed
 from metadata.serde import decode_metadata_batches
 from metadata.snapshot import (
     CorruptSnapshotError,
@@ -154,14 +154,11 @@ class MetadataLoader:
         the fetches then go on from where it ends. Returns that offset (0 without a copy)."""
         if self._local is None:
             return self._next_offset
-        snapshot = self._local.latest_snapshot()
-        if snapshot is not None and snapshot.end_offset <= self._local.committed_end:
-            self.image.replace_with(load_snapshot(self._local.directory, snapshot))
-            self._next_offset, self._last_epoch = snapshot.end_offset, snapshot.epoch
-        for batch in self._local.committed_batches(self._next_offset):
-            self.image.apply_batch(batch.records, batch.epoch)
-            self._next_offset = batch.last_offset + 1
-            self._last_epoch = batch.epoch
+        position = ReplayPosition(self._next_offset, self._last_epoch)
+        try:
+            replay_committed(self._local, self.image, position)
+        finally:
+            self._next_offset, self._last_epoch = position.next_offset, position.epoch
         if self._next_offset:
             self._logger.info("local metadata copy replayed", next_offset=self._next_offset)
         return self._next_offset
