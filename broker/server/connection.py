@@ -106,6 +106,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._backlogged = False
         self._memory_waiting = False
         self._closing = False
+        self._lost = False
+        self._admission_decided = False
         self._timer: asyncio.TimerHandle | None = None
         self._timer_when = 0.0
         self.log = log
@@ -114,20 +116,36 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio.Transport subclasses
-        peername = transport.get_extra_info("peername")
-        self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        self.ip = str(peername[0]) if peername else "?"
-        self.log = log.bind(connection_id=self.connection_id, peer=self.peer)
-        refused = self._admit(self) if self._admit is not None else None
-        if refused is not None:
-            self.close_reason = refused
+        if not self._admission_decided:  # a TLS listener admits at accept (tls_accept)
+            self.admit(transport.get_extra_info("peername"))
+        if not self.admitted:
             if self.close_delay_s > 0:  # throttled: Kafka's acceptor closes it after the throttle
                 transport.pause_reading()  # type: ignore[attr-defined]
                 asyncio.get_running_loop().call_later(self.close_delay_s, self.abort)
             else:
                 self.abort()
             return
+        self._begin_serving(transport)
+
+    def admit(self, peername: Any) -> bool:
+        """Count the new connection from ``peername`` against the quotas; False if it may not
+        stay (``close_reason`` says why, and ``connection_made`` closes it). A TLS listener
+        admits before the handshake (:mod:`broker.server.tls_accept`), as Kafka's acceptor counts
+        a socket when it accepts it: handshakes in progress are connections too."""
+        self._admission_decided = True
+        self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        self.ip = str(peername[0]) if peername else "?"
+        self.log = log.bind(connection_id=self.connection_id, peer=self.peer)
+        refused = self._admit(self) if self._admit is not None else None
+        if refused is not None:
+            self.close_reason = refused
+            return False
         self.admitted = True
+        return True
+
+    def _begin_serving(self, transport: asyncio.BaseTransport) -> None:
+        """Serve an admitted connection (on TLS listeners the handshake is over by now, so the
+        peer's certificate is known)."""
         if self._new_session is not None:
             try:
                 self.session = self._new_session(transport)
@@ -235,6 +253,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._lost:  # (tls_accept reports a failed handshake's loss itself)
+            return
+        self._lost = True
         self._closing = True
         self._transport = None
         self._can_write.set()

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
+import ssl
 import time
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 
@@ -24,11 +27,16 @@ from broker.server.connection import PEER_CLOSED, KafkaConnection
 from broker.server.connection_quotas import CONNECTION_RATE_THROTTLED, ConnectionQuotas
 from broker.server.dispatcher import RequestDispatcher
 from broker.server.memory_pool import MemoryPool
+from broker.server.tls_accept import TlsAcceptor, bind_listening_sockets
 from security.errors import AuthenticationError
 from security.principal import KafkaPrincipal, SslPrincipalMapper, distinguished_name
 from server_common.config.listener_security import ListenerSecurity
 
 log = structlog.get_logger("kipling.server")
+
+
+BACKLOG = 1024
+"""Connections the kernel queues before the broker accepts them."""
 
 
 def _now_ms() -> int:
@@ -82,6 +90,7 @@ class BrokerServer:
             SslPrincipalMapper.from_rules(security.principal_mapping_rules) if security is not None else None
         )
         self._servers: list[asyncio.Server] = []
+        self._acceptors: list[TlsAcceptor] = []
         self._connections: set[KafkaConnection] = set()
         self._ids = itertools.count(1)
         self.bound: list[tuple[str, int]] = []
@@ -93,23 +102,36 @@ class BrokerServer:
 
     async def start(self) -> list[tuple[str, int]]:
         loop = asyncio.get_running_loop()
-        tls = self.tls_context
         for host, port in self._addresses:
+            if self.tls_context is not None:  # admitted before the handshake: tls_accept
+                for sock in bind_listening_sockets(host, port, BACKLOG):
+                    acceptor = TlsAcceptor(
+                        sock,
+                        self._new_connection,
+                        self._live_tls_context,
+                        self._authentication_timeout_s,
+                        self._tls_refused,
+                    )
+                    self._acceptors.append(acceptor)
+                    self._bound(sock)
+                    acceptor.start()
+                continue
             server = await loop.create_server(
-                self._new_connection,
-                host,
-                port,
-                reuse_address=True,
-                backlog=1024,
-                ssl=tls,
-                ssl_handshake_timeout=self._authentication_timeout_s if tls is not None else None,
+                self._new_connection, host, port, reuse_address=True, backlog=BACKLOG
             )
             self._servers.append(server)
             for sock in server.sockets:
-                bound = sock.getsockname()
-                self.bound.append((bound[0], bound[1]))
+                self._bound(sock)
         log.info("listening", addresses=[f"{h}:{p}" for h, p in self.bound])
         return self.bound
+
+    def _bound(self, sock: socket.socket | Any) -> None:  # asyncio.Server.sockets: TransportSocket
+        bound = sock.getsockname()
+        self.bound.append((bound[0], bound[1]))
+
+    def _live_tls_context(self) -> ssl.SSLContext:
+        assert self.tls_context is not None
+        return self.tls_context
 
     def _new_connection(self) -> KafkaConnection:
         connection = KafkaConnection(
@@ -127,6 +149,10 @@ class BrokerServer:
         self._connections.add(connection)
         self._metrics.connections.inc()
         return connection
+
+    def _tls_refused(self) -> None:
+        assert self._security is not None
+        self._metrics.authenticated(self._security.listener, False)
 
     def _admit(self, connection: KafkaConnection) -> str | None:
         assert self._quotas is not None
@@ -178,6 +204,7 @@ class BrokerServer:
         self._stopping = True
         for server in self._servers:
             server.close()
+        await asyncio.gather(*(acceptor.close() for acceptor in self._acceptors))
         connections = list(self._connections)
         for connection in connections:
             connection.close_when_idle()

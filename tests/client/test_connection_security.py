@@ -7,7 +7,9 @@ Covers PLAIN and SCRAM-SHA-256/512 logins over TLS and plain TCP, every refusal 
 report as a clean :class:`ConnectError` (wrong password, unknown mechanism, a forged SCRAM server
 signature, an untrusted certificate, a host name the certificate does not carry, plaintext to a
 TLS port) without the password in the message, and KIP-368 re-authentication before a request
-once the session lifetime is mostly spent.
+once the session lifetime is mostly spent. On TLS listeners a socket counts against the
+connection quotas from the moment it is accepted, before its handshake, and a refused handshake
+counts as a failed authentication.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.registry import HandlerRegistry
 from broker.handlers.sasl import SaslAuthenticateHandler, SaslHandshakeHandler
 from broker.metrics.requests import RequestMetrics
+from broker.server.connection_quotas import ConnectionQuotas
 from broker.server.dispatcher import RequestDispatcher
 from broker.server.listener import BrokerServer
 from client.connection import KafkaConnection
@@ -114,13 +117,16 @@ async def listener(
     reauth_ms: int = 0,
     credentials: Credentials | None = None,
     mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+    quotas: ConnectionQuotas | None = None,
+    metrics_registry: CollectorRegistry | None = None,
+    authentication_timeout_ms: int = 30_000,
 ) -> AsyncIterator[int]:
     """A BrokerServer with the SASL handlers on a loopback port (TLS when ``pki`` is given)."""
     registry = HandlerRegistry([])
     registry.register(ApiVersionsHandler(registry.api_ranges))
     registry.register(SaslHandshakeHandler())
     registry.register(SaslAuthenticateHandler())
-    metrics = RequestMetrics(CollectorRegistry())
+    metrics = RequestMetrics(metrics_registry or CollectorRegistry())
     ssl_settings = (
         None if pki is None else SslSettings(keystore_type="PEM", keystore_location=str(pki.broker))
     )
@@ -142,6 +148,8 @@ async def listener(
         security=security,
         credentials=credentials or Credentials(),
         failed_authentication_delay_ms=0,
+        quotas=quotas,
+        authentication_timeout_ms=authentication_timeout_ms,
     )
     (_, port), *_ = await server.start()
     try:
@@ -287,3 +295,68 @@ async def test_the_session_is_renewed_before_it_expires(pki: Pki) -> None:
         assert not connection.closed
         connection.close()
         await connection.wait_closed()
+
+
+async def idle_socket(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A TCP connection that never starts its TLS handshake."""
+    return await asyncio.open_connection("127.0.0.1", port)
+
+
+async def closed_by_broker(reader: asyncio.StreamReader) -> bool:
+    with contextlib.suppress(ConnectionError):
+        return await asyncio.wait_for(reader.read(), 10) == b""
+    return True
+
+
+async def slots_in_use(quotas: ConnectionQuotas, count: int) -> None:
+    async with asyncio.timeout(10):
+        while quotas.total != count:
+            await asyncio.sleep(0.01)
+
+
+@on_both_loops
+async def test_tls_handshakes_in_progress_count_against_the_connection_quotas(pki: Pki) -> None:
+    """Two sockets that never start their handshake fill max.connections.per.ip=2: the third is
+    closed at once, and closing one of the two frees its slot for a real TLS client."""
+    quotas = ConnectionQuotas(max_connections=100, max_connections_per_ip=2, per_ip_overrides={})
+    async with listener(pki, "SSL", quotas=quotas) as port:
+        idle = [await idle_socket(port) for _ in range(2)]
+        await slots_in_use(quotas, 2)
+        reader, writer = await idle_socket(port)
+        assert await closed_by_broker(reader)
+        assert quotas.total == 2
+        idle[0][1].close()
+        await slots_in_use(quotas, 1)
+        await works(await open_with(port, ClientSecurity(pki.trust())))
+        await slots_in_use(quotas, 1)
+        for _, w in (*idle[1:], (reader, writer)):
+            w.close()
+
+
+@on_both_loops
+async def test_a_refused_tls_handshake_counts_as_a_failed_authentication(pki: Pki) -> None:
+    """A plaintext Kafka request to a TLS port: the handshake fails, the connection closes, the
+    failure is counted, and its quota slot is free again."""
+    quotas = ConnectionQuotas(max_connections=100, max_connections_per_ip=1, per_ip_overrides={})
+    registry = CollectorRegistry()
+    async with listener(pki, "SSL", quotas=quotas, metrics_registry=registry) as port:
+        reader, writer = await idle_socket(port)
+        writer.write(bytes.fromhex("0000001500120003000000010007636c69656e7400000000"))
+        assert await closed_by_broker(reader)
+        failed = registry.get_sample_value(
+            "kafka_server_socketservermetrics_failed_authentication_total", {"listener": "SSL"}
+        )
+        assert failed == 1
+        await slots_in_use(quotas, 0)
+        await works(await open_with(port, ClientSecurity(pki.trust())))
+        writer.close()
+
+
+@on_both_loops
+async def test_a_handshake_never_started_is_closed_at_the_authentication_timeout(pki: Pki) -> None:
+    quotas = ConnectionQuotas(max_connections=100, max_connections_per_ip=1, per_ip_overrides={})
+    async with listener(pki, "SSL", quotas=quotas, authentication_timeout_ms=300) as port:
+        reader, writer = await idle_socket(port)
+        assert await closed_by_broker(reader)
+        await slots_in_use(quotas, 0)
+        writer.close()
