@@ -37,6 +37,7 @@ from broker.handlers.list_groups import ListGroupsHandler
 from broker.handlers.list_transactions import ListTransactionsHandler
 from broker.handlers.metadata import BrokerEndpoint
 from broker.handlers.offset_commit import OffsetCommitHandler
+from broker.handlers.offset_delete import OffsetDeleteHandler
 from broker.handlers.offset_fetch import OffsetFetchHandler
 from broker.handlers.sync_group import SyncGroupHandler
 from broker.handlers.txn_offset_commit import TxnOffsetCommitHandler
@@ -250,6 +251,7 @@ def group_handlers(
         ListGroupsHandler(coordinator, authorizer),
         DescribeGroupsHandler(coordinator, authorizer),
         DeleteGroupsHandler(coordinator, authorizer),
+        OffsetDeleteHandler(coordinator, partition_exists=partition_exists, authorizer=authorizer),
     ]
 
 

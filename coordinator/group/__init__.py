@@ -13,7 +13,7 @@ Modules: :mod:`~coordinator.group.state` (states and transitions), :mod:`~coordi
 timers in :mod:`~coordinator.group.delayed`), :mod:`~coordinator.group.join` and
 :mod:`~coordinator.group.static_members` (JoinGroup), :mod:`~coordinator.group.membership` (SyncGroup,
 Heartbeat, LeaveGroup), :mod:`~coordinator.group.offset_service` (OffsetCommit, OffsetFetch),
-:mod:`~coordinator.group.cleanup` (DeleteGroups, expiry, deleted topics),
+:mod:`~coordinator.group.cleanup` (DeleteGroups, OffsetDelete, expiry, deleted topics),
 :mod:`~coordinator.group.records`, :mod:`~coordinator.group.store`, :mod:`~coordinator.group.log` and
 :mod:`~coordinator.group.loader` (``__consumer_offsets``), :mod:`~coordinator.group.catalog` (groups and
 partitions held, request checks)."""
@@ -40,6 +40,7 @@ from coordinator.group.results import (
     ListGroupsResult,
     MemberLeaveResult,
     MemberSummary,
+    OffsetDeleteResult,
     OffsetFetchResult,
     PartitionOffset,
     SyncGroupResult,
@@ -65,6 +66,7 @@ __all__ = [
     "MemberLeaveResult",
     "MemberSummary",
     "OffsetCommitRequest",
+    "OffsetDeleteResult",
     "OffsetFetchResult",
     "OffsetsRecord",
     "PartitionCommit",

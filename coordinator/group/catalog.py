@@ -31,7 +31,7 @@ class GroupApi(Enum):
 
     Kafka accepts the empty group id for offset commits and fetches (backwards compatibility) and
     for DescribeGroups and DeleteGroups (so that such a group can be seen and removed); the
-    membership APIs need a real group id.
+    membership APIs and OffsetDelete need a real group id.
     """
 
     JOIN_GROUP = False
@@ -42,6 +42,7 @@ class GroupApi(Enum):
     OFFSET_FETCH = True
     DESCRIBE_GROUPS = True
     DELETE_GROUPS = True
+    OFFSET_DELETE = False
 
     def __init__(self, allows_empty_group_id: bool) -> None:
         self.allows_empty_group_id = allows_empty_group_id

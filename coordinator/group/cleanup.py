@@ -1,4 +1,4 @@
-"""Removing offsets and groups: DeleteGroups, offset expiry, deleted topics (Kafka's
+"""Removing offsets and groups: DeleteGroups, OffsetDelete, offset expiry, deleted topics (Kafka's
 ``cleanupGroupMetadata``).
 
 For each group, a selector removes some offsets; a group left Empty without offsets is then Dead and

@@ -8,9 +8,9 @@ in the two injected purgatories) and the request paths (:mod:`~coordinator.group
 :mod:`~coordinator.group.membership`, :mod:`~coordinator.group.offset_service`,
 :mod:`~coordinator.group.cleanup`).
 
-How answers are delivered: JoinGroup, SyncGroup, OffsetCommit and DeleteGroups take a callback,
-called exactly once, possibly before the call returns (an error, or a log that completes at once) or
-later from a timer or a log completion. Heartbeat, LeaveGroup, OffsetFetch, ListGroups and
+How answers are delivered: JoinGroup, SyncGroup, OffsetCommit, DeleteGroups and OffsetDelete take a
+callback, called exactly once, possibly before the call returns (an error, or a log that completes at
+once) or later from a timer or a log completion. Heartbeat, LeaveGroup, OffsetFetch, ListGroups and
 DescribeGroups answer by return value. Completing an asyncio future is the intended use of a
 callback; it must not raise (check ``future.done()`` first: the request may have been cancelled)
 and should not call back into the coordinator synchronously.
@@ -52,12 +52,14 @@ from coordinator.group.results import (
     DescribedGroup,
     LeaveGroupResult,
     ListGroupsResult,
+    OffsetDeleteResult,
     OffsetFetchResult,
     TopicPartition,
 )
 from coordinator.group.state import GroupState
 from coordinator.group.static_members import StaticMemberRejoin
 from coordinator.group.store import CommitCallback, GroupStore
+from coordinator.group.subscriptions import CONSUMER_PROTOCOL_TYPE
 from protocol.error_codes import ErrorCode
 from protocol.errors import DecodeError
 from server_common.purgatory import DelayedOperationPurgatory
@@ -66,6 +68,7 @@ from storage.clock import Clock
 _log = structlog.get_logger("kipling.groups.coordinator")
 
 DeleteGroupsCallback = Callable[[dict[str, ErrorCode]], None]
+DeleteOffsetsCallback = Callable[[OffsetDeleteResult], None]
 
 
 class GroupCoordinator:
@@ -218,15 +221,54 @@ class GroupCoordinator:
 
     def _deletable(self, group_id: str) -> tuple[GroupMetadata | None, ErrorCode]:
         """The group if it may be deleted (with NONE), else None and why not."""
-        error = self._catalog.validate(group_id, GroupApi.DELETE_GROUPS)
+        group, error = self._live_group(group_id, GroupApi.DELETE_GROUPS)
+        if group is not None and not group.is_in(GroupState.EMPTY):
+            return None, ErrorCode.NON_EMPTY_GROUP
+        return group, error
+
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition], callback: DeleteOffsetsCallback
+    ) -> None:
+        """OffsetDelete (KIP-496, Kafka's ``handleDeleteOffsets``): an Empty group loses the offsets
+        of every partition named; a consumer group with members keeps those of the topics its
+        members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC each) and loses the others; any other group
+        with members is refused (NON_EMPTY_GROUP). Deleting goes through the same cleanup as
+        DeleteGroups and expiry (tombstones, and a group left Empty without offsets is Dead), and
+        is answered once the tombstones are written. A partition without an offset is answered
+        NONE like the others: there was nothing to delete."""
+        group, error = self._live_group(group_id, GroupApi.OFFSET_DELETE)
+        if group is None:
+            callback(OffsetDeleteResult(error))
+            return
+        wanted = list(dict.fromkeys(partitions))
+        if group.is_in(GroupState.EMPTY):
+            subscribed: set[TopicPartition] = set()
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            subscribed = {tp for tp in wanted if group.is_subscribed_to_topic(tp[0])}
+        else:
+            callback(OffsetDeleteResult(ErrorCode.NON_EMPTY_GROUP))
+            return
+        errors = {
+            tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if tp in subscribed else ErrorCode.NONE for tp in wanted
+        }
+        deletable = [tp for tp in wanted if tp not in subscribed]
+        self._cleaner.cleanup(
+            [group] if deletable else [],
+            lambda g: g.offsets.remove(deletable),
+            lambda: callback(OffsetDeleteResult(ErrorCode.NONE, errors)),
+        )
+
+    def _live_group(self, group_id: str, api: GroupApi) -> tuple[GroupMetadata | None, ErrorCode]:
+        """The group, if this coordinator holds it and it is not Dead (with NONE); else None and why
+        not: the request check's error, GROUP_ID_NOT_FOUND, or NOT_COORDINATOR when the group's
+        partition moved away meanwhile (Kafka's ``groupNotExists``)."""
+        error = self._catalog.validate(group_id, api)
         if error is not None:
             return None, error
         group = self._catalog.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             missing = self._catalog.group_not_exists(group_id)
             return None, ErrorCode.GROUP_ID_NOT_FOUND if missing else ErrorCode.NOT_COORDINATOR
-        if not group.is_in(GroupState.EMPTY):
-            return None, ErrorCode.NON_EMPTY_GROUP
         return group, ErrorCode.NONE
 
     # -- partitions of __consumer_offsets ------------------------------------------------------------

@@ -154,9 +154,15 @@ class GroupOffsets:
         """Forget the offsets of ``partitions``, durable or in flight; returns what went (tombstones
         are written for all of it). Kafka tombstones only durable offsets, so a commit in flight
         during a group or topic deletion lands after it and comes back on the next load; a
-        tombstone for it, appended after the commit's own record, keeps it deleted."""
+        tombstone for it, appended after the commit's own record, keeps it deleted.
+
+        Offsets of ``partitions`` waiting in open transactions are dropped too, as Kafka's
+        ``removeOffsets`` drops them (a later COMMIT marker must not bring them back); the
+        transaction itself stays known, so the group keeps ``has_offsets`` until its marker."""
         removed: dict[TopicPartition, OffsetAndMetadata] = {}
         for partition in partitions:
+            for txn in self.pending_txn.values():
+                txn.pop(partition, None)
             in_flight = self.pending.pop(partition, None)
             record = self.committed.pop(partition, None)
             if record is not None:

@@ -5,7 +5,7 @@ Handlers encode these into the response of the version the client spoke.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from coordinator.group.requests import UNKNOWN_MEMBER_ID
 from protocol.error_codes import ErrorCode
@@ -88,6 +88,15 @@ class OffsetFetchResult:
 
 
 @dataclass(frozen=True, slots=True)
+class OffsetDeleteResult:
+    """OffsetDelete's answer: a group-level error (then no partitions, as Kafka's response to a
+    failed request has none), or each requested partition's error in request order."""
+
+    error: ErrorCode
+    partitions: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class GroupOverview:
     group_id: str
     protocol_type: str
@@ -136,6 +145,7 @@ __all__ = [
     "ListGroupsResult",
     "MemberLeaveResult",
     "MemberSummary",
+    "OffsetDeleteResult",
     "OffsetFetchResult",
     "PartitionOffset",
     "SyncGroupResult",

@@ -23,6 +23,7 @@ from broker.handlers.leave_group import LeaveGroupHandler
 from broker.handlers.list_groups import ListGroupsHandler
 from broker.handlers.metadata import BrokerEndpoint
 from broker.handlers.offset_commit import OffsetCommitHandler, PartitionExists
+from broker.handlers.offset_delete import OffsetDeleteHandler
 from broker.handlers.offset_fetch import OffsetFetchHandler
 from broker.handlers.sync_group import SyncGroupHandler
 from coordinator.group import GroupCoordinator, partition_for
@@ -73,7 +74,7 @@ class FakeLocator:
 
 
 class Env:
-    """One coordinator and the ten handlers in front of it."""
+    """One coordinator and the eleven handlers in front of it."""
 
     def __init__(
         self,
@@ -97,6 +98,7 @@ class Env:
         self.list_groups = ListGroupsHandler(self.coordinator)
         self.describe_groups = DescribeGroupsHandler(self.coordinator)
         self.delete_groups = DeleteGroupsHandler(self.coordinator)
+        self.offset_delete = OffsetDeleteHandler(self.coordinator, partition_exists=partition_exists)
 
     @property
     def coordinator(self) -> GroupCoordinator:
@@ -115,6 +117,7 @@ class Env:
             self.list_groups,
             self.describe_groups,
             self.delete_groups,
+            self.offset_delete,
         ]
 
     def own_only(self, group_id: str) -> str:
@@ -301,6 +304,18 @@ def commit_body(
         "retention_time_ms": retention_ms,
         "topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()],
     }
+
+
+def offset_delete_body(group_id: str, partitions: Iterable[tuple[str, int]]) -> dict[str, Any]:
+    by_topic: dict[str, list[dict[str, int]]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append({"partition_index": partition})
+    return {"group_id": group_id, "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()]}
+
+
+def offset_delete_answer(response: MessageData) -> tuple[int, dict[tuple[str, int], int]]:
+    """(top-level error, {(topic, partition): error})."""
+    return response.error_code, committed(response)
 
 
 def fetch_topics(partitions: Iterable[tuple[str, int]] | None) -> list[dict[str, Any]] | None:

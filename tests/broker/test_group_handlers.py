@@ -44,6 +44,7 @@ def test_every_handler_declares_its_schemas_full_range() -> None:
         (16, 0, 5),
         (15, 0, 5),
         (42, 0, 2),
+        (47, 0, 0),
     }
 
 

@@ -30,6 +30,7 @@ from tests.broker.group_handlers_support import (
     fetch_body,
     join_body,
     leave_body,
+    offset_delete_body,
     sync_body,
 )
 from tests.protocol.frames import captured_frames
@@ -253,6 +254,8 @@ def _sample_request(handler: Handler, version: int) -> dict[str, Any]:
             return {"groups": ["g", "h"], "include_authorized_operations": True}
         case 42:
             return {"groups_names": ["g", "h"]}
+        case 47:
+            return offset_delete_body("g", [("t", 0), ("t", 1), ("u", 0)])
     raise AssertionError(handler)
 
 
@@ -270,7 +273,7 @@ def _error_codes(fields: Sequence[Field], value: Any, version: int) -> list[int]
     return codes
 
 
-@pytest.mark.parametrize("which", range(10))
+@pytest.mark.parametrize("which", range(len(Env().handlers)))
 async def test_error_response_of_every_handler_encodes_at_min_and_max_version(which: int) -> None:
     handler = Env().handlers[which]
     code = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -338,6 +341,8 @@ async def test_error_response_shapes(version: int) -> None:
         ("g", int(code), ""),
         ("h", int(code), ""),
     ]
+    deleted = error(env.offset_delete, 0)
+    assert (deleted.error_code, deleted.topics) == (int(code), [])
 
 
 # -- real clients' requests -------------------------------------------------------------------------

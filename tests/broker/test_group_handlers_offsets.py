@@ -1,4 +1,5 @@
-"""OffsetCommit and OffsetFetch handlers over a real coordinator, through the codecs of every version."""
+"""OffsetCommit, OffsetFetch and OffsetDelete handlers over a real coordinator, through the codecs of
+every version."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from tests.broker.group_handlers_support import (
     committed,
     fetch_body,
     fetched,
+    offset_delete_answer,
+    offset_delete_body,
     sync_body,
 )
 
@@ -202,3 +205,70 @@ async def test_require_stable_counts_from_v7(version: int) -> None:
     else:
         assert (partition[0], partition[3]) == (1, NONE)
     await env.finish_log(pending)
+
+
+# -- OffsetDelete -----------------------------------------------------------------------------------
+
+
+async def test_offset_delete_of_an_empty_group_answers_each_partition_once() -> None:
+    env = Env()
+    await env.call(env.offset_commit, 8, commit_body("manual", OFFSETS))
+    body = offset_delete_body("manual", [("orders", 0), ("audit", 0), ("orders", 0), ("orders", 7)])
+    answer = await env.call(env.offset_delete, 0, body)
+    assert offset_delete_answer(answer) == (
+        NONE,
+        {("orders", 0): NONE, ("audit", 0): NONE, ("orders", 7): NONE},
+    )
+    assert [t.name for t in answer.topics] == ["orders", "audit"]
+    left = await env.call(env.offset_fetch, 8, fetch_body(8, {"manual": None}))
+    assert {tp: offset for tp, (offset, *_rest) in fetched(left, 8, "manual")[1].items()} == {
+        ("orders", 1): 20
+    }
+
+
+async def test_offset_delete_refuses_partitions_the_cluster_does_not_have() -> None:
+    known = {("orders", 0), ("orders", 1), ("audit", 0)}
+    env = Env(partition_exists=lambda topic, partition: (topic, partition) in known)
+    await env.call(env.offset_commit, 8, commit_body("manual", OFFSETS))
+    body = offset_delete_body("manual", [("orders", 0), ("orders", 9), ("gone", 0)])
+    answer = await env.call(env.offset_delete, 0, body)
+    unknown = int(E.UNKNOWN_TOPIC_OR_PARTITION)
+    assert offset_delete_answer(answer) == (
+        NONE,
+        {("orders", 0): NONE, ("orders", 9): unknown, ("gone", 0): unknown},
+    )
+
+
+async def test_offset_delete_group_errors_are_top_level_without_topics() -> None:
+    """Even when no partition is left for the coordinator, the group is checked (as Kafka's
+    KafkaApis hands the coordinator an empty request)."""
+    env = Env(partition_exists=lambda topic, partition: False)
+    missing = await env.call(env.offset_delete, 0, offset_delete_body("nobody", [("gone", 0)]))
+    assert (missing.error_code, missing.topics) == (int(E.GROUP_ID_NOT_FOUND), [])
+    invalid = await env.call(env.offset_delete, 0, offset_delete_body("", [("gone", 0)]))
+    assert invalid.error_code == int(E.INVALID_GROUP_ID)
+
+
+async def test_offset_delete_keeps_the_topics_a_consumer_group_subscribes_to() -> None:
+    env = Env()
+    joined = await env.join_member(5)
+    member = joined.member_id
+    await env.call(env.sync_group, 5, sync_body("group", member, 1, {member: b""}))
+    await env.call(env.offset_commit, 9, commit_body("group", OFFSETS, member_id=member, generation=1))
+    body = offset_delete_body("group", [("orders", 0), ("audit", 0)])
+    answer = await env.call(env.offset_delete, 0, body)
+    assert offset_delete_answer(answer) == (
+        NONE,
+        {("orders", 0): int(E.GROUP_SUBSCRIBED_TO_TOPIC), ("audit", 0): NONE},
+    )
+
+
+async def test_offset_delete_waits_for_the_tombstones() -> None:
+    env = Env(defer_log=True)
+    task = env.start(env.offset_commit, 8, commit_body("manual", {("t", 0): 1}))
+    await env.finish_log(task)
+    deleting = env.start(env.offset_delete, 0, offset_delete_body("manual", [("t", 0)]))
+    await asyncio.sleep(0)
+    assert not deleting.done()
+    (answer,) = await env.finish_log(deleting)
+    assert offset_delete_answer(answer) == (NONE, {("t", 0): NONE})

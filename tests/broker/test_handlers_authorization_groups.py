@@ -1,7 +1,8 @@
 """The authorization matrix of the group APIs (KafkaApis): FindCoordinator DESCRIBE on the group or
 transactional id, JoinGroup/SyncGroup/Heartbeat/LeaveGroup READ on the group, OffsetCommit READ on
 the group and each topic, OffsetFetch DESCRIBE on the group and each topic, DescribeGroups DESCRIBE,
-ListGroups DESCRIBE on the cluster or on each group, DeleteGroups DELETE."""
+ListGroups DESCRIBE on the cluster or on each group, DeleteGroups DELETE, OffsetDelete DELETE on the
+group and READ on each topic."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ from tests.broker.group_handlers_support import (
     heartbeat_body,
     join_body,
     leave_body,
+    offset_delete_answer,
+    offset_delete_body,
     sync_body,
 )
 
@@ -176,3 +179,24 @@ async def test_delete_groups_needs_delete() -> None:
     )
     answer = await call_as(handler, 2, {"groups_names": ["app-1", "other"]}, ALICE)
     assert {r.group_id: r.error_code for r in answer.results} == {"app-1": NONE, "other": GROUP_DENIED}
+
+
+async def test_offset_delete_needs_delete_on_the_group_and_read_on_each_topic() -> None:
+    env = Env()
+    offsets = {("orders", 0): 10, ("audit", 0): 5}
+    await env.call(env.offset_commit, 8, commit_body("app-1", offsets))
+    handler = guarded(
+        env.offset_delete,
+        acl(GROUP, "app-1", AclOperation.DELETE),
+        acl(TOPIC, "orders", AclOperation.READ),
+        acl(GROUP, "app-1", AclOperation.READ, user=BOB),
+        acl(TOPIC, "*", AclOperation.READ, user=BOB),
+    )
+    body = offset_delete_body("app-1", offsets)
+    refused = await call_as(handler, 0, body, BOB)  # READ on the group is not DELETE
+    assert (refused.error_code, refused.topics) == (GROUP_DENIED, [])
+    answer = await call_as(handler, 0, body, ALICE)
+    assert offset_delete_answer(answer) == (NONE, {("orders", 0): NONE, ("audit", 0): TOPIC_DENIED})
+    group = env.coordinator.group("app-1")
+    assert group is not None
+    assert (group.offsets.get(("orders", 0)), group.offsets.get(("audit", 0)) is not None) == (None, True)

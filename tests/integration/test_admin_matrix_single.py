@@ -11,6 +11,7 @@ ships. ElectLeaders and the partition reassignments need several brokers:
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,8 +28,9 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType as KpResourceType
 from kafka.admin import NewTopic
-from kafka.errors import OffsetOutOfRangeError
+from kafka.errors import CoordinatorNotAvailableError, NoError, OffsetOutOfRangeError
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KpTopicPartition
 
 from protocol.api_keys import ApiKey
@@ -126,6 +128,7 @@ SERVED = {
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    ApiKey.OFFSET_DELETE: (0, 0),
 }
 """The version ranges kipling advertises for the admin APIs of the matrix (docs/admin-clients.md)."""
 
@@ -446,6 +449,28 @@ def test_describe_topic_partitions_and_describe_cluster(
     assert proxy.versions(ApiKey.METADATA, AIO) == {5}
 
 
+# -- OffsetDelete (47) ----------------------------------------------------------------------------
+
+
+def test_offset_delete_through_kafka_python(kp: KafkaAdminClient, proxy: RecordingProxy) -> None:
+    """kafka-python's ``delete_group_offsets`` on an Empty group whose offsets its
+    ``alter_group_offsets`` committed (confluent-kafka and aiokafka have no such call)."""
+    kp.create_topics([NewTopic("od", 2, 1)])
+    tps = [KpTopicPartition("od", p) for p in (0, 1)]
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:  # the first group request creates __consumer_offsets: no coordinator for a moment
+        try:
+            kp.alter_group_offsets("od-group", {tp: OffsetAndMetadata(7, "", -1) for tp in tps})
+            break
+        except CoordinatorNotAvailableError:
+            assert time.monotonic() < deadline, "no group coordinator"
+            time.sleep(0.2)
+    assert kp.delete_group_offsets("od-group", tps[:1]) == {tps[0]: NoError}
+    left = kp.list_group_offsets({"od-group": tps})["od-group"]
+    assert {tp.partition: meta.offset for tp, meta in left.items()} == {0: -1, 1: 7}
+    assert proxy.versions(ApiKey.OFFSET_DELETE, KP) == {0}
+
+
 # -- DescribeClientQuotas (48) and AlterClientQuotas (49) ----------------------------------------
 
 
@@ -495,6 +520,7 @@ NOT_EXPOSED = {
         "list_partition_reassignments",
         "describe_client_quotas",
         "alter_client_quotas",
+        "delete_consumer_group_offsets",
     ),
     AIOKafkaAdminClient: (
         "incremental_alter_configs",
@@ -505,6 +531,8 @@ NOT_EXPOSED = {
         "list_partition_reassignments",
         "describe_client_quotas",
         "alter_client_quotas",
+        "delete_consumer_group_offsets",
+        "delete_group_offsets",
     ),
 }
 
