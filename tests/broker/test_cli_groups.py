@@ -23,7 +23,9 @@ from tools.commands.groups import (
     Member,
     ResetScenario,
     decode_assignment,
+    delete_offsets_message,
     encode_assignment,
+    format_delete_offsets_rows,
     format_member_rows,
     format_state,
     new_offsets,
@@ -233,7 +235,85 @@ def test_usage_errors(capsys: pytest.CaptureFixture[str], broker: BrokerProcess)
     capsys.readouterr()
 
 
+def test_delete_offsets(capsys: pytest.CaptureFixture[str], broker: BrokerProcess) -> None:
+    """--delete-offsets of an Empty group (offsets committed without group management): the named
+    partitions, then a whole topic beside one that does not exist; OffsetFetch answers -1 after."""
+    topic, group = "grp-delete-offsets", "grp-delete-offsets-app"
+    assert main(["topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", topic,
+                 "--partitions", "3"]) == 0  # fmt: skip
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(3)])
+        consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(p + 1, "", -1) for p in range(3)})
+    finally:
+        consumer.close(autocommit=False)
+    capsys.readouterr()
+
+    code, out, err = groups(capsys, broker, "--delete-offsets", "--group", group, "--topic", f"{topic}:0,2")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0] == f"Request succeed for deleting offsets with topic {topic}:0,2 group {group}"
+    assert table(out)[1:] == [["TOPIC", "PARTITION", "STATUS"], [topic, "0", "Successful"],
+                              [topic, "2", "Successful"]]  # fmt: skip
+    assert committed(broker, group) == {(topic, 1): 2}
+
+    code, out, err = groups(capsys, broker, "--delete-offsets", "--group", group, "--topic", topic,
+                            "--topic", "grp-no-such-topic")  # fmt: skip
+    assert code == 1 and err == ""  # the request itself succeeded; one row failed
+    rows = table(out)[1:]
+    assert rows[1:4] == [[topic, str(p), "Successful"] for p in range(3)]
+    assert rows[4][:4] == ["grp-no-such-topic", "Not", "Provided", "Error:"]
+    assert rows[4][4] == "UNKNOWN_TOPIC_OR_PARTITION:"
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        fetched = admin.list_group_offsets({group: [TopicPartition(topic, p) for p in range(3)]})[group]
+    finally:
+        admin.close()
+    assert {tp.partition: meta.offset for tp, meta in fetched.items()} == {0: -1, 1: -1, 2: -1}
+
+    code, out, err = groups(capsys, broker, "--delete-offsets", "--group", "grp-nobody", "--topic", topic)
+    assert code == 1 and err == "\nError: 'grp-nobody' does not exist.\n"
+    assert [r[:4] for r in table(out)[1:]] == [
+        [topic, str(p), "Error:", "GROUP_ID_NOT_FOUND:"] for p in range(3)
+    ]
+
+    for wrong in (["--group", "g"], ["--group", "g", "--all-topics"], ["--topic", topic]):
+        with pytest.raises(SystemExit) as exc:
+            main(["groups", "--bootstrap-server", broker.bootstrap, "--delete-offsets", *wrong])
+        assert exc.value.code == 2
+    capsys.readouterr()
+
+
 # -- pieces, without a broker ----------------------------------------------------------------------
+
+
+def test_delete_offsets_messages_and_table_as_kafka_prints_them() -> None:
+    assert delete_offsets_message("g", ["t", "u:0"], ErrorCode.NONE) == (
+        "Request succeed for deleting offsets with topic t, u:0 group g"
+    )
+    assert delete_offsets_message("g", ["t"], ErrorCode.NON_EMPTY_GROUP) == (
+        "Error: Deleting offsets of a consumer group 'g' is forbidden if the group is not empty."
+    )
+    assert delete_offsets_message("g", ["t"], ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) == (
+        "Error: Encounter some partition level error, see the follow-up details:"
+    )
+    assert delete_offsets_message("g", ["t"], ErrorCode.NOT_COORDINATOR) == (
+        "Error: Encounter some unknown error: NOT_COORDINATOR"
+    )
+    rows = {
+        TP("t", 1): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+        TP("t", 0): ErrorCode.NONE,
+        TP("u", -1): ErrorCode.NONE,
+    }
+    lines = format_delete_offsets_rows(rows).splitlines()
+    assert lines[:3] == [
+        "",
+        "TOPIC                          PARTITION       STATUS",
+        "t                              0               Successful",
+    ]
+    assert lines[3].startswith(
+        "t                              1               Error: GROUP_SUBSCRIBED_TO_TOPIC: "
+    )
+    assert lines[4] == "u                              Not Provided    Successful"
 
 
 def test_assignment_round_trip() -> None:

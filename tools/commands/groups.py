@@ -1,4 +1,5 @@
-"""`kipling groups`: list, describe, reset and delete consumer groups, like kafka-consumer-groups.sh.
+"""`kipling groups`: list, describe, reset and delete consumer groups and their offsets, like
+kafka-consumer-groups.sh.
 
 * ``--list``: ListGroups is sent to every broker of the cluster (each answers for the groups it
   coordinates); the union of the consumer groups (protocol type ``consumer`` or empty, as Kafka's admin
@@ -17,6 +18,11 @@
   ``GROUP TOPIC PARTITION NEW-OFFSET``; ``--execute`` commits them with OffsetCommit (generation -1,
   member id "", as Kafka's tool does for an inactive group). A group with members is refused.
 * ``--delete --group G``: DeleteGroups at the coordinator.
+* ``--delete-offsets --group G --topic T[:P,P]...``: OffsetDelete at the coordinator (KIP-496); a
+  topic without partitions means all of its partitions (a topic that does not exist is a row of its
+  own). Printed as Kafka's tool does: a line on the request, then ``TOPIC PARTITION STATUS`` per
+  partition. An Empty group loses the offsets; a consumer group with members keeps those of the
+  topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC).
 
 Errors are printed on stderr with the protocol error's name, and the status is 1.
 """
@@ -253,6 +259,23 @@ class GroupAdmin:
         version = coordinator.version_for(ApiKey.DELETE_GROUPS)
         response = await coordinator.request(ApiKey.DELETE_GROUPS, version, {"groups_names": [group]})
         return error_code(response.results[0].error_code)
+
+    async def delete_offsets(
+        self, coordinator: KafkaConnection, group: str, tps: Sequence[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: the top-level error and each partition's (none when the top-level failed)."""
+        by_topic: dict[str, list[dict[str, int]]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition})
+        body = {"group_id": group, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        version = coordinator.version_for(ApiKey.OFFSET_DELETE)
+        response = await coordinator.request(ApiKey.OFFSET_DELETE, version, body)
+        partitions = {
+            TopicPartition(t.name, p.partition_index): error_code(p.error_code)
+            for t in response.topics
+            for p in t.partitions
+        }
+        return error_code(response.error_code), partitions
 
 
 # -- --describe ----------------------------------------------------------------------------------
@@ -570,6 +593,86 @@ async def delete_group(admin: GroupAdmin, group: str, out: TextIO) -> int:
     return 1
 
 
+# -- --delete-offsets ----------------------------------------------------------------------------
+
+NOT_PROVIDED = -1
+"""The partition of a row for a whole topic that could not be described (Kafka's "Not Provided")."""
+PARTITION_LEVEL_ERRORS = (
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+)
+
+
+def delete_offsets_message(group: str, topics: Sequence[str], code: ErrorCode) -> str:
+    """The line kafka-consumer-groups.sh --delete-offsets prints about the request as a whole."""
+    if code is ErrorCode.NONE:
+        return f"Request succeed for deleting offsets with topic {', '.join(topics)} group {group}"
+    if code is ErrorCode.INVALID_GROUP_ID:
+        return f"Error: '{group}' is not valid."
+    if code is ErrorCode.GROUP_ID_NOT_FOUND:
+        return f"Error: '{group}' does not exist."
+    if code is ErrorCode.GROUP_AUTHORIZATION_FAILED:
+        return f"Error: Access to '{group}' is not authorized."
+    if code is ErrorCode.NON_EMPTY_GROUP:
+        return (
+            f"Error: Deleting offsets of a consumer group '{group}' is forbidden if the group is not empty."
+        )
+    if code in PARTITION_LEVEL_ERRORS:
+        return "Error: Encounter some partition level error, see the follow-up details:"
+    return f"Error: Encounter some unknown error: {code.name}"
+
+
+def format_delete_offsets_rows(results: Mapping[TopicPartition, ErrorCode]) -> str:
+    """Kafka's ``TOPIC PARTITION STATUS`` table (30, 15 and 15 wide), one row per partition."""
+    fmt = "{:<30} {:<15} {:<15}"
+    lines = ["", fmt.format("TOPIC", "PARTITION", "STATUS")]
+    for tp in sorted(results):
+        code = results[tp]
+        partition = str(tp.partition) if tp.partition >= 0 else "Not Provided"
+        status = "Successful" if code is ErrorCode.NONE else f"Error: {code.name}: {code.description}"
+        lines.append(fmt.format(tp.topic, partition, status))
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+async def delete_offsets(admin: GroupAdmin, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``--delete-offsets``: status 0 only when every partition's offset was deleted."""
+    group = args.group
+    results: dict[TopicPartition, ErrorCode] = {}
+    tps: list[TopicPartition] = []
+    whole = sorted({topic for topic, chosen in args.topic if chosen is None})
+    if whole:
+        metadata = await admin.cluster.metadata(whole)
+        for name in whole:
+            topic = metadata.topics.get(name)
+            if topic is None or topic.error is not ErrorCode.NONE:
+                missing = topic.error if topic is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                results[TopicPartition(name, NOT_PROVIDED)] = missing
+            else:
+                tps += [TopicPartition(name, p.partition) for p in topic.partitions]
+    tps += [TopicPartition(topic, p) for topic, chosen in args.topic if chosen is not None for p in chosen]
+    tps = list(dict.fromkeys(tps))
+    coordinator = await admin.coordinator(group)
+    code, answered = await admin.delete_offsets(coordinator, group, tps)
+    if code is ErrorCode.NONE:
+        deleted = {tp: answered.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in tps}
+        code = next((c for c in deleted.values() if c), ErrorCode.NONE)  # as the admin client's all()
+    else:
+        deleted = dict.fromkeys(tps, code)
+    results.update(deleted)
+    message = delete_offsets_message(group, [_topic_argument(t, chosen) for t, chosen in args.topic], code)
+    if code is ErrorCode.NONE:
+        out.write(f"{message}\n")
+    else:
+        err.write(f"\n{message}\n")
+    out.write(format_delete_offsets_rows(results))
+    return 1 if any(results.values()) else 0
+
+
+def _topic_argument(topic: str, partitions: Sequence[int] | None) -> str:
+    return topic if partitions is None else f"{topic}:{','.join(str(p) for p in partitions)}"
+
+
 # -- the command ---------------------------------------------------------------------------------
 
 
@@ -579,7 +682,8 @@ the groups of every broker, --describe prints each partition's committed offset,
 lag with the member that has it (--describe --members: each member's id, host, client id and
 partition count, and with --verbose its partitions; --describe --state: the group's coordinator,
 assignment strategy, state and member count), --reset-offsets moves an inactive group's committed
-offsets, and --delete removes a group that has no members.
+offsets, --delete removes a group that has no members, and --delete-offsets removes a group's
+committed offsets of some topics (those a consumer group with members subscribes to are kept).
 """
 
 GROUPS_EPILOG = """\
@@ -591,6 +695,7 @@ Examples:
   kipling groups --bootstrap-server 127.0.0.1:9092 --reset-offsets --group g --topic t:0,1 \\
       --to-earliest --execute
   kipling groups --bootstrap-server 127.0.0.1:9092 --delete --group g
+  kipling groups --bootstrap-server 127.0.0.1:9092 --delete-offsets --group g --topic t --topic u:0,1
 """
 
 
@@ -608,6 +713,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     action.add_argument("--describe", action="store_true", help="describe a group's offsets and members")
     action.add_argument("--reset-offsets", action="store_true", help="reset an inactive group's offsets")
     action.add_argument("--delete", action="store_true", help="delete a group without members")
+    action.add_argument(
+        "--delete-offsets", action="store_true", help="delete a group's committed offsets of some topics"
+    )
     p.add_argument("--group", metavar="G", help="the consumer group")
     view = p.add_mutually_exclusive_group()
     view.add_argument(
@@ -624,7 +732,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="append",
         type=parse_topic_partitions,
         metavar="T[:P,P]",
-        help="--reset-offsets: a topic, or some of its partitions (repeatable)",
+        help="--reset-offsets, --delete-offsets: a topic, or some of its partitions (repeatable)",
     )
     scope.add_argument(
         "--all-topics", action="store_true", help="--reset-offsets: every topic the group has offsets for"
@@ -642,10 +750,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _check(args: argparse.Namespace) -> None:
     parser: argparse.ArgumentParser = args.groups_parser
-    if (args.describe or args.reset_offsets or args.delete) and not args.group:
-        parser.error("--group is required with --describe, --reset-offsets and --delete")
+    if (args.describe or args.reset_offsets or args.delete or args.delete_offsets) and not args.group:
+        parser.error("--group is required with --describe, --reset-offsets, --delete and --delete-offsets")
     if args.reset_offsets and not (args.topic or args.all_topics):
         parser.error("--reset-offsets needs --topic or --all-topics")
+    if args.delete_offsets and not args.topic:
+        parser.error("--delete-offsets needs --topic (--all-topics is not accepted, as in Kafka's tool)")
     if not args.describe:
         for option in ("offsets", "members", "state", "verbose"):
             if getattr(args, option):
@@ -668,6 +778,8 @@ async def groups_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> 
             return await describe_group(admin, args.group, out, err, view=view, verbose=args.verbose)
         if args.reset_offsets:
             return await reset_offsets(admin, args, out, err)
+        if args.delete_offsets:
+            return await delete_offsets(admin, args, out, err)
         return await delete_group(admin, args.group, out)
     except GroupCommandError as exc:
         err.write(f"\nError: {exc}\n")
@@ -693,7 +805,9 @@ __all__ = [
     "OffsetRow",
     "ResetScenario",
     "decode_assignment",
+    "delete_offsets_message",
     "encode_assignment",
+    "format_delete_offsets_rows",
     "format_member_rows",
     "format_offset_rows",
     "format_reset_rows",
