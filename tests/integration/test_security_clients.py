@@ -16,105 +16,32 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import (
-    AdminClient,
-    NewTopic,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
-)
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol.api import encode_request
 from protocol.framing import encode_frame
-from security.dev_certs import issue, new_authority
 from security.plain import plain_token
-from tests.integration.broker_process import BrokerProcess, free_port
 from tests.integration.client_helpers import KCAT, wait_until
-
-PLAIN_JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
+from tests.integration.secured_broker import (
+    AUTHENTICATION_TIMEOUT_MS,
+    REAUTH_MS,
+    SecuredBroker,
+    start_secured_broker,
 )
+
 MESSAGES = 200
-REAUTH_MS = 2000
-AUTHENTICATION_TIMEOUT_MS = 3000
-
-
-@dataclass
-class SecuredBroker:
-    process: BrokerProcess
-    ports: dict[str, int]
-    pki: Path
-
-    def address(self, listener: str) -> str:
-        return f"127.0.0.1:{self.ports[listener]}"
-
-    @property
-    def ca(self) -> str:
-        return str(self.pki / "ca.pem")
-
-    def pem(self, name: str) -> str:
-        return str(self.pki / f"{name}.pem")
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
-    pki = tmp_path_factory.mktemp("pki")
-    ca = new_authority()
-    (pki / "ca.pem").write_text(ca.pem)
-    for name in ("broker", "alice"):
-        (pki / f"{name}.pem").write_text(issue(ca, name).keystore_pem)
-    (pki / "expired.pem").write_text(issue(ca, "mallory", expired=True).keystore_pem)
-    stranger = new_authority("stranger CA")
-    (pki / "stranger.pem").write_text(issue(stranger, "eve").keystore_pem)
-    (pki / "stranger-ca.pem").write_text(stranger.pem)
-    ports = {name: free_port() for name in ("SSL", "MTLS", "SASL_SSL", "SASL_PLAINTEXT")}
-    process = BrokerProcess(tmp_path_factory.mktemp("secured"))
-    listeners = ",".join(
-        [
-            f"PLAINTEXT://127.0.0.1:{process.port}",
-            *(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
-        ]
-    )
-    process.overrides = [
-        f"listeners={listeners}",
-        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,SASL_SSL:SASL_SSL,"
-        "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "ssl.keystore.type=PEM",
-        f"ssl.keystore.location={pki / 'broker.pem'}",
-        "ssl.truststore.type=PEM",
-        f"ssl.truststore.location={pki / 'ca.pem'}",
-        "ssl.client.auth=requested",
-        "listener.name.mtls.ssl.client.auth=required",
-        "listener.name.mtls.ssl.principal.mapping.rules=RULE:^CN=([^,]*),.*$/$1/U,DEFAULT",
-        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-        "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN",
-        f"listener.name.sasl_ssl.plain.sasl.jaas.config={PLAIN_JAAS}",
-        f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_JAAS}",
-        "num.partitions=2",
-        f"listener.name.sasl_plaintext.connections.max.reauth.ms={REAUTH_MS}",
-        f"kipling.authentication.timeout.ms={AUTHENTICATION_TIMEOUT_MS}",
-    ]
-    process.start()
-    admin = AdminClient({"bootstrap.servers": process.bootstrap})
-    upserts = [
-        UserScramCredentialUpsertion(
-            "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"carol-secret"
-        ),
-        UserScramCredentialUpsertion(
-            "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"carol-secret"
-        ),
-    ]
-    for future in admin.alter_user_scram_credentials(upserts).values():
-        future.result(timeout=30)
-    yield SecuredBroker(process, ports, pki)
-    process.stop()
+    broker = start_secured_broker(tmp_path_factory)
+    yield broker
+    broker.process.stop()
 
 
 def _client_config(broker: SecuredBroker, kind: str) -> dict[str, Any]:
