@@ -11,6 +11,12 @@ those objects are pickled (pyspark-notes.md §3.1).
 fetch loop and the sink). Requests go to each partition's leader (from Metadata); retriable errors
 (leadership moving, a topic just created) and lost connections are retried ``fetchOffset.numRetries``
 times, ``fetchOffset.retryIntervalMs`` apart, as Spark's Kafka source does for its offset lookups.
+A refused SASL login is not retried (Kafka's clients treat it as fatal too): the same credentials would
+be refused again, and the job should fail at once with the broker's reason.
+
+TLS and SASL come from the options' :class:`~client.security.ClientSecurityConfig`: each
+:class:`ClusterClient` builds the SSLContext once, for its one connection pool, because building one
+reads the truststore and keystore files and the options (pickled to the executors) must stay plain data.
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ import structlog
 from client.admin import AdminClient, ClusterMetadata
 from client.connection import KafkaConnection
 from client.connection_pool import ConnectionPool
-from client.errors import ClientError, KafkaResponseError
+from client.errors import AuthenticationFailedError, ClientError, KafkaResponseError
 from client.fetch_session import TopicPartition
 from client.offsets import list_offsets
+from client.security import ClientSecurity
 from pipeline.errors import KiplingOptionError
 from pipeline.options import (
     Assign,
@@ -36,6 +43,7 @@ from pipeline.options import (
     Subscribe,
     SubscribePattern,
     Subscription,
+    security_error_message,
 )
 from protocol.error_codes import ErrorCode
 from protocol.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, IsolationLevel
@@ -66,6 +74,7 @@ class ClusterClient:
             client_id=settings.client_id,
             connect_timeout_s=CONNECT_TIMEOUT_S,
             request_timeout_s=settings.request_timeout_ms / 1000,
+            security=_build_security(settings),
         )
         self._brokers: dict[int, BrokerAddress] = {}
 
@@ -84,6 +93,8 @@ class ClusterClient:
         for address in self.settings.bootstrap:
             try:
                 return await self.connection(address)
+            except AuthenticationFailedError:
+                raise  # every broker takes the same login: trying the next would be refused too
             except ClientError as exc:
                 errors.append(f"{address}: {exc}")
         raise ClientError(f"no bootstrap broker reachable: {'; '.join(errors)}")
@@ -212,6 +223,8 @@ class ClusterClient:
                 if not exc.retriable or number == self.retries:
                     raise
                 _log.info("retrying", what=what, attempt=number + 1, error=str(exc))
+            except AuthenticationFailedError:
+                raise
             except ClientError as exc:
                 if number == self.retries:
                     raise
@@ -285,6 +298,18 @@ class BrokerSession:
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         return self.run(self.client.list_offsets(timestamps))
+
+
+def _build_security(settings: ConnectionSettings) -> ClientSecurity | None:
+    """The SSLContext and SASL login of ``settings`` (None: PLAINTEXT). The options were checked on the
+    driver; what fails here is TLS material the executor cannot read (a truststore path that exists
+    only on the driver), reported as the option at fault."""
+    if settings.security is None:
+        return None
+    try:
+        return settings.security.build()
+    except ValueError as exc:
+        raise KiplingOptionError(security_error_message(exc)) from None
 
 
 def _topics_of(subscription: Assign) -> tuple[str, ...]:

@@ -43,7 +43,7 @@ import pyarrow as pa
 import structlog
 
 from client.consumer import Consumer, FetchedPartition, FetchResult
-from client.errors import ClientError, KafkaResponseError
+from client.errors import AuthenticationFailedError, ClientError, KafkaResponseError
 from client.fetch_session import TopicPartition
 from pipeline.arrow import DEFAULT_MAX_ROWS_PER_BATCH, RecordBatchBuilder
 from pipeline.cluster import BrokerSession, ClusterClient
@@ -234,6 +234,8 @@ class RangeReader:
                 raise
             await self._lost_consumer(f"leader lookup failed: {exc}")
             return None
+        except AuthenticationFailedError:
+            raise  # a refused login is refused again: fail the task now, not after pollTimeoutMs
         except ClientError as exc:
             await self._lost_consumer(f"cannot connect to the leader: {exc}")
             return None

@@ -4,7 +4,14 @@ The option names, defaults, JSON formats and error messages are those of Spark's
 (``KafkaSourceProvider``), so a job moves from ``format("kafka")`` to ``format("kipling")`` by changing
 the format name. Where Spark silently passes an unknown ``kafka.*`` option to its Kafka client, this
 source has no such client to pass it to, so an option it would ignore is refused with a clear error
-instead: a job must not believe a setting (security, group, serializer) is in force when it is not.
+instead: a job must not believe a setting (group, serializer) is in force when it is not.
+
+Kafka's client security keys (``kafka.security.protocol``, ``kafka.ssl.*``, ``kafka.sasl.mechanism``,
+``kafka.sasl.jaas.config``) are honoured: stripped of ``kafka.`` they are Kafka client properties, parsed
+by :func:`client.security.from_properties` (the parser of the CLI's ``--command-config``) into a
+:class:`~client.security.ClientSecurityConfig`. That is plain data, so it travels to the executors
+inside :class:`ConnectionSettings`; the SSLContext is built from it where connections are opened
+(:mod:`pipeline.cluster`). Its ``repr`` and every error message leave the passwords out.
 
 Option keys are case-insensitive, as in Spark: everything here works on lower-cased keys.
 """
@@ -21,6 +28,7 @@ from typing import Any, Literal
 import structlog
 
 from client.fetch_session import TopicPartition
+from client.security import PLAINTEXT, SECURITY_PROPERTY_KEYS, ClientSecurityConfig, from_properties
 from pipeline.errors import KiplingOptionError
 from protocol.records import CompressionType
 from protocol.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, IsolationLevel
@@ -93,12 +101,15 @@ MAX_PARTITION_FETCH_BYTES = "kafka.max.partition.fetch.bytes"
 FETCH_MAX_WAIT_MS = "kafka.fetch.max.wait.ms"
 ISOLATION_LEVEL = "kafka.isolation.level"
 GROUP_ID = "kafka.group.id"
-SECURITY_PROTOCOL = "kafka.security.protocol"
 ACKS = "kafka.acks"
 COMPRESSION_TYPE = "kafka.compression.type"
 BATCH_SIZE = "kafka.batch.size"
 LINGER_MS = "kafka.linger.ms"
 MAX_IN_FLIGHT = "kafka.max.in.flight.requests.per.connection"
+KAFKA_PREFIX = "kafka."
+SECURITY_KEYS = frozenset(KAFKA_PREFIX + key for key in SECURITY_PROPERTY_KEYS)
+"""``kafka.security.protocol``, ``kafka.ssl.*``, ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``:
+the Kafka client security keys :func:`client.security.from_properties` reads, for reading and writing."""
 
 DEFAULT_CLIENT_ID = "kipling-spark"
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
@@ -114,11 +125,13 @@ DEFAULT_MAX_IN_FLIGHT = 5
 
 _CONSUMER_KAFKA_KEYS = frozenset(
     {BOOTSTRAP_SERVERS, CLIENT_ID, REQUEST_TIMEOUT_MS, MAX_PARTITION_FETCH_BYTES, FETCH_MAX_WAIT_MS}
-    | {ISOLATION_LEVEL, GROUP_ID, SECURITY_PROTOCOL}
+    | {ISOLATION_LEVEL, GROUP_ID}
+    | SECURITY_KEYS
 )
 _PRODUCER_KAFKA_KEYS = frozenset(
     {BOOTSTRAP_SERVERS, CLIENT_ID, REQUEST_TIMEOUT_MS, ACKS, COMPRESSION_TYPE, BATCH_SIZE, LINGER_MS}
-    | {MAX_IN_FLIGHT, SECURITY_PROTOCOL}
+    | {MAX_IN_FLIGHT}
+    | SECURITY_KEYS
 )
 
 ASSIGN_EXAMPLE = '{"topicA":[0,1],"topicB":[2,4]}'
@@ -243,6 +256,9 @@ class ConnectionSettings:
     bootstrap: tuple[BrokerAddress, ...]
     client_id: str = DEFAULT_CLIENT_ID
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
+    security: ClientSecurityConfig | None = None
+    """TLS and SASL settings (None: PLAINTEXT). Plain data, secrets left out of its ``repr``; the
+    SSLContext is built from it by each connection pool, on the executor that uses it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,18 +449,48 @@ def parse_connection(params: Mapping[str, str], role: Literal["consumer", "produ
         raise KiplingOptionError(
             f"Option '{BOOTSTRAP_SERVERS}' must be specified for configuring the kipling {role}"
         )
-    protocol = params.get(SECURITY_PROTOCOL, "PLAINTEXT")
-    if protocol.upper() != "PLAINTEXT":
-        raise KiplingOptionError(
-            f"Option '{SECURITY_PROTOCOL}={protocol}' is not supported: the kipling client speaks "
-            "PLAINTEXT only"
-        )
     return ConnectionSettings(
         bootstrap=parse_bootstrap(servers),
         client_id=params.get(CLIENT_ID, DEFAULT_CLIENT_ID),
         request_timeout_ms=_positive_int(params, REQUEST_TIMEOUT_MS, f"{REQUEST_TIMEOUT_MS} must be positive")
         or DEFAULT_REQUEST_TIMEOUT_MS,
+        security=parse_security(params),
     )
+
+
+def parse_security(params: Mapping[str, str]) -> ClientSecurityConfig | None:
+    """The ``kafka.``-prefixed Kafka client security keys, parsed by the client's own parser (None for
+    PLAINTEXT). The TLS material is loaded once here, so that a missing or unreadable truststore fails
+    on the driver, naming the option, before any task is planned."""
+    props = {key.removeprefix(KAFKA_PREFIX): value for key, value in params.items() if key in SECURITY_KEYS}
+    if not props:
+        return None
+    try:
+        config = from_properties(props)
+    except ValueError as exc:
+        raise KiplingOptionError(security_error_message(exc)) from None
+    unused = sorted(
+        KAFKA_PREFIX + key
+        for key in props
+        if (key.startswith("ssl.") and not config.uses_tls)
+        or (key.startswith("sasl.") and not config.uses_sasl)
+    )
+    if unused:
+        _log.warning(
+            "Kafka security options have no effect with this security.protocol",
+            security_protocol=config.protocol,
+            options=unused,
+        )
+    return None if config.protocol == PLAINTEXT else config
+
+
+_CONFIGURATION_KEY = re.compile(r"configuration ((?:security|ssl|sasl)\.[a-z.]+[a-z])")
+
+
+def security_error_message(exc: Exception) -> str:
+    """A security error of the client's parser, naming the Spark option (``kafka.ssl.truststore.type``)
+    where the client names its property (``ssl.truststore.type``). Those messages never quote a secret."""
+    return _CONFIGURATION_KEY.sub(lambda m: f"option '{KAFKA_PREFIX}{m.group(1)}'", str(exc))
 
 
 def parse_bootstrap(servers: str) -> tuple[BrokerAddress, ...]:
@@ -706,5 +752,7 @@ __all__ = [
     "lower_keys",
     "parse_bootstrap",
     "parse_read_options",
+    "parse_security",
     "parse_write_options",
+    "security_error_message",
 ]

@@ -1,6 +1,7 @@
-"""Fixtures of the Spark pipeline tests: one kipling broker process and one SparkSession per run.
+"""Fixtures of the Spark pipeline tests: one kipling broker process (and a secured one, for the tests of
+the security options) and one SparkSession per run.
 
-Both are session-scoped because starting them is what costs (a broker ~1 s, a SparkSession 2-6 s plus
+All are session-scoped because starting them is what costs (a broker ~1 s, a SparkSession 2-6 s plus
 the first query's warm-up, pyspark-notes.md §7); tests isolate themselves with their own topics and
 checkpoint directories. Spark's Python workers must import ``pipeline``: the repository root is put
 on PYTHONPATH before the JVM starts, so this works whether or not the project is installed.
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.integration.broker_process import BrokerProcess
+from tests.integration.secured_broker import SecuredBroker, start_secured_broker
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,6 +36,14 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     process = BrokerProcess(tmp_path_factory.mktemp("pipeline-broker"), overrides=BROKER_OVERRIDES).start()
     yield process
     process.stop()
+
+
+@pytest.fixture(scope="session")
+def secured_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
+    """A second broker with SASL_SSL and mutual-TLS listeners, for the security options."""
+    secured = start_secured_broker(tmp_path_factory)
+    yield secured
+    secured.process.stop()
 
 
 def spark_environment() -> dict[str, str]:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
+import structlog
 
 from client.fetch_session import TopicPartition
+from client.security import ClientSecurityConfig
 from pipeline.errors import KiplingOptionError
 from pipeline.options import (
     Assign,
@@ -22,6 +26,7 @@ from pipeline.options import (
 )
 from protocol.records import CompressionType
 from protocol.sentinels import IsolationLevel
+from security.dev_certs import DevPki, write_dev_pki
 
 BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
@@ -89,8 +94,11 @@ def test_subscriptions() -> None:
         ({"kafka.value.deserializer": "x"}, "Kafka option 'value.deserializer' is not supported"),
         ({"kafka.enable.auto.commit": "true"}, "Kafka option 'enable.auto.commit' is not supported"),
         ({"kafka.interceptor.classes": "x"}, "Kafka option 'interceptor.classes' is not supported"),
-        ({"kafka.sasl.mechanism": "PLAIN"}, "Kafka option 'sasl.mechanism' is not supported by the kipling"),
-        ({"kafka.security.protocol": "SSL"}, "PLAINTEXT only"),
+        (
+            {"kafka.sasl.kerberos.service.name": "kafka"},
+            "Kafka option 'sasl.kerberos.service.name' is not supported by the kipling",
+        ),
+        ({"kafka.security.protocol": "TLS"}, "Invalid value TLS for option 'kafka.security.protocol'"),
         ({"kafka.isolation.level": "serializable"}, "must be read_uncommitted or read_committed"),
         ({"minOffsetsPerTrigger": "10"}, "composite read limit"),
         ({"startingOffst": "earliest"}, "Unknown option 'startingoffst'"),
@@ -235,3 +243,135 @@ def test_write_options() -> None:
 def test_bad_write_options(options: dict[str, str], message: str) -> None:
     with pytest.raises(KiplingOptionError, match=message):
         parse_write_options(options)
+
+
+# -- security: Kafka's client keys, parsed by client.security.from_properties -----------------------
+
+PASSWORD = "pw-Zq81-secret"
+SCRAM_JAAS = (
+    "org.apache.kafka.common.security.scram.ScramLoginModule required "
+    f'username="carol" password="{PASSWORD}";'
+)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> DevPki:
+    return write_dev_pki(tmp_path_factory.mktemp("pki"), ("client",))
+
+
+def sasl_ssl(pki: DevPki, **extra: str) -> dict[str, str]:
+    """Spark options for SASL_SSL with SCRAM-SHA-512, a PEM truststore and a client certificate."""
+    return {
+        **BOOT,
+        "kafka.security.protocol": "sasl_ssl",
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.truststore.location": str(pki.ca),
+        "kafka.ssl.keystore.type": "PEM",
+        "kafka.ssl.keystore.location": str(pki.keystores["client"]),
+        "kafka.ssl.endpoint.identification.algorithm": "",
+        "kafka.SASL.Mechanism": "SCRAM-SHA-512",  # keys are case-insensitive, values are Kafka's
+        "kafka.sasl.jaas.config": SCRAM_JAAS,
+        **extra,
+    }
+
+
+def parsed_security(options: dict[str, str], direction: str) -> ClientSecurityConfig | None:
+    if direction == "read":
+        return parse_read_options({**options, "subscribe": "a"}, "batch").connection.security
+    return parse_write_options(options).connection.security
+
+
+@pytest.mark.parametrize("direction", ["read", "write"])
+def test_security_options_are_kafkas_client_keys(pki: DevPki, direction: str) -> None:
+    security = parsed_security(sasl_ssl(pki), direction)
+    assert security is not None and security.ssl is not None
+    assert (security.protocol, security.sasl_mechanism, security.username, security.password) == (
+        "SASL_SSL",
+        "SCRAM-SHA-512",
+        "carol",
+        PASSWORD,
+    )
+    assert security.ssl.truststore_location == str(pki.ca)
+    assert security.ssl.keystore_location == str(pki.keystores["client"])
+    assert security.ssl.endpoint_identification_algorithm == ""
+    # plain data: it travels to the executors inside every task
+    assert pickle.loads(pickle.dumps(security)) == security
+
+
+@pytest.mark.parametrize("direction", ["read", "write"])
+def test_plaintext_and_tls_without_sasl(pki: DevPki, direction: str) -> None:
+    assert parsed_security(dict(BOOT), direction) is None
+    assert parsed_security({**BOOT, "kafka.security.protocol": "PLAINTEXT"}, direction) is None
+    tls = parsed_security(
+        {
+            **BOOT,
+            "kafka.security.protocol": "SSL",
+            "kafka.ssl.truststore.type": "PEM",
+            "kafka.ssl.truststore.location": str(pki.ca),
+        },
+        direction,
+    )
+    assert tls is not None and tls.uses_tls and not tls.uses_sasl and tls.password is None
+
+
+def test_security_options_without_effect_are_warned_about_without_their_values() -> None:
+    with structlog.testing.capture_logs() as logs:
+        security = parse_write_options(
+            {**BOOT, "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": SCRAM_JAAS}
+        ).connection.security
+    assert security is None
+    (warning,) = [e for e in logs if "no effect" in e["event"]]
+    assert warning["options"] == ["kafka.sasl.jaas.config", "kafka.sasl.mechanism"]
+    assert PASSWORD not in repr(logs)
+
+
+def test_the_password_is_in_no_repr(pki: DevPki) -> None:
+    secrets = {
+        "kafka.ssl.key.password": PASSWORD + "-key",
+        "kafka.ssl.truststore.password": PASSWORD + "-trust",
+    }
+    read = parse_read_options({**sasl_ssl(pki, **secrets), "subscribe": "a"}, "batch")
+    write = parse_write_options(sasl_ssl(pki, **secrets))
+    for text in (repr(read), str(read), repr(write), repr(write.connection), repr(read.connection.security)):
+        assert "carol" in text and PASSWORD not in text
+
+
+@pytest.mark.parametrize("direction", ["read", "write"])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"kafka.security.protocol": "SASL_TLS"},
+            "Invalid value SASL_TLS for option 'kafka.security.protocol'",
+        ),
+        (
+            {"kafka.ssl.truststore.type": "JKS"},
+            "Invalid option 'kafka.ssl.truststore.type': JKS truststores can only be read by a JVM",
+        ),
+        ({"kafka.ssl.truststore.location": "/nowhere/ca.pem"}, "option 'kafka.ssl.truststore.location'"),
+        ({"kafka.ssl.keystore.type": "PKCS12"}, "option 'kafka.ssl.keystore.location'.* not a PKCS12 file"),
+        ({"kafka.ssl.enabled.protocols": "SSLv3"}, "option 'kafka.ssl.enabled.protocols'"),
+        ({"kafka.sasl.mechanism": "GSSAPI"}, "Invalid value GSSAPI for option 'kafka.sasl.mechanism'"),
+        ({"kafka.sasl.jaas.config": SCRAM_JAAS.rstrip(";")}, "option 'kafka.sasl.jaas.config'.* semi-colon"),
+        (
+            {"kafka.sasl.jaas.config": f'x required password="{PASSWORD}";'},
+            "option 'kafka.sasl.jaas.config'.* no username option",
+        ),
+    ],
+)
+def test_bad_security_options_name_the_option_and_never_the_secret(
+    pki: DevPki, direction: str, change: dict[str, str], message: str
+) -> None:
+    options = sasl_ssl(pki, **{"kafka.ssl.keystore.password": PASSWORD + "-ks"})
+    options.pop("kafka.SASL.Mechanism")
+    options["kafka.sasl.mechanism"] = "SCRAM-SHA-512"
+    with pytest.raises(KiplingOptionError, match=message) as caught:
+        parsed_security({**options, **change}, direction)
+    assert PASSWORD not in str(caught.value)
+
+
+def test_sasl_needs_a_jaas_config() -> None:
+    with pytest.raises(KiplingOptionError, match=r"option 'kafka\.sasl\.jaas\.config': not set"):
+        parse_write_options(
+            {**BOOT, "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN"}
+        )

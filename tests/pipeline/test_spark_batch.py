@@ -11,6 +11,7 @@ pytest.importorskip("pyarrow")
 
 
 from tests.integration.broker_process import BrokerProcess
+from tests.integration.secured_broker import SecuredBroker
 from tests.pipeline.helpers import Produced, new_topic, produce
 
 if TYPE_CHECKING:
@@ -82,3 +83,16 @@ def test_assign_timestamps_ending_offsets_and_min_partitions(
     rows = df.collect()
     assert sorted(r["offset"] for r in rows) == list(range(10, 40))
     assert all(r["partition"] == 0 and r["value"] == by_offset[(0, r["offset"])].value for r in rows)
+
+
+def test_batch_read_over_sasl_ssl(spark: SparkSession, secured_broker: SecuredBroker) -> None:
+    """Kafka's security options reach Spark's Python workers (pickled with each task) and log in there."""
+    topic = new_topic(secured_broker.process.bootstrap, "batch-secured", partitions=2)
+    produced = produce(secured_broker.process.bootstrap, topic, 40, partitions=(0, 1))
+    reader = spark.read.format("kipling").option(
+        "kafka.bootstrap.servers", secured_broker.address("SASL_SSL")
+    )
+    for key, value in secured_broker.scram_properties().items():
+        reader = reader.option(f"kafka.{key}", value)
+    rows = reader.option("subscribe", topic).option("includeHeaders", "true").load().collect()
+    assert as_produced(rows) == produced
