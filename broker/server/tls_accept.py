@@ -102,7 +102,11 @@ class TlsAcceptor:
                     log.warning("cannot accept connections", error=str(exc), retry_s=ACCEPT_RETRY_DELAY_S)
                     await asyncio.sleep(ACCEPT_RETRY_DELAY_S)
                 continue  # otherwise the peer gave up before we accepted: nothing to do
-            peer_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                peer_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:  # the peer is already gone: nothing to serve
+                peer_sock.close()
+                continue
             connection = self._new_connection()
             admitted = connection.admit(address)
             task = loop.create_task(self._connect(peer_sock, connection, admitted))
