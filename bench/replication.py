@@ -71,6 +71,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench import write_results
 from bench.broker_proc import KiplingProcess
@@ -282,14 +283,14 @@ class Brokers:
 
 
 def request_counts(broker: KiplingProcess) -> dict[str, float]:
-    """Produce and Fetch requests the broker has served (its /metrics); on the leader, Fetch = followers'."""
-    text = broker.metrics_text()
+    """Produce and Fetch requests the broker's client listeners have served (its /metrics; not the
+    controller listener's Raft fetches); on the leader, Fetch = followers'."""
     out = {"Produce": 0.0, "Fetch": 0.0}
-    for line in text.splitlines():
-        if line.startswith(REQUESTS + "{"):
-            for name in out:
-                if f'request="{name}"' in line:
-                    out[name] += float(line.rsplit(" ", 1)[1])
+    for family in text_string_to_metric_families(broker.metrics_text()):
+        for sample in family.samples:
+            api = sample.labels.get("request", "")
+            if sample.name == REQUESTS and api in out and sample.labels.get("listener") != "CONTROLLER":
+                out[api] += sample.value
     return out
 
 

@@ -68,6 +68,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench import write_results
 from bench.broker_proc import KiplingProcess, free_port
@@ -241,14 +242,18 @@ def run_phase(broker: KiplingProcess, kind: str, job: Job) -> dict[str, Any]:
     return result
 
 
+REQUESTS = "kafka_network_requestmetrics_requests_total"
+
+
 def request_counts(broker: KiplingProcess) -> dict[str, int]:
-    """Requests the broker has handled so far, by API, from its /metrics."""
-    prefix = 'kafka_network_requestmetrics_requests_total{request="'
+    """Requests the broker's client listeners have handled so far, by API, from its /metrics (the
+    internal controller listener's metadata fetches left out)."""
     counts: dict[str, int] = {}
-    for line in broker.metrics_text().splitlines():
-        if line.startswith(prefix):
-            labels, value = line.rsplit(" ", 1)
-            counts[labels[len(prefix) :].split('"', 1)[0]] = int(float(value))
+    for family in text_string_to_metric_families(broker.metrics_text()):
+        for sample in family.samples:
+            if sample.name == REQUESTS and sample.labels.get("listener") != "CONTROLLER":
+                api = sample.labels["request"]
+                counts[api] = counts.get(api, 0) + int(sample.value)
     return counts
 
 

@@ -318,6 +318,7 @@ def build_node(config: BrokerConfig) -> Node:
     """The node ``config`` describes; nothing is started (see :meth:`Node.start`)."""
     legacy = _legacy_metadata(config)  # refused before anything in the log dirs changes
     registry = CollectorRegistry()
+    request_metrics = RequestMetrics(registry)  # one set for the node's broker and controller listeners
     clock = SystemClock()
     cluster_id = ensure_meta_properties(config.all_log_dirs, config.node_id, config.cluster_id)
     image = MetadataImage()
@@ -352,6 +353,7 @@ def build_node(config: BrokerConfig) -> Node:
                 clock,
                 legacy,
                 registry,
+                request_metrics,
                 image if config.is_broker else None,
                 internal_login,
             )
@@ -359,7 +361,17 @@ def build_node(config: BrokerConfig) -> Node:
             else None
         )
         broker = (
-            _build_broker(config, cluster_id, image, log_manager, clock, registry, controller, internal_login)
+            _build_broker(
+                config,
+                cluster_id,
+                image,
+                log_manager,
+                clock,
+                registry,
+                request_metrics,
+                controller,
+                internal_login,
+            )
             if config.is_broker
             else None
         )
@@ -377,6 +389,7 @@ def _build_broker(
     log_manager: LogManager,
     clock: Clock,
     registry: CollectorRegistry,
+    request_metrics: RequestMetrics,
     controller: ControllerNode | None,
     internal_login: InternalControllerLogin | None = None,
 ) -> BrokerNode:
@@ -404,7 +417,6 @@ def _build_broker(
     )
     locator.on_move(channel.controller_moved)
     locator.on_move(metadata_channel.controller_moved)
-    request_metrics = RequestMetrics(registry)
     servers: list[BrokerServer] = []
     lifecycle_ref: list[BrokerLifecycleManager] = []
 
@@ -620,6 +632,7 @@ def _build_controller(
     clock: Clock,
     legacy: LegacyMetadata | None,
     registry: CollectorRegistry,
+    request_metrics: RequestMetrics,
     broker_image: MetadataImage | None = None,
     internal_login: InternalControllerLogin | None = None,
 ) -> ControllerNode:
@@ -709,7 +722,6 @@ def _build_controller(
     heartbeat_connections = HeartbeatConnections(active)
     handlers = controller_handlers(config, active, raft, cluster_id, clock, heartbeat_connections)
     gate = CommitGate(raft, active, COMMIT_WAIT_FACTOR * settings.fetch_timeout_ms / 1000)
-    request_metrics = RequestMetrics(CollectorRegistry())
     listener_image = _controller_image(partition_log, broker_image)
     access = ControllerAccess(
         authorizer_over(

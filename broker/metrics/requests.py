@@ -36,24 +36,30 @@ def api_name(api_key: int) -> str:
 
 
 class RequestMetrics:
+    """One node's request and connection metrics, shared by all its listeners (the controller's
+    too, as Kafka's request metrics are one set per process), each series labelled with the
+    listener that served it: ``sum by (request)`` gives Kafka's figures, and a broker's client
+    traffic is told apart from its controller listener's Raft fetches and heartbeats."""
+
     def __init__(self, registry: CollectorRegistry) -> None:
         self.requests = Counter(
             "kafka_network_requestmetrics_requests",
-            "Requests handled, by API",
-            ["request"],
+            "Requests handled, by API and listener",
+            ["request", "listener"],
             registry=registry,
         )
         self.latency = Histogram(
             "kafka_network_requestmetrics_totaltime_seconds",
-            "Time from a request's arrival to its response being queued, by API",
-            ["request"],
+            "Time from a request's arrival to its response being queued, by API and listener",
+            ["request", "listener"],
             buckets=_LATENCY_BUCKETS,
             registry=registry,
         )
         self.errors = Counter(
             "kafka_network_requestmetrics_errors",
-            "Responses carrying a top-level error or connections closed on a bad request, by API and error",
-            ["request", "error"],
+            "Responses carrying a top-level error or connections closed on a bad request, by API, "
+            "error and listener",
+            ["request", "error", "listener"],
             registry=registry,
         )
         self.bytes_in = Counter(
@@ -63,7 +69,10 @@ class RequestMetrics:
             "kafka_server_brokertopicmetrics_bytesout", "Response bytes sent", registry=registry
         )
         self.connections = Gauge(
-            "kafka_server_socketservermetrics_connection_count", "Open client connections", registry=registry
+            "kafka_server_socketservermetrics_connection_count",
+            "Open connections, by listener",
+            ["listener"],
+            registry=registry,
         )
         self.connections_closed = Counter(
             "kafka_server_socketservermetrics_connection_close",
@@ -79,7 +88,7 @@ class RequestMetrics:
         )
         self.failed_authentication = Counter(
             "kafka_server_socketservermetrics_failed_authentication",
-            "SASL exchanges and TLS client certificates refused, by listener",
+            "SASL exchanges, TLS handshakes and TLS client certificates refused, by listener",
             ["listener"],
             registry=registry,
         )
@@ -88,9 +97,33 @@ class RequestMetrics:
         counter = self.successful_authentication if succeeded else self.failed_authentication
         counter.labels(listener).inc()
 
+    def of_listener(self, listener: str) -> ListenerRequestMetrics:
+        """The request metrics of one listener's dispatcher."""
+        return ListenerRequestMetrics(self, listener)
+
+
+class ListenerRequestMetrics:
+    """What one listener's dispatcher records: the node's metrics with the listener's label."""
+
+    def __init__(self, metrics: RequestMetrics, listener: str) -> None:
+        self._metrics = metrics
+        self._listener = listener
+        self._series: dict[int, tuple[Counter, Histogram]] = {}
+        """Each API's labelled children, looked up once (a request then costs no label lookup)."""
+
     def observe(self, api_key: int, seconds: float, bytes_in: int, bytes_out: int) -> None:
-        name = api_name(api_key)
-        self.requests.labels(name).inc()
-        self.latency.labels(name).observe(seconds)
-        self.bytes_in.inc(bytes_in)
-        self.bytes_out.inc(bytes_out)
+        metrics = self._metrics
+        series = self._series.get(api_key)
+        if series is None:
+            name = api_name(api_key)
+            listener = self._listener
+            series = metrics.requests.labels(name, listener), metrics.latency.labels(name, listener)
+            self._series[api_key] = series
+        requests, latency = series
+        requests.inc()
+        latency.observe(seconds)
+        metrics.bytes_in.inc(bytes_in)
+        metrics.bytes_out.inc(bytes_out)
+
+    def error(self, request: str, error: str) -> None:
+        self._metrics.errors.labels(request, error, self._listener).inc()

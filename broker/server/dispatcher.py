@@ -75,7 +75,7 @@ class RequestDispatcher:
         every RequestContext, so that Metadata answers with that listener's addresses);
         ``request_quota`` measures requests against ``request_percentage`` quotas."""
         self._registry = registry
-        self._metrics = metrics
+        self._metrics = metrics.of_listener(listener)
         self._listener = listener
         self._gate = gate
         self._throttles = throttles
@@ -186,14 +186,14 @@ class RequestDispatcher:
 
     def _refuse(self, api_key: int, reason: str, peer: str) -> Any:
         log.warning("closing connection", reason=reason, api_key=api_key, peer=peer)
-        self._metrics.errors.labels(api_name(api_key), "CLOSED").inc()
+        self._metrics.error(api_name(api_key), "CLOSED")
         raise CloseConnection(reason)
 
     def _unsupported(self, ctx: RequestContext, handler: Handler | None) -> Any:
         if ctx.api_key == ApiKey.API_VERSIONS:
             # Kafka answers an unknown ApiVersions version in the v0 format so any client can read it.
             ctx_v0 = dataclasses.replace(ctx, api_version=0)
-            self._metrics.errors.labels("ApiVersions", "UNSUPPORTED_VERSION").inc()
+            self._metrics.error("ApiVersions", "UNSUPPORTED_VERSION")
             return _ForcedVersion(
                 ctx_v0, api_versions_body(self._registry.api_ranges(), ErrorCode.UNSUPPORTED_VERSION)
             )
@@ -213,7 +213,7 @@ class RequestDispatcher:
             body = _generic_error(ctx, code)
         if body is None:
             self._refuse(ctx.api_key, f"{code.name} and no place for it in the response", ctx.peer)
-        self._metrics.errors.labels(api_name(ctx.api_key), code.name).inc()
+        self._metrics.error(api_name(ctx.api_key), code.name)
         return body
 
     # -- handling ------------------------------------------------------------------------------

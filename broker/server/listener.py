@@ -147,7 +147,7 @@ class BrokerServer:
             authentication_timeout_s=self._authentication_timeout_s,
         )
         self._connections.add(connection)
-        self._metrics.connections.inc()
+        self._metrics.connections.labels(self._listener).inc()
         return connection
 
     def _tls_refused(self) -> None:
@@ -194,7 +194,7 @@ class BrokerServer:
             self._quotas.release(connection.ip)
         if connection in self._connections:
             self._connections.discard(connection)
-            self._metrics.connections.dec()
+            self._metrics.connections.labels(self._listener).dec()
             self._metrics.connections_closed.labels(connection.close_reason).inc()
             peer_closed = connection.close_reason == PEER_CLOSED
             if self._on_connection_closed is not None and peer_closed and not self._stopping:

@@ -151,11 +151,11 @@ def test_idle_incremental_fetch_long_polls(session_broker: BrokerProcess, produc
         _poll_until(consumer, 20)
         consumer.poll(timeout_ms=600)  # now in the incremental session, nothing left to read
         _, epoch_before = _session(consumer)
-        fetches_before = session_broker.metric(REQUESTS, request="Fetch")
+        fetches_before = session_broker.metric(REQUESTS, request="Fetch", listener="PLAINTEXT")
         started = time.monotonic()
         while time.monotonic() - started < 2.0:
             assert consumer.poll(timeout_ms=100) == {}
-        fetches = session_broker.metric(REQUESTS, request="Fetch") - fetches_before
+        fetches = session_broker.metric(REQUESTS, request="Fetch", listener="PLAINTEXT") - fetches_before
         _, epoch_after = _session(consumer)
         assert 1 <= fetches <= 10, f"{fetches} Fetch requests in 2 s idle (max_wait 500 ms): not long-polling"
         assert epoch_after > epoch_before, "the idle fetches were not incremental fetches of the session"
@@ -313,6 +313,7 @@ def test_consumer_closing_during_a_parked_fetch_releases_its_connection(
     topic = unique_topic("close-parked")
     create_topic(session_broker.bootstrap, topic, 1)
     connections = "kafka_server_socketservermetrics_connection_count"
+    clients = {"listener": "PLAINTEXT"}  # not the broker's own controller connections
 
     async def park_then_stop() -> float:
         consumer = AIOKafkaConsumer(
@@ -322,12 +323,12 @@ def test_consumer_closing_during_a_parked_fetch_releases_its_connection(
         consumer.assign([AioTopicPartition(topic, 0)])
         await consumer.seek_to_beginning()
         await consumer.getmany(timeout_ms=500)  # the next fetch is parked at the broker now
-        assert session_broker.metric(connections) >= 1
+        assert session_broker.metric(connections, **clients) >= 1
         await consumer.stop()
         return time.monotonic()
 
     stopped_at = asyncio.run(park_then_stop())
-    assert wait_until(lambda: session_broker.metric(connections) == 0, 2.0), session_broker.metric(
+    assert wait_until(lambda: session_broker.metric(connections, **clients) == 0, 2.0), session_broker.metric(
         connections
     )
     assert time.monotonic() - stopped_at < 2.0

@@ -93,8 +93,12 @@ def test_metrics_endpoint(broker: BrokerProcess) -> None:
     with WireClient(broker.port) as client:
         client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "a", "client_software_version": "b"})
     text = broker.metrics()
-    assert 'kafka_network_requestmetrics_requests_total{request="ApiVersions"}' in text
+    assert 'kafka_network_requestmetrics_requests_total{listener="PLAINTEXT",request="ApiVersions"}' in text
     assert "kafka_server_socketservermetrics_connection_count" in text
+    # the node's controller listener (its broker's heartbeats and metadata fetches) is on /metrics too
+    requests = "kafka_network_requestmetrics_requests_total"
+    assert broker.metric(requests, request="BrokerHeartbeat", listener="CONTROLLER") >= 1
+    assert broker.metric("kafka_server_socketservermetrics_connection_count", listener="CONTROLLER") >= 1
 
 
 def test_sigterm_shuts_down_cleanly(fresh_broker: BrokerProcess) -> None:
