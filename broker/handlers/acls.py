@@ -25,6 +25,7 @@ from broker.handlers.forwarding import ForwardingHandler
 from metadata.authorizer.standard import Authorizer
 from metadata.controller.acl_control import AclCreationResult, AclDeletionResult
 from metadata.controller.active import ControllerRef, resolve_controller
+from metadata.controller.controller import QuorumController
 from metadata.image import MetadataImage
 from protocol.acl_bindings import CLUSTER_NAME, AclBinding, AclBindingFilter
 from protocol.acl_types import AclOperation, ResourceType
@@ -140,10 +141,11 @@ def _describe_body(
     }
 
 
-class CreateAclsHandler(Handler):
-    """The controller's side; a broker forwards the request here unchanged."""
+class _AclChangeHandler(Handler):
+    """CreateAcls or DeleteAcls at the controller (a broker forwards them here unchanged): one
+    result per creation or filter, each carrying the error when the whole request fails (Kafka's
+    getErrorResponse)."""
 
-    api_key = ApiKey.CREATE_ACLS
     min_version = MIN_VERSION
     max_version = MAX_VERSION
 
@@ -155,21 +157,37 @@ class CreateAclsHandler(Handler):
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
         if not self._enabled:
             return self.error_body(ctx, request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
-        bindings = [_binding_of(creation) for creation in request.creations]
         try:
-            results = resolve_controller(self._controller).create_acls(bindings)
+            return self._change(resolve_controller(self._controller), request)
         except KafkaError as exc:
             return self.error_body(ctx, request, exc.code, exc.message)
-        return {"throttle_time_ms": 0, "results": [_creation(result) for result in results]}
 
     def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
         return self.error_body(ctx, request, code)
 
-    @staticmethod
+    def _change(self, controller: QuorumController, request: MessageData) -> Any:
+        """The response body of the change the controller made."""
+        raise NotImplementedError
+
+    @classmethod
     def error_body(
-        ctx: RequestContext, request: MessageData | None, code: ErrorCode, message: str | None = None
+        cls, ctx: RequestContext, request: MessageData | None, code: ErrorCode, message: str | None = None
     ) -> Any:
-        """Kafka's getErrorResponse: every creation carries ``code``."""
+        raise NotImplementedError
+
+
+class CreateAclsHandler(_AclChangeHandler):
+    api_key = ApiKey.CREATE_ACLS
+
+    def _change(self, controller: QuorumController, request: MessageData) -> Any:
+        results = controller.create_acls([_binding_of(creation) for creation in request.creations])
+        return {"throttle_time_ms": 0, "results": [_creation(result) for result in results]}
+
+    @classmethod
+    def error_body(
+        cls, ctx: RequestContext, request: MessageData | None, code: ErrorCode, message: str | None = None
+    ) -> Any:
+        """Every creation carries ``code``."""
         count = 0 if request is None else len(request.creations)
         return {"throttle_time_ms": 0, "results": [_creation(AclCreationResult(code, message))] * count}
 
@@ -178,35 +196,18 @@ def _creation(result: AclCreationResult) -> dict[str, Any]:
     return {"error_code": int(result.error), "error_message": result.message}
 
 
-class DeleteAclsHandler(Handler):
-    """The controller's side; a broker forwards the request here unchanged."""
-
+class DeleteAclsHandler(_AclChangeHandler):
     api_key = ApiKey.DELETE_ACLS
-    min_version = MIN_VERSION
-    max_version = MAX_VERSION
 
-    def __init__(self, controller: ControllerRef, enabled: bool) -> None:
-        self._controller = controller
-        self._enabled = enabled
-
-    async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
-        if not self._enabled:
-            return self.error_body(ctx, request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
-        filters = [_filter_of(f) for f in request.filters]
-        try:
-            results = resolve_controller(self._controller).delete_acls(filters)
-        except KafkaError as exc:
-            return self.error_body(ctx, request, exc.code, exc.message)
+    def _change(self, controller: QuorumController, request: MessageData) -> Any:
+        results = controller.delete_acls([_filter_of(f) for f in request.filters])
         return {"throttle_time_ms": 0, "filter_results": [_filter_result(result) for result in results]}
 
-    def error_response(self, ctx: RequestContext, request: MessageData | None, code: ErrorCode) -> Any:
-        return self.error_body(ctx, request, code)
-
-    @staticmethod
+    @classmethod
     def error_body(
-        ctx: RequestContext, request: MessageData | None, code: ErrorCode, message: str | None = None
+        cls, ctx: RequestContext, request: MessageData | None, code: ErrorCode, message: str | None = None
     ) -> Any:
-        """Kafka's getErrorResponse: every filter carries ``code``, matching nothing."""
+        """Every filter carries ``code``, matching nothing."""
         count = 0 if request is None else len(request.filters)
         return {
             "throttle_time_ms": 0,
