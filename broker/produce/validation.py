@@ -3,9 +3,9 @@
 Header-only, except :func:`verify_crc` for the paths that answer without appending (the log
 verifies the CRC while it copies the batch otherwise), :func:`conform_to_topic_codec`, which
 recompresses a batch whose codec is not the topic's ``compression.type`` (Kafka's leader does the
-same in ``LogValidator``), and :func:`check_timestamps` when a topic bounds how old a record may
-be. With ``compression.type=producer``, the default, or a batch already in the topic's codec, the
-batch is appended as it came: the hot path costs one comparison.
+same in ``LogValidator``), and :func:`check_records` on a compacted topic or when a topic bounds
+how old a record may be. With ``compression.type=producer``, the default, or a batch already in the
+topic's codec, the batch is appended as it came: the hot path costs one comparison.
 
 Timestamp bounds (Kafka's ``LogValidator.validateTimestamp``, KIP-937): on a CreateTime topic a
 record whose timestamp is more than ``message.timestamp.after.max.ms`` ahead of the broker's clock,
@@ -18,6 +18,14 @@ LogAppendTime attribute. The batch header's MaxTimestamp decides the "after" bou
 decodes nothing; only a topic whose ``before.max.ms`` is not the default (Long.MAX, no bound) has
 its records' timestamps decoded, with the columnar decoder, to find the oldest. A refused batch is
 decoded once more to name its records.
+
+Keys on compacted topics (Kafka's ``LogValidator.validateKey``): a ``cleanup.policy`` with
+``compact`` refuses a batch with a null-key record as a whole, INVALID_RECORD, with one record error
+per keyless record (``Compacted topic cannot accept message without key in topic partition T-P``)
+and Kafka's partition message naming the first three. Finding them takes a walk of the records
+that reads each key's length and steps over keys and values without copying them, paid only by
+compacted topics (after decompression, for a compressed batch). A keyless record is not also
+checked for its timestamp, as in Kafka; a batch with both kinds of error is INVALID_TIMESTAMP.
 """
 
 from __future__ import annotations
@@ -44,13 +52,19 @@ from storage.config import COMPRESSION_PRODUCER, LONG_MAX, LogConfig
 
 __all__ = [
     "INVALID_TIMESTAMP_MESSAGE",
+    "NO_KEY_MESSAGE",
     "RecordError",
     "RecordValidationError",
+    "check_records",
     "check_timestamps",
     "conform_to_topic_codec",
+    "invalid_record_message",
     "read_single_batch",
     "verify_crc",
 ]
+
+NO_KEY_MESSAGE = "Compacted topic cannot accept message without key in topic partition"
+"""Kafka's record error for a keyless record on a compacted topic, followed by ``topic-partition``."""
 
 INVALID_TIMESTAMP_MESSAGE = "One or more records have been rejected due to invalid timestamp"
 """The partition's error message for INVALID_TIMESTAMP, Kafka's ``InvalidTimestampException`` text."""
@@ -157,30 +171,65 @@ def _level(codec: CompressionType, config: LogConfig) -> int | None:
     return None
 
 
-# -- timestamp bounds ------------------------------------------------------------------------------
+# -- record checks: keys on compacted topics, timestamp bounds ------------------------------------
+
+
+def check_records(
+    data: bytes | bytearray | memoryview,
+    header: RecordBatchHeader,
+    config: LogConfig,
+    now_ms: int,
+    *,
+    topic: str,
+    partition: int,
+) -> None:
+    """Kafka's ``LogValidator.validateRecord`` for what it checks of v2 records: a key on every record
+    of a compacted topic (INVALID_RECORD), then the timestamp bounds (INVALID_TIMESTAMP).
+
+    ``now_ms`` is the produce path's clock; ``topic`` and ``partition`` name the partition in the
+    messages. A topic that is not compacted decodes nothing here unless its timestamp bounds need
+    it (see the module docstring). A compacted topic's records are walked with the columnar decoder,
+    which reads each key's length and skips values without copying them; only a batch with a null
+    key is then checked record by record. A batch whose records cannot be decoded is CORRUPT_MESSAGE.
+    """
+    columns = None
+    if config.compact:
+        columns = _columns(data)
+        if -1 in columns.fields[KEY_LENGTH::FIELDS_PER_RECORD]:
+            _check_each_record(data, header, config, now_ms, f"{topic}-{partition}", columns)
+    check_timestamps(data, header, config, now_ms, columns, topic=topic, partition=partition)
 
 
 def check_timestamps(
-    data: bytes | bytearray | memoryview, header: RecordBatchHeader, config: LogConfig, now_ms: int
+    data: bytes | bytearray | memoryview,
+    header: RecordBatchHeader,
+    config: LogConfig,
+    now_ms: int,
+    columns: RecordColumns | None = None,
+    *,
+    topic: str = "",
+    partition: int = 0,
 ) -> None:
     """INVALID_TIMESTAMP unless every record's timestamp is within the topic's bounds of ``now_ms``.
 
-    ``now_ms`` is the produce path's clock. See the module docstring for the rules; a batch whose
-    records cannot be decoded (only looked at when the bounds need them) is CORRUPT_MESSAGE.
+    ``now_ms`` is the produce path's clock; ``columns`` the batch's records if already decoded. See
+    the module docstring for the rules; a batch whose records cannot be decoded (only looked at when
+    the bounds need them) is CORRUPT_MESSAGE.
     """
     if header.is_log_append_time:
         # Every record's timestamp is MaxTimestamp; Kafka refuses the batch on a LogAppendTime topic
         # and, on a CreateTime one, if that is -1 or out of bounds. Producers never send these.
-        _check_each_record(data, header, config, now_ms)
+        _check_each_record(data, header, config, now_ms, f"{topic}-{partition}", columns)
         return
     if config.log_append_time:
         return
     if header.max_timestamp - now_ms > config.message_timestamp_after_max_ms:
-        _check_each_record(data, header, config, now_ms)
+        _check_each_record(data, header, config, now_ms, f"{topic}-{partition}", columns)
     before = config.message_timestamp_before_max_ms
     if before == LONG_MAX:
         return
-    columns = _columns(data)
+    if columns is None:
+        columns = _columns(data)
     base = header.base_timestamp
     deltas = columns.fields[TIMESTAMP_DELTA::FIELDS_PER_RECORD]
     # records without a timestamp are not checked
@@ -188,7 +237,7 @@ def check_timestamps(
     if timestamps and (
         now_ms - min(timestamps) > before or max(timestamps) - now_ms > config.message_timestamp_after_max_ms
     ):
-        _check_each_record(data, header, config, now_ms, columns)
+        _check_each_record(data, header, config, now_ms, f"{topic}-{partition}", columns)
 
 
 def _columns(data: bytes | bytearray | memoryview) -> RecordColumns:
@@ -204,10 +253,16 @@ def _check_each_record(
     header: RecordBatchHeader,
     config: LogConfig,
     now_ms: int,
+    topic_partition: str,
     columns: RecordColumns | None = None,
 ) -> None:
-    """Kafka's check record by record: INVALID_TIMESTAMP naming each refused record (the CRC is
-    checked first, so a corrupt batch stays CORRUPT_MESSAGE); returns if none is refused."""
+    """Kafka's check record by record (the CRC is checked first, so a corrupt batch stays
+    CORRUPT_MESSAGE); returns if no record is refused.
+
+    As in Kafka, a record's missing key (compacted topics) is its error, else its timestamp is
+    checked. The batch is INVALID_TIMESTAMP if any record's timestamp is refused, else INVALID_RECORD
+    with Kafka's message naming the first three record errors.
+    """
     verify_crc(data)
     if columns is None:
         columns = _columns(data)
@@ -215,11 +270,16 @@ def _check_each_record(
     after = config.message_timestamp_after_max_ms
     bounds = f"[{_java_long(now_ms - before)}, {_java_long(now_ms + after)}]"
     create_time = not config.log_append_time
+    compacted = config.compact
     producer_log_append_time = header.is_log_append_time
     fields = columns.fields
     errors: list[RecordError] = []
+    timestamp_refused = False
     for index in range(columns.count):
         row = index * FIELDS_PER_RECORD
+        if compacted and fields[row + KEY_LENGTH] < 0:
+            errors.append(RecordError(index, f"{NO_KEY_MESSAGE} {topic_partition}"))
+            continue
         offset = header.base_offset + fields[row + OFFSET_DELTA]
         if producer_log_append_time:
             timestamp = header.max_timestamp  # what Kafka's readers report for such a batch
@@ -227,6 +287,7 @@ def _check_each_record(
             timestamp = header.base_timestamp + fields[row + TIMESTAMP_DELTA]
         if create_time and timestamp != NO_TIMESTAMP:
             if now_ms - timestamp > before or timestamp - now_ms > after:
+                timestamp_refused = True
                 errors.append(
                     RecordError(
                         index,
@@ -240,6 +301,7 @@ def _check_each_record(
                 f"key={max(fields[row + KEY_LENGTH], 0)} bytes, "
                 f"value={max(fields[row + VALUE_LENGTH], 0)} bytes)"
             )
+            timestamp_refused = True
             errors.append(
                 RecordError(
                     index,
@@ -247,8 +309,10 @@ def _check_each_record(
                     "type to LogAppendTime.",
                 )
             )
-    if errors:
+    if timestamp_refused:
         raise RecordValidationError(ErrorCode.INVALID_TIMESTAMP, INVALID_TIMESTAMP_MESSAGE, errors)
+    if errors:
+        raise RecordValidationError(ErrorCode.INVALID_RECORD, invalid_record_message(errors), errors)
     if header.max_timestamp - now_ms > after:
         # No record is beyond the bound but the header says one is: Kafka would rewrite MaxTimestamp,
         # kipling stores headers as they come, so it refuses the batch rather than keep a wrong one.
@@ -257,6 +321,21 @@ def _check_each_record(
             f"MaxTimestamp {header.max_timestamp} of the record batch is out of range. The timestamp "
             f"should be within {bounds}",
         )
+
+
+def invalid_record_message(errors: Sequence[RecordError]) -> str:
+    """The partition's message for INVALID_RECORD record errors: Kafka's, with its Java
+    ``List<RecordError>.toString()`` of the first three."""
+    shown = ", ".join(
+        f"RecordError(batchIndex={e.batch_index}, message="
+        + ("null" if e.message is None else f"'{e.message}'")
+        + ")"
+        for e in errors[:3]
+    )
+    return (
+        f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+        f"showing the first three errors at most: [{shown}]"
+    )
 
 
 def _java_long(value: int) -> int:

@@ -52,7 +52,7 @@ from typing import NamedTuple, Protocol
 import structlog
 
 from broker.fetch.read_rules import diverging_epoch, visible_end_offset
-from broker.produce.validation import check_timestamps, conform_to_topic_codec, read_single_batch, verify_crc
+from broker.produce.validation import check_records, conform_to_topic_codec, read_single_batch, verify_crc
 from broker.replication.replica_state import (
     DEFAULT_REPLICA_LAG_TIME_MAX_MS,
     BrokerEligibility,
@@ -462,7 +462,7 @@ class Partition:
         header = self._validate_batch(data)
         if header.is_transactional and origin != "replication":
             self._check_txn_verified(header, verification)
-        check_timestamps(data, header, self.log.config, now_ms)
+        check_records(data, header, self.log.config, now_ms, topic=self.topic, partition=self.index)
         duplicate = self._check_producer_state(data, header, now_ms, origin)
         if duplicate is not None:
             return self._duplicate_result(duplicate)
