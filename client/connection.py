@@ -48,6 +48,7 @@ from client.errors import (
     PeerClosedError,
     ProtocolViolationError,
     RequestTimeoutError,
+    TlsHandshakeError,
     UnsupportedApiVersionError,
     error_code,
 )
@@ -247,7 +248,7 @@ class KafkaConnection:
         except ssl.SSLError as exc:
             self._closed = True
             self._lost.set()
-            raise ConnectError(
+            raise TlsHandshakeError(
                 f"TLS handshake with {self.host}:{self.port} failed: {_tls_reason(exc)}"
             ) from exc
         except (OSError, TimeoutError) as exc:

@@ -36,6 +36,12 @@ class AuthenticationFailedError(ConnectError):
     mechanism and the broker's reason, never the password."""
 
 
+class TlsHandshakeError(AuthenticationFailedError):
+    """The TLS handshake failed: the broker's certificate is not trusted or does not name the host,
+    the broker refused ours, or the port does not speak TLS. As Kafka's SslAuthenticationException,
+    it is an authentication failure: retrying with the same settings fails the same way."""
+
+
 class ConnectionClosedError(ClientError):
     """The connection closed (by either side) before the request's response arrived."""
 

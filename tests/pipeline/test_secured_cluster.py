@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from client.errors import AuthenticationFailedError
+from client.errors import AuthenticationFailedError, TlsHandshakeError
 from client.fetch_session import TopicPartition
 from pipeline.cluster import BrokerSession, ClusterClient
 from pipeline.errors import KiplingOptionError
@@ -120,6 +120,20 @@ def test_a_wrong_password_fails_at_once_with_the_brokers_reason(secured: Secured
         assert "SCRAM-SHA-512" in message and "authentication" in message.lower(), message
         assert wrong not in message and SCRAM_PASSWORD not in message
     assert wrong not in secured.process.output()
+
+
+@pytest.mark.timeout(60)  # a retried handshake would run into kafkaConsumer.pollTimeoutMs (120 s)
+def test_an_untrusted_broker_certificate_fails_at_once(secured: SecuredBroker) -> None:
+    """A truststore that does not hold the broker's CA: the handshake fails, and retrying cannot help."""
+    options = {**scram_options(secured), "kafka.ssl.truststore.location": secured.pem("stranger-ca")}
+    topic = new_topic(secured.process.bootstrap, "untrusted")
+    read = parse_read_options({**options, "subscribe": topic}, "batch")
+    with BrokerSession(read.connection) as session, pytest.raises(TlsHandshakeError, match="certificate"):
+        session.partitions(read.subscription, missing_topics="error")
+    with pytest.raises(TlsHandshakeError):
+        read_all(read.connection, TopicPartition(topic, 0), 0, 1)
+    with pytest.raises(TlsHandshakeError):
+        write_batches(parse_write_options({**options, "topic": topic}), [rows(1)])
 
 
 def test_tls_material_missing_on_the_executor_names_the_option(
