@@ -16,6 +16,14 @@ INVALID_REPLICATION_FACTOR when default.replication.factor exceeds the brokers),
 treat as retriable metadata errors, where Kafka would keep answering LEADER_NOT_AVAILABLE and only
 log the reason.
 
+A topic deleted a moment ago is, once this broker's metadata has applied the deletion, a missing topic
+like any other, and auto-creation makes it anew (a new topic id, empty logs): Kafka's KRaft
+controller frees the name with the RemoveTopicRecord (no "being deleted" state) and its
+AutoTopicCreationManager keeps no memory of deletions. A client that holds on to a deleted topic must
+not ask for auto-creation; Kafka's consumers do not (Java: allow_auto_topic_creation=false;
+librdkafka: allow.auto.create.topics=false by default). A broker that has not yet applied the
+deletion still answers the old topic.
+
 Authorization (KafkaApis.handleTopicMetadataRequest): a topic the requester may not DESCRIBE is left
 out of an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (with no topic id and
 whether or not it exists; named by id, with its id and no name); auto-creating a missing topic needs
