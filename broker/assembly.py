@@ -9,12 +9,13 @@ leadership of ``__transaction_state``; :mod:`broker.node` calls these builders.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
 from broker.client_security import inter_broker_client_security
+from broker.fetch.replica_selector import replica_selector
 from broker.fetch.service import FetchService, LeaderQuota
 from broker.fetch_session.cache import FetchSessionCache
 from broker.fetch_session.context import FetchManager
@@ -99,8 +100,11 @@ def build_data_plane(
     topics: TopicLookup,
     *,
     leader_quota: LeaderQuota | None = None,
+    replica_racks: Callable[[str], Mapping[int, str | None]] | None = None,
 ) -> DataPlane:
-    """Fetch and produce services over ``replicas``, woken by every partition change."""
+    """Fetch and produce services over ``replicas``, woken by every partition change.
+
+    ``replica_racks(listener)`` places replicas for ``replica.selector.class`` (KIP-392)."""
     loop = asyncio.get_running_loop()
     purgatory_metrics = PurgatoryMetrics(registry)
     fetch_purgatory = DelayedOperationPurgatory("Fetch", loop)
@@ -122,6 +126,8 @@ def build_data_plane(
         fetch_max_bytes=config.fetch_max_bytes,
         expiration_meter=DelayedFetchMetrics(registry).record_expiration,
         leader_quota=leader_quota,
+        replica_selector=replica_selector(config.replica_selector_class),
+        replica_racks=replica_racks,
     )
     replicas.add_partition_listener(fetch_service.on_partition_changed)
     produce_service = ProduceService(

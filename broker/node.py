@@ -503,7 +503,15 @@ def _build_broker(
     locator.on_new_leader(lifecycle.nudge)  # heartbeat a new controller at once, well within its grace
     leader_quota = LeaderReplicationQuota(image, config.node_id, clock.time_ms)
     ReplicationQuotaMetrics(registry, leader_quota.rate)
-    plane = build_data_plane(config, registry, clock, replicas, image, leader_quota=leader_quota)
+    plane = build_data_plane(
+        config,
+        registry,
+        clock,
+        replicas,
+        image,
+        leader_quota=leader_quota,
+        replica_racks=_replica_racks(image),
+    )
     register_transaction_metrics(
         registry, replicas.partitions, clock.time_ms, config.transaction_max_timeout_ms
     )
@@ -1008,6 +1016,20 @@ def _live_brokers(image: MetadataImage) -> Callable[[str], list[BrokerEndpoint]]
         return endpoints
 
     return brokers
+
+
+def _replica_racks(image: MetadataImage) -> Callable[[str], dict[int, str | None]]:
+    """Broker id -> rack of the registered, unfenced brokers with an endpoint on a listener: where a
+    preferred read replica may be (Kafka's ``getPartitionReplicaEndpoints``)."""
+
+    def racks(listener: str) -> dict[int, str | None]:
+        return {
+            registration.broker_id: registration.rack
+            for registration in image.brokers()
+            if not registration.fenced and any(e.name == listener for e in registration.endpoints)
+        }
+
+    return racks
 
 
 def _any_live_broker(image: MetadataImage, fallback: int) -> int:

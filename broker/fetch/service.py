@@ -44,8 +44,16 @@ their cached offset; the session cache reports each idle stretch once, when it e
 :meth:`FetchService._credit_idle_follower` hands it to the partition (see
 :mod:`broker.fetch_session.cache`). An incremental follower fetch therefore stays O(changed).
 
+Preferred read replica (KIP-392): with ``replica.selector.class`` set, a consumer fetch (v11+) that
+carries a rack gets, for each partition led here whose selector picks another replica
+(:mod:`broker.fetch.replica_selector`), the partition's offsets and that replica's id instead of
+records, and the request is answered at once. In an incremental session such a result is sticky (the
+partition is in every response, as Kafka includes every partition with a preferred replica), and a
+committed ISR change, which may change the selection of a partition not dirty otherwise, marks the
+partition dirty like a high-watermark move.
+
 Deliberate limits: no client quotas (throttle 0; replication quotas are applied, see
-:class:`LeaderQuota`), no preferred read replica (Kafka's default selector),
+:class:`LeaderQuota`),
 no transactions (the last stable offset is the high watermark, aborted transactions are always
 empty). UNSUPPORTED_COMPRESSION_TYPE for fetch v<10 is detected from the attributes of the first
 batch returned (one 2-byte pread), where Kafka looks at the topic's ``compression.type``: kipling
@@ -56,7 +64,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -69,6 +77,7 @@ from broker.fetch.delayed import (
     FetchPartitionStatus,
 )
 from broker.fetch.read_rules import visible_end_offset
+from broker.fetch.replica_selector import ClientMetadata, ReplicaSelector, find_preferred_read_replica
 from broker.fetch_session import (
     CachedPartition,
     FetchContext,
@@ -98,6 +107,8 @@ __all__ = [
 
 ZSTD_MIN_VERSION = 10
 """Fetch v10 is the first a client may read zstd batches with."""
+CLIENT_METADATA_VERSION = 11
+"""Fetch v11 added RackId and PreferredReadReplica (KIP-392)."""
 STORAGE_ERROR_MIN_VERSION = 6
 """Fetch v6+ may see KAFKA_STORAGE_ERROR; older versions get NOT_LEADER_OR_FOLLOWER instead."""
 NO_LEADER = (-1, -1)
@@ -148,10 +159,22 @@ class FetchRequest:
     authorizer). A denied partition is erroneous with TOPIC_AUTHORIZATION_FAILED, whether its
     topic exists or not, and stays in its fetch session, answered so at each fetch (Kafka's
     handleFetchRequest)."""
+    rack_id: str = ""
+    """RackId (v11+): the consumer's ``client.rack``, empty when it sent none."""
+    listener: str = ""
+    """The listener the request came in on (where the preferred replica's endpoint must be)."""
 
     @property
     def is_from_follower(self) -> bool:
         return self.replica_id >= 0
+
+    @property
+    def client_metadata(self) -> ClientMetadata | None:
+        """Kafka's ClientMetadata: present for every consumer fetch of v11+ (rack or not), which
+        makes it a fetch any replica may serve (``FetchParams.fetchOnlyLeader`` is false)."""
+        if self.version < CLIENT_METADATA_VERSION or self.is_from_follower:
+            return None
+        return ClientMetadata(self.rack_id, self.listener)
 
 
 class PartitionPayload(NamedTuple):
@@ -218,11 +241,19 @@ class FetchService:
         fetch_max_bytes: int,
         expiration_meter: Callable[[bool], None] | None = None,
         leader_quota: LeaderQuota | None = None,
+        replica_selector: ReplicaSelector | None = None,
+        replica_racks: Callable[[str], Mapping[int, str | None]] | None = None,
     ) -> None:
         """``purgatory`` is the Fetch purgatory (scheduled on the event loop); ``fetch_max_bytes``
         is the broker's ``fetch.max.bytes``; ``expiration_meter(is_follower)`` counts expiries;
-        ``leader_quota`` throttles follower fetches of throttled partitions (KIP-73)."""
+        ``leader_quota`` throttles follower fetches of throttled partitions (KIP-73).
+
+        ``replica_selector`` (``replica.selector.class``; None: the leader serves every consumer)
+        picks a consumer's preferred read replica, placing replicas by ``replica_racks(listener)``:
+        broker id -> rack of the registered, unfenced brokers with an endpoint on that listener."""
         self._leader_quota = leader_quota
+        self._replica_selector = replica_selector
+        self._replica_racks = replica_racks
         self._manager = manager
         self._replicas = replicas
         self._topics = topics
@@ -250,8 +281,13 @@ class FetchService:
             replica_id=request.replica_id,
         )
         params = self._fetch_params(request)
+        preference = self._preference(request)
         first = self._read_all(
-            context.partitions_to_read(), request, params, update_follower_state=request.is_from_follower
+            context.partitions_to_read(),
+            request,
+            params,
+            preference,
+            update_follower_state=request.is_from_follower,
         )
         if self._answer_now(request, params, context, first):
             response = context.update_and_generate_response(first.results)
@@ -260,7 +296,7 @@ class FetchService:
             return response
         self._update_follower_states(request, first)
         await self._wait(request, params, context, first)
-        again = self._read_all(context.partitions_to_read(), request, params)
+        again = self._read_all(context.partitions_to_read(), request, params, preference)
         self._record_leader_quota(request, again)
         return context.update_and_generate_response(again.results)
 
@@ -331,8 +367,18 @@ class FetchService:
             min_bytes=request.min_bytes,
             max_bytes=max(0, min(request.max_bytes, self._fetch_max_bytes)),
             isolation_level=request.isolation_level,
-            fetch_only_from_leader=True,  # Partition.read serves leaders only
+            fetch_only_from_leader=request.client_metadata is None,
         )
+
+    def _preference(self, request: FetchRequest) -> _Preference | None:
+        """The preferred-read-replica lookup of a consumer fetch that carries a rack, or None.
+
+        Without a rack the rack-aware selector always answers the leader, so nothing is looked up.
+        """
+        client = request.client_metadata
+        if self._replica_selector is None or client is None or not client.rack_id:
+            return None
+        return _Preference(self._replica_selector, client, self._replica_racks, self._manager.now_ms())
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
         topic = self._topics.get_by_id(topic_id)
@@ -345,19 +391,24 @@ class FetchService:
         partitions: Sequence[tuple[TopicPartitionKey, PartitionFetchParams]],
         request: FetchRequest,
         params: FetchParams,
+        preference: _Preference | None = None,
         *,
         update_follower_state: bool = False,
     ) -> _ReadPass:
         """Read every partition in order, spending the response budget (KIP-74).
 
         With ``update_follower_state`` the successful reads are listed for the follower's state update.
+        A partition whose preferred read replica is another broker is not read (Kafka skips the
+        read), and the request is answered at once, as Kafka's ``hasPreferredReadReplica``.
         """
         read = _ReadPass({}, follower_reads=[] if update_follower_state else None)
         budget = params.max_bytes
         min_one_batch = True
         for key, fetch in partitions:
             limit = max(0, min(fetch.max_bytes, budget))
-            result = self._read_partition(key, fetch, request, limit, min_one_batch, read.follower_reads)
+            result = self._read_partition(
+                key, fetch, request, limit, min_one_batch, read.follower_reads, preference
+            )
             read.results[key] = result
             if result.erroneous:
                 read.erroneous += 1
@@ -368,7 +419,11 @@ class FetchService:
                 read.bytes_read += size
                 budget = max(0, budget - size)
                 min_one_batch = False
-            if result.error_code != ErrorCode.NONE or result.diverging_epoch >= 0:
+            if (
+                result.error_code != ErrorCode.NONE
+                or result.diverging_epoch >= 0
+                or result.preferred_read_replica >= 0
+            ):
                 read.must_answer = True
         return read
 
@@ -380,6 +435,7 @@ class FetchService:
         limit: int,
         min_one_batch: bool,
         follower_reads: list[_FollowerRead] | None = None,
+        preference: _Preference | None = None,
     ) -> PartitionFetchResult:
         if (
             request.topic_authorized is not None
@@ -390,6 +446,10 @@ class FetchService:
         partition = self._lookup(key)
         if partition is None:
             return self._missing_result(key, request.version)
+        if preference is not None and partition.is_leader:
+            preferred = preference.find(partition, fetch.fetch_offset)
+            if preferred is not None:
+                return self._preferred_result(key, partition, fetch, preferred, request.version)
         if request.is_from_follower:
             error = _follower_error(partition, request.replica_id, fetch.current_leader_epoch)
             if error != ErrorCode.NONE:
@@ -418,6 +478,30 @@ class FetchService:
                 _FollowerRead(partition, fetch.fetch_offset, fetch.log_start_offset, read.log_end_offset)
             )
         return _read_result(read, fetch.fetch_offset, request)
+
+    def _preferred_result(
+        self,
+        key: TopicPartitionKey,
+        partition: Partition,
+        fetch: PartitionFetchParams,
+        preferred: int,
+        version: int,
+    ) -> PartitionFetchResult:
+        """Kafka's answer when another replica should serve: the offsets, no records, the replica.
+
+        The request's leader epoch is checked first (``fetchOffsetSnapshot`` with
+        ``fetchOnlyFromLeader = false``): a fenced or unknown epoch is the partition's error.
+        """
+        error = partition.check_leader_epoch(fetch.current_leader_epoch, require_leader=False)
+        if error != ErrorCode.NONE:
+            return self._error_result(key, error, version)
+        return PartitionFetchResult(
+            high_watermark=partition.high_watermark,
+            last_stable_offset=partition.last_stable_offset,
+            log_start_offset=partition.log_start_offset,
+            preferred_read_replica=preferred,
+            payload=_NO_RECORDS,
+        )
 
     def _lookup(self, key: TopicPartitionKey) -> Partition | None:
         """The partition a key names: by topic id for v13+ keys, by name otherwise."""
@@ -560,6 +644,45 @@ class FetchService:
 
     def _fetchable(self, key: Hashable) -> FetchablePartition | None:
         return self._replicas.get_partition_by_key(key)
+
+
+class _Preference:
+    """One consumer fetch's preferred-read-replica lookups (Kafka's ``findPreferredReadReplica``).
+
+    The racks of the brokers are looked up once per request, on the first partition that needs them.
+    """
+
+    __slots__ = ("_client", "_now_ms", "_racks", "_racks_of", "_selector")
+
+    def __init__(
+        self,
+        selector: ReplicaSelector,
+        client: ClientMetadata,
+        racks_of: Callable[[str], Mapping[int, str | None]] | None,
+        now_ms: int,
+    ) -> None:
+        self._selector = selector
+        self._client = client
+        self._racks_of = racks_of
+        self._racks: Mapping[int, str | None] | None = None
+        self._now_ms = now_ms
+
+    def find(self, partition: Partition, fetch_offset: int) -> int | None:
+        """The broker the consumer should read ``partition`` from, or None for this leader."""
+        if self._racks is None:
+            self._racks = {} if self._racks_of is None else self._racks_of(self._client.listener)
+        replica_set = partition.replica_set
+        return find_preferred_read_replica(
+            self._selector,
+            self._client,
+            leader_id=partition.node_id,
+            leader_log_end_offset=partition.log_end_offset,
+            followers=replica_set.followers,
+            isr=replica_set.isr,
+            racks=self._racks,
+            fetch_offset=fetch_offset,
+            now_ms=self._now_ms,
+        )
 
 
 def _no_read() -> None:

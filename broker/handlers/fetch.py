@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.fetch.response import BrokerList, encode_response, response_body
-from broker.fetch.service import FetchRequest, FetchService
+from broker.fetch.service import CLIENT_METADATA_VERSION, FetchRequest, FetchService
 from broker.fetch_session import (
     FetchResponseParts,
     PartitionFetchParams,
@@ -64,7 +64,7 @@ class FetchHandler(Handler):
         self._authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
-        fetch = fetch_request(ctx.api_version, request)
+        fetch = fetch_request(ctx.api_version, request, ctx.listener)
         if self._authorizer.enabled:
             fetch = dataclasses.replace(fetch, topic_authorized=self._topic_check(ctx, fetch))
         if self._quotas is not None and fetch.replica_id < 0:
@@ -138,8 +138,11 @@ def _throttled(fetch: FetchRequest, parts: FetchResponseParts) -> FetchResponseP
     return FetchResponseParts(parts.error_code, parts.session_id if incremental else INVALID_SESSION_ID, [])
 
 
-def fetch_request(version: int, request: MessageData) -> FetchRequest:
-    """The domain form of a decoded FetchRequest; an unknown isolation level is INVALID_REQUEST."""
+def fetch_request(version: int, request: MessageData, listener: str = "") -> FetchRequest:
+    """The domain form of a decoded FetchRequest; an unknown isolation level is INVALID_REQUEST.
+
+    ``listener`` is the one the request came in on (a preferred read replica must be reachable there).
+    """
     try:
         isolation_level = IsolationLevel(request.isolation_level)
     except ValueError:
@@ -162,6 +165,8 @@ def fetch_request(version: int, request: MessageData) -> FetchRequest:
         fetch_data=_fetch_data(version, request),
         to_forget=_to_forget(version, request),
         replica_epoch=replica_epoch,
+        rack_id=(request.rack_id or "") if version >= CLIENT_METADATA_VERSION else "",
+        listener=listener,
     )
 
 

@@ -38,7 +38,8 @@ the high watermark has not passed), else the high watermark; read_committed read
 get the aborted transactions of their range from the transaction index, never from the records.
 
 Listeners (fetch sessions, delayed fetches, delayed produces) hear of every change of the log end
-offset, high watermark, log start offset, leader epoch or leadership, after the change. That is how
+offset, high watermark, log start offset, leader epoch, leadership or committed ISR, after the
+change. That is how
 a follower fetch that moves the high watermark completes acks=-1 produces: never by polling.
 """
 
@@ -410,7 +411,8 @@ class Partition:
         return self._replica_set.acks_all_completion_error()
 
     def add_listener(self, fn: PartitionListener) -> None:
-        """``fn(partition)`` runs after every change of LEO, HW, log start offset, epoch or leadership."""
+        """``fn(partition)`` runs after every change of LEO, HW, log start offset, epoch, leadership
+        or committed ISR."""
         self._listeners.append(fn)
 
     def _notify(self) -> None:
@@ -1071,7 +1073,8 @@ class Partition:
         committed = outcome is ProposalOutcome.COMMITTED
         if committed:
             self.maybe_expand_isr(now)
-        self._high_watermark_changed()
+        if not self._high_watermark_changed() and committed:
+            self._notify()  # a new ISR may change a consumer's preferred read replica (KIP-392)
         return committed
 
     def make_leader(

@@ -203,6 +203,8 @@ class BrokerConfig:
     replica_fetch_response_max_bytes: int
     replica_fetch_backoff_ms: int
     replica_high_watermark_checkpoint_interval_ms: int
+    replica_selector_class: str | None
+    """None (the leader serves every consumer) or ``RACK_AWARE_REPLICA_SELECTOR``."""
     num_replica_fetchers: int
     replica_socket_timeout_ms: int
     broker_session_timeout_ms: int

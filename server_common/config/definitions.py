@@ -62,6 +62,8 @@ AUTHORIZER_CLASS_NAMES = (
     "kafka.security.authorizer.AclAuthorizer",
 )
 """What ``authorizer.class.name`` accepts besides empty: both name Kafka's StandardAuthorizer rules."""
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+"""The one ``replica.selector.class`` kipling implements (broker/fetch/replica_selector.py)."""
 
 
 class ConfigError(ValueError):
@@ -103,6 +105,7 @@ _TYPE_TEXT = {
     ConfigType.LONG: "a 64-bit integer",
     ConfigType.DOUBLE: "a number",
     ConfigType.LIST: "a comma-separated list",
+    ConfigType.CLASS: "a class name",
 }
 _INTEGER_BOUNDS = {
     ConfigType.INT: (INT_MIN, INT_MAX),
@@ -657,6 +660,12 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
               "it has nothing to fetch.", at_least(0)),
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", T.LONG, 5000, H, "How often high "
               "watermarks are written to replication-offset-checkpoint.", at_least(1)),
+    ConfigDef("replica.selector.class", T.CLASS, None, M, "How a partition leader picks the replica a "
+              "consumer that sent its client.rack should fetch from (KIP-392). Unset: the leader "
+              "always serves. " + RACK_AWARE_REPLICA_SELECTOR + ": an in-sync replica in the "
+              "consumer's rack (the leader if it is there), named in the fetch response's "
+              "PreferredReadReplica. No other selector is implemented.",
+              OneOf((RACK_AWARE_REPLICA_SELECTOR,))),
     ConfigDef("num.replica.fetchers", T.INT, 1, H, "Follower processes per broker; each fetches for "
               "its share of the followed partitions.", at_least(1)),
     ConfigDef("replica.socket.timeout.ms", T.INT, 30000, H, "Network timeout of a follower's requests; "
