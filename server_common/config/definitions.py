@@ -86,6 +86,8 @@ class ConfigError(ValueError):
 class ConfigType(IntEnum):
     """Kafka's ``ConfigDef.Type``; the numbers are those of DescribeConfigs' ConfigType field (v3+)."""
 
+    UNKNOWN = 0
+    """A name no definition knows (a broker's dynamic config Kafka stores without checking it)."""
     BOOLEAN = 1
     STRING = 2
     INT = 3

@@ -135,8 +135,9 @@ def validate_broker_configs(configs: Mapping[str, str | None], *, per_broker: bo
 
     Raises :class:`NotDynamicError` naming every key that exists but is read-only (Kafka's
     "Cannot update these configs dynamically: Set(...)") or, for the cluster default, a key that
-    only a broker may set; :class:`ConfigError` for an unknown key, a null value, or a value the
-    key does not allow (the message start-up would give).
+    only a broker may set; :class:`ConfigError` for a null value, a value the key does not allow
+    (the message start-up would give), or an unknown ``listener.name.<listener>.`` key. A name no
+    definition knows is kept as given, as Kafka keeps it (see :func:`unknown_entries`).
     """
     listener_keys = {key: found for key in configs if (found := dynamic_listener_key(key)) is not None}
     if listener_keys and not per_broker:
@@ -163,11 +164,19 @@ def validate_broker_configs(configs: Mapping[str, str | None], *, per_broker: bo
             f"Cannot update these configs dynamically: Set({', '.join(not_dynamic)})", key=not_dynamic[0]
         )
     for key, raw in configs.items():
-        definition = broker_definition(key)
-        if definition is None:
-            raise ConfigError(f"Unknown broker config name: {key}", key=key, value=raw)
         if raw is None:
             raise ConfigError(f"Null value not supported for broker config {key}", key=key)
+        definition = broker_definition(key)
+        if definition is None and key.startswith("listener.name."):
+            # kipling takes only the keystore per listener; another listener key would be stored
+            # and silently not applied, where Kafka reconfigures the listener with it
+            raise ConfigError(f"Unknown broker config name: {key}", key=key, value=raw)
+        if definition is None:
+            # Kafka's DynamicBrokerConfig.validateConfigs checks only the keys KafkaConfig defines:
+            # any other name is stored as given (a plugin's config; or a Kafka key kipling lacks,
+            # background.threads, sasl.kerberos.*), and has no effect here.
+            result[key] = raw
+            continue
         text = format_value(definition.parse(raw))
         assert text is not None
         result[key] = text
@@ -325,6 +334,7 @@ class BrokerConfigLayers:
                     synonyms=synonyms,
                 )
             )
+        entries += unknown_entries(self.per_broker, self.cluster_default)
         entries.sort(key=lambda entry: entry.name)
         return entries
 
@@ -348,6 +358,8 @@ class BrokerConfigLayers:
                     synonyms=(ConfigSynonym(key, raw, source),),
                 )
             )
+        entries += unknown_entries({}, self.cluster_default)
+        entries.sort(key=lambda entry: entry.name)
         return entries
 
     def _resolved(self, key: str, synonyms: Sequence[ConfigSynonym]) -> tuple[str | None, ConfigSource]:
@@ -356,6 +368,38 @@ class BrokerConfigLayers:
         if own:
             return own[0].value, own[0].source
         return format_value(self.value(key)), self.source_of(key)
+
+
+def unknown_entries(per_broker: Mapping[str, str], cluster_default: Mapping[str, str]) -> list[ConfigEntry]:
+    """The dynamic keys no definition knows, as Kafka's DescribeConfigs lists a broker's configs
+    (``ConfigHelper.allConfigs``: its originals, dynamic ones included): of type UNKNOWN, hence
+    sensitive (``KafkaConfig.maybeSensitive``: value hidden) and read-only (not one of its dynamic
+    configs), from the per-broker layer, else the cluster default; listener-prefixed keys aside."""
+    entries: list[ConfigEntry] = []
+    for key in sorted(set(per_broker) | set(cluster_default)):
+        if broker_definition(key) is not None or key.startswith("listener.name."):
+            continue
+        synonyms = tuple(
+            ConfigSynonym(key, None, source)
+            for layer, source in (
+                (per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                (cluster_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+            )
+            if key in layer
+        )
+        entries.append(
+            ConfigEntry(
+                name=key,
+                value=None,
+                source=synonyms[0].source,
+                is_sensitive=True,
+                read_only=True,
+                doc="",
+                type=ConfigType.UNKNOWN,
+                synonyms=synonyms,
+            )
+        )
+    return entries
 
 
 def layers_of(

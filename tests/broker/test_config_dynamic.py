@@ -57,8 +57,26 @@ def test_validation_uses_the_start_up_messages() -> None:
     assert str(info.value) == (
         "Invalid value '10' for configuration log.segment.bytes: expected a 32-bit integer, at least 14"
     )
-    with pytest.raises(ConfigError, match="Unknown broker config name: nope"):
-        validate_broker_configs({"nope": "1"})
+    # a key no definition knows is kept as given, as Kafka keeps it; a null value is refused
+    assert validate_broker_configs({"nope": " 1"}) == {"nope": " 1"}
+    with pytest.raises(ConfigError, match="Null value not supported for broker config nope"):
+        validate_broker_configs({"nope": None})
+
+
+def test_unknown_dynamic_keys_are_described_as_kafka_describes_them() -> None:
+    """Sensitive (value hidden) and read-only, of type UNKNOWN, from their highest layer."""
+    layers = BrokerConfigLayers(static(), {"plugin.key": "a", "other": "b"}, {"plugin.key": "c"})
+    unknown = {e.name: e for e in layers.describe() if e.name in ("plugin.key", "other")}
+    assert {name: (e.value, e.source, e.is_sensitive, e.read_only) for name, e in unknown.items()} == {
+        "other": (None, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, True, True),
+        "plugin.key": (None, ConfigSource.DYNAMIC_BROKER_CONFIG, True, True),
+    }
+    assert [s.source for s in unknown["plugin.key"].synonyms] == [
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    ]
+    assert [e.name for e in layers.describe_cluster_defaults()] == ["other", "plugin.key"]
+    assert layers.effective is layers.static  # no effect on anything kipling reads
 
 
 def test_precedence_per_broker_over_default_over_static() -> None:

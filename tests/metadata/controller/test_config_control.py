@@ -162,7 +162,7 @@ def test_broker_keys_that_are_not_dynamic_or_bad() -> None:
             _set(BROKER, "2", message_max_bytes="-1"),
             _set(BROKER, "x", message_max_bytes="1"),
             _set(BROKER, "-3", message_max_bytes="1"),
-            _set(BROKER, "4", **{"no_such_key": "1"}),
+            _set(BROKER, "4", **{"listener_name_ssl_ssl_client_auth": "required"}),
         ]
     )
     assert _errors(results) == [
@@ -173,8 +173,33 @@ def test_broker_keys_that_are_not_dynamic_or_bad() -> None:
         ),
         (ErrorCode.INVALID_REQUEST, "Unable to parse broker name x"),
         (ErrorCode.INVALID_REQUEST, "Invalid negative broker ID."),
-        (ErrorCode.INVALID_REQUEST, "Unknown broker config name: no.such.key"),
+        (ErrorCode.INVALID_REQUEST, "Unknown broker config name: listener.name.ssl.ssl.client.auth"),
     ]
+
+
+def test_broker_keys_kipling_does_not_know_are_stored_as_kafka_stores_them() -> None:
+    """Kafka's broker checks only the keys KafkaConfig defines (DynamicBrokerConfig.validateConfigs):
+    a plugin's key, or a Kafka key kipling lacks (librdkafka's test 0081 sets
+    sasl.kerberos.min.time.before.relogin and background.threads), is stored as given."""
+    cluster = _cluster()
+    results = cluster.controller.incremental_alter_configs(
+        [
+            _set(BROKER, "1", **{"sasl_kerberos_min_time_before_relogin": "58000"}),
+            _set(BROKER, "", **{"background_threads": "9", "no_such_key": "x"}),
+        ]
+    )
+    assert _errors(results) == [(ErrorCode.NONE, None)] * 2
+    assert cluster.image.broker_configs("1") == {"sasl.kerberos.min.time.before.relogin": "58000"}
+    assert cluster.image.broker_configs("") == {"background.threads": "9", "no.such.key": "x"}
+    results = cluster.controller.incremental_alter_configs(
+        [_op(BROKER, "", ("background.threads", OpType.DELETE, None), ("no.such.key", OpType.APPEND, "y"))]
+    )
+    assert results[0].error == ErrorCode.INVALID_CONFIG  # APPEND needs a LIST key, as in Kafka
+    results = cluster.controller.incremental_alter_configs(
+        [_op(BROKER, "", ("background.threads", OpType.DELETE, None))]
+    )
+    assert _errors(results) == [(ErrorCode.NONE, None)]
+    assert cluster.image.broker_configs("") == {"no.such.key": "x"}
 
 
 def test_throttle_rates_are_dynamic_broker_keys() -> None:
