@@ -6,6 +6,7 @@ The key version says which record it is, so that compaction never merges two kin
 
     key version 0, 1   OffsetCommitKey     group, topic, partition      value: OffsetCommitValue
     key version 2      GroupMetadataKey    group                        value: GroupMetadataValue
+    key version 3-8    a consumer-protocol group's records (KIP-848, :mod:`protocol.consumer_group_records`)
 
 What Kafka 3.x writes, and so what kipling writes:
 
@@ -16,9 +17,10 @@ What Kafka 3.x writes, and so what kipling writes:
 * GroupMetadataValue version 3 (the highest non-flexible one, with group instance ids).
 
 Readers accept every version Kafka can read (values 0-4, version 4 being flexible), as a new
-coordinator must read a log written by an older one. A key with a version of neither kind is
-returned as :class:`UnknownKey`, which the loader skips, as Kafka's does (a left-over of an aborted
-upgrade). Like Kafka's reader, decoding ignores bytes after a body.
+coordinator must read a log written by an older one. A key with a version of none of these kinds
+is returned as :class:`UnknownKey` (a share or streams group's, versions 9 and up), which the loader
+skips, as Kafka's does (a left-over of an aborted upgrade). Like Kafka's reader, decoding ignores
+bytes after a body.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Mapping
 from io import BytesIO
 from typing import Any, NamedTuple
 
+from protocol import consumer_group_records as cgr
 from protocol.data import MessageData
 from protocol.errors import DecodeError
 from protocol.schema import Field, MessageSpec
@@ -123,7 +126,7 @@ class UnknownKey(NamedTuple):
     version: int
 
 
-OffsetsKey = OffsetCommitKey | GroupMetadataKey | UnknownKey
+OffsetsKey = OffsetCommitKey | GroupMetadataKey | cgr.ConsumerGroupKey | UnknownKey
 
 
 class VersionedValue(NamedTuple):
@@ -154,6 +157,11 @@ def decode_key(key: bytes | bytearray | memoryview) -> OffsetsKey:
         return OffsetCommitKey(data.group, data.topic, data.partition)
     if version in GROUP_METADATA_KEY_SPEC.versions:
         return GroupMetadataKey(GROUP_METADATA_KEY_SPEC.codec(version).read(io).group)
+    consumer_group = cgr.KEY_TYPES.get(version)
+    if consumer_group is not None:
+        spec, key_type, _ = consumer_group
+        data = spec.codec(version).read(io)
+        return key_type(*(data[f.name] for f in spec.fields))  # type: ignore[no-any-return]
     return UnknownKey(version)
 
 
@@ -193,6 +201,13 @@ def decode_group_metadata_value(value: bytes | bytearray | memoryview) -> Versio
     return _decode_value(GROUP_METADATA_VALUE_SPEC, value)
 
 
+def decode_consumer_group_value(
+    key: cgr.ConsumerGroupKey, value: bytes | bytearray | memoryview
+) -> VersionedValue:
+    """The value of a consumer-protocol group's record of ``key``'s kind."""
+    return _decode_value(cgr.value_spec(key), value)
+
+
 __all__ = [
     "GROUP_METADATA_KEY_SPEC",
     "GROUP_METADATA_KEY_VERSION",
@@ -208,6 +223,7 @@ __all__ = [
     "OffsetsKey",
     "UnknownKey",
     "VersionedValue",
+    "decode_consumer_group_value",
     "decode_group_metadata_value",
     "decode_key",
     "decode_offset_commit_value",

@@ -26,7 +26,7 @@ from coordinator.group.log import LoggedEntry, LoggedRecord, LoggedTxnMarker
 from coordinator.group.offsets import CommitRecord, TopicPartition
 from coordinator.group.records import read_group, read_offset
 from coordinator.group.state import GroupState
-from protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey, decode_key
+from protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey, UnknownKey, decode_key
 from storage.clock import Clock
 
 _log = structlog.get_logger("kipling.groups.loader")
@@ -54,10 +54,12 @@ class _PartitionReplay:
                 self.group_values.pop(key.group, None)
             else:
                 self.group_values[key.group] = bytes(record.value)
-        else:
+        elif isinstance(key, UnknownKey):
             _log.warning(
                 "skipping a record with an unknown key version", version=key.version, offset=record.offset
             )
+        else:
+            _log.warning("skipping a consumer-protocol group's record", key=key, offset=record.offset)
 
     def _end_txn(self, marker: LoggedTxnMarker) -> None:
         groups = self.txn_offsets.pop(marker.producer_id, {})
