@@ -1,0 +1,426 @@
+"""A read-only view of a partition log another process owns: whole batches below a given bound.
+
+A broker serves consumer fetches of the partitions it follows (KIP-392), but their files belong to a
+follower process, which appends, rolls, truncates, applies retention and compacts them
+(DESIGN.md section 1: never two writers). :class:`LogReadView` reads those files without writing
+anything and without any state shared with the writer but the files themselves. It is safe because
+of what it reads, and of what it is told:
+
+- **Only below a bound.** Every read is bounded by an offset the caller passes, the follower's high
+  watermark (or last stable offset) as the follower process last announced it. The batches below it
+  were written by a completed ``write`` before the announcement, and the writer never changes a byte
+  of them in place, except by a truncation below the high watermark (an unclean election, a damaged
+  log): the follower process asks its broker to lower the bound, and waits for the answer, before
+  any such truncation (follower/read_offsets.py). So the bytes a read returns never change under
+  it. A read never decodes a header past the bound either: walks stop at the batch that reaches it.
+- **Files, not positions, move.** Rolls add segment files; retention, truncation and the follower's
+  start-over rename whole files to ``.deleted`` (removed after ``file.delete.delay.ms``); the
+  cleaner installs a cleaned segment under the name of the one it replaces. An open descriptor keeps
+  reading the file it opened (whose bytes below the bound are still valid records), and a reopen by
+  name that finds another file, or none, raises FileNotFoundError (storage/file_pool.py): the view
+  then lists the directory again, drops what it knew of the vanished segment and retries once.
+  An offset below the first segment left is out of range (the log start offset moved).
+- **Copies, not slices.** A read returns the bytes themselves (one ``pread`` of exactly the batches
+  found), not a :class:`~storage.slices.FileSlice`: the response then holds what was checked, and a
+  short read (the file shrank meanwhile) is detected here (:class:`LogChangedError`) instead of
+  corrupting a response on the wire.
+
+Positions: the batch holding an offset is found from a small per-segment cache of batch boundaries
+(a consumer's next fetch offset is where its last read ended, which the read remembers), else from
+the segment's ``.index`` file (a binary search over its entries by ``pread``, trusting only entries
+below the bound, which describe immutable batches), then a walk of batch headers. The segment list
+is the directory's ``*.log`` files; the caller tells the view the active segment's base offset with
+every offset announcement (:meth:`note_active_segment`), so a roll is seen without listing the
+directory on every read.
+
+Synchronous, like the rest of storage; single-threaded (the broker's event loop).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import struct
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+from typing import NamedTuple, TypeVar
+
+from protocol.records import ProtocolError
+from protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD
+from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
+from storage.epoch import LeaderEpochFileCache
+from storage.errors import OffsetOutOfRangeError, StorageError
+from storage.file_pool import FilePool, PooledFile
+from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, BatchPosition, parse_base_offset, walk_batches
+from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
+
+__all__ = ["LogChangedError", "LogReadView", "ViewRead"]
+
+_T = TypeVar("_T")
+_INDEX_ENTRY = struct.Struct(">ii")
+_POSITION_CACHE_LIMIT = 256
+
+
+class LogChangedError(StorageError):
+    """The files changed under a read in a way a retry cannot absorb (a segment shrank, vanished
+    twice): the caller answers with nothing for now and the reader asks again."""
+
+
+class ViewRead(NamedTuple):
+    """Whole batches from the one holding the fetch offset, all below the read's bound."""
+
+    records: bytes
+    first_offset: int | None
+    """Base offset of the first batch returned (None when nothing was returned)."""
+
+
+_NOTHING = ViewRead(b"", None)
+
+
+class _Mismatch:
+    """An index entry that does not match the file held (see ``LogReadView._scan``)."""
+
+
+_MISMATCH = _Mismatch()
+
+
+class _Segment:
+    """What the view knows of one segment file: its descriptor (pooled) and some batch boundaries."""
+
+    __slots__ = ("base_offset", "file", "positions")
+
+    def __init__(self, base_offset: int, file: PooledFile) -> None:
+        self.base_offset = base_offset
+        self.file = file
+        self.positions: dict[int, int] = {}
+        """offset -> start of the first batch whose last offset is >= offset (batch boundaries)."""
+
+    def remember(self, offset: int, position: int) -> None:
+        if len(self.positions) >= _POSITION_CACHE_LIMIT:
+            self.positions.clear()
+        self.positions[offset] = position
+
+
+class LogReadView:
+    """Reads a partition directory another process writes (see the module docstring)."""
+
+    def __init__(self, directory: pathlib.Path, *, pool: FilePool | None = None) -> None:
+        self.directory = pathlib.Path(directory)
+        self._pool = pool
+        self._bases: list[int] = []
+        self._segments: dict[int, _Segment] = {}
+        self._active_base: int | None = None
+        self._closed = False
+        self.refresh()
+
+    # -- the segment list --------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """List the segment files again; forget the segments that are gone."""
+        bases = []
+        with os.scandir(self.directory) as entries:
+            for entry in entries:
+                name = entry.name
+                if name.endswith(LOG_SUFFIX) and name.count(".") == 1:
+                    base = parse_base_offset(name)
+                    if base is not None:
+                        bases.append(base)
+        bases.sort()
+        self._bases = bases
+        for base in [base for base in self._segments if base not in set(bases)]:
+            self._drop(base)
+
+    def note_active_segment(self, base_offset: int) -> None:
+        """The writer's active segment starts at ``base_offset``: list the files if that is new."""
+        if base_offset != self._active_base:
+            self._active_base = base_offset
+            if not self._bases or self._bases[-1] != base_offset:
+                self.refresh()
+
+    @property
+    def segment_bases(self) -> list[int]:
+        return list(self._bases)
+
+    def _floor(self, offset: int) -> int:
+        """Index in the segment list of the segment that would hold ``offset`` (-1: below all)."""
+        return bisect_right(self._bases, offset) - 1
+
+    def _segment(self, base: int) -> _Segment:
+        segment = self._segments.get(base)
+        if segment is None:
+            path = self.directory / f"{base:020d}{LOG_SUFFIX}"
+            file = PooledFile(path, os.O_RDONLY, pool=self._pool)
+            segment = self._segments[base] = _Segment(base, file)
+        return segment
+
+    def _drop(self, base: int) -> None:
+        segment = self._segments.pop(base, None)
+        if segment is not None:
+            segment.file.close()
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def read(self, fetch_offset: int, max_bytes: int, bound: int, *, min_one_batch: bool) -> ViewRead:
+        """Whole batches from the one holding ``fetch_offset``, all wholly below ``bound``.
+
+        At most ``max_bytes``, except that with ``min_one_batch`` a first batch larger than that comes
+        whole (KIP-74). Empty when nothing below ``bound`` is at or after ``fetch_offset``, or when
+        the first batch does not fit and ``min_one_batch`` is false. Raises OffsetOutOfRangeError when
+        ``fetch_offset`` is below every segment left, LogChangedError when the files changed under it.
+        """
+        self._check_open()
+        if fetch_offset >= bound:
+            return _NOTHING
+        return self._retrying(lambda: self._read(fetch_offset, max_bytes, bound, min_one_batch))
+
+    def _read(self, fetch_offset: int, max_bytes: int, bound: int, min_one_batch: bool) -> ViewRead:
+        located = self._locate(fetch_offset, bound)
+        if located is None:
+            return _NOTHING
+        segment, first = located
+        if first.last_offset >= bound:
+            return _NOTHING
+        if first.size > max_bytes and not min_one_batch:
+            return _NOTHING
+        start = first.position
+        end = start
+        next_offset = first.base_offset
+        for batch in self._walk(segment, start):
+            if batch.last_offset >= bound:
+                break
+            if end > start and batch.position + batch.size - start > max_bytes:
+                break
+            end = batch.position + batch.size
+            next_offset = batch.last_offset + 1
+            if next_offset >= bound or end - start >= max_bytes:
+                break
+        if end == start:
+            return _NOTHING
+        data = segment.file.pread(end - start, start)
+        if len(data) != end - start:
+            raise LogChangedError(
+                f"{segment.file.path}: read {len(data)} of {end - start} bytes at {start}: the file shrank"
+            )
+        segment.remember(next_offset, end)
+        return ViewRead(data, first.base_offset)
+
+    def bytes_available(self, fetch_offset: int, end_offset: int, max_bytes: int) -> int:
+        """Bytes of whole batches from the one holding ``fetch_offset`` up to ``end_offset`` (the
+        bound), counted from batch headers and at most ``max_bytes``; 0 when none (or on any doubt:
+        the parked fetch's re-read decides)."""
+        self._check_open()
+        if fetch_offset >= end_offset:
+            return 0
+        try:
+            return self._retrying(lambda: self._bytes_available(fetch_offset, end_offset, max_bytes))
+        except (OffsetOutOfRangeError, LogChangedError):
+            return 0
+
+    def _bytes_available(self, fetch_offset: int, end_offset: int, max_bytes: int) -> int:
+        located = self._locate(fetch_offset, end_offset)
+        if located is None:
+            return 0
+        segment, first = located
+        total = 0
+        for batch in self._walk(segment, first.position):
+            if batch.last_offset >= end_offset:
+                break
+            total = batch.position + batch.size - first.position
+            if batch.last_offset + 1 >= end_offset:
+                segment.remember(end_offset, batch.position + batch.size)
+                break
+            if total >= max_bytes:
+                break
+        return min(total, max_bytes)
+
+    def on_older_segment(self, offset: int, end_offset: int) -> bool:
+        """True if ``offset`` lies on an older segment than ``end_offset`` (from the segment list)."""
+        return self._floor(offset) < self._floor(end_offset)
+
+    # -- locating batches ------------------------------------------------------------------------------
+
+    def _retrying(self, attempt: Callable[[], _T]) -> _T:
+        """Run ``attempt``; a file that vanished or was replaced makes the view forget its files,
+        list them again and run it once more (the second failure is LogChangedError)."""
+        try:
+            return attempt()
+        except FileNotFoundError:
+            self._forget_files()
+        try:
+            return attempt()
+        except FileNotFoundError as exc:
+            self._forget_files()
+            raise LogChangedError(f"{self.directory}: segment files keep changing ({exc})") from exc
+
+    def _forget_files(self) -> None:
+        for base in list(self._segments):
+            self._drop(base)
+        self.refresh()
+
+    def _locate(self, offset: int, bound: int) -> tuple[_Segment, BatchPosition] | None:
+        """The segment and batch holding ``offset`` (or the first batch after it); None when no batch
+        at or after it starts below ``bound``. Raises OffsetOutOfRangeError below every segment."""
+        index = self._floor(offset)
+        if index < 0:
+            self.refresh()  # a segment may have been added below (the writer started over)
+            index = self._floor(offset)
+            if index < 0:
+                raise OffsetOutOfRangeError(
+                    f"{self.directory}: offset {offset} is below the first segment "
+                    f"({self._bases[0] if self._bases else 'none'})"
+                )
+        listed_again = False
+        while True:
+            while index < len(self._bases):
+                base = self._bases[index]
+                if base >= bound:
+                    return None
+                segment = self._segment(base)
+                found = self._find_in_segment(segment, offset, bound)
+                if found is not None:
+                    return segment, found
+                index += 1  # every batch of this segment ends before ``offset``: the next one
+            if listed_again:
+                return None
+            listed_again = True
+            known = len(self._bases)
+            self.refresh()
+            if len(self._bases) <= known:
+                return None
+
+    def _find_in_segment(self, segment: _Segment, offset: int, bound: int) -> BatchPosition | None:
+        """The first batch of ``segment`` whose last offset is >= ``offset``; None past its end."""
+        cached = segment.positions.get(offset)
+        found: BatchPosition | _Mismatch | None = _MISMATCH
+        if cached is not None:
+            found = self._scan(segment, cached, offset, bound)
+        else:
+            entry = self._index_entry(segment.base_offset, min(offset, bound - 1))
+            if entry is not None:
+                entry_offset, position = entry
+                found = self._scan(segment, position, offset, bound, expect_last_offset=entry_offset)
+        if isinstance(found, _Mismatch):  # no index entry, or one for another file than the one held
+            found = self._scan(segment, 0, offset, bound)
+        return None if isinstance(found, _Mismatch) else found
+
+    def _scan(
+        self,
+        segment: _Segment,
+        position: int,
+        offset: int,
+        bound: int,
+        *,
+        expect_last_offset: int | None = None,
+    ) -> BatchPosition | _Mismatch | None:
+        """Walk from ``position`` to the first batch whose last offset is >= ``offset``.
+
+        ``expect_last_offset``: the index entry's offset, which the batch at ``position`` must end
+        at; otherwise the index describes another file than the descriptor held (a cleaned segment
+        was installed meanwhile) and the answer is ``_MISMATCH``.
+        """
+        for batch in self._walk(segment, position):
+            if expect_last_offset is not None:
+                if batch.position != position or batch.last_offset != expect_last_offset:
+                    return _MISMATCH
+                expect_last_offset = None
+            if batch.last_offset >= offset:
+                segment.remember(offset, batch.position)
+                return batch
+            if batch.last_offset + 1 >= bound:
+                return None  # the next header is at the bound: not ours to read
+        return _MISMATCH if expect_last_offset is not None else None
+
+    def _index_entry(self, base: int, target: int) -> tuple[int, int] | None:
+        """(offset, position) of the ``.index`` entry with the largest offset <= ``target``: a batch
+        ending there starts at that position (entries below the bound describe batches that never
+        change); None when there is none, or no index."""
+        path = self.directory / f"{base:020d}{INDEX_SUFFIX}"
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            count = os.fstat(fd).st_size // _INDEX_ENTRY.size
+            low, high = 0, count
+            found: tuple[int, int] | None = None
+            relative_target = target - base
+            while low < high:
+                mid = (low + high) // 2
+                raw = os.pread(fd, _INDEX_ENTRY.size, mid * _INDEX_ENTRY.size)
+                if len(raw) < _INDEX_ENTRY.size:
+                    high = mid
+                    continue
+                relative, position = _INDEX_ENTRY.unpack(raw)
+                if 0 <= relative <= relative_target and position >= 0:
+                    found, low = (base + relative, position), mid + 1
+                else:
+                    high = mid
+            return found
+        finally:
+            os.close(fd)
+
+    def _walk(self, segment: _Segment, position: int) -> Iterator[BatchPosition]:
+        """The batches of ``segment`` from ``position`` (a batch boundary) to its end as it is now.
+
+        A header that does not decode ends the walk: past the caller's bound it may be a write in
+        progress, and below it the caller stops before reaching it.
+        """
+        size = segment.file.size()
+        walker = walk_batches(segment.file, position, size)
+        while True:
+            try:
+                batch = next(walker)
+            except StopIteration:
+                return
+            except ProtocolError:
+                return
+            if batch.position + batch.size > size or batch.size < HEADER_SIZE - LOG_OVERHEAD:
+                return
+            yield batch
+
+    # -- transactions and epochs -----------------------------------------------------------------------
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [``start_offset``, ``upper_bound_offset``), from the
+        segments' ``.txnindex`` files (read whole; a trailing entry still being written is ignored),
+        as :meth:`storage.log.PartitionLog.collect_aborted_transactions` walks them."""
+        self._check_open()
+        found: list[AbortedTxn] = []
+        first = max(self._floor(start_offset), 0)
+        for base in self._bases[first:]:
+            path = self.directory / f"{base:020d}{TXN_INDEX_SUFFIX}"
+            result = TransactionIndex(path, base).collect_aborted(start_offset, upper_bound_offset)
+            found.extend(result.aborted)
+            if result.is_complete:
+                break
+        return found
+
+    def end_offset_for_epoch(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch on the writer's ``leader-epoch-checkpoint`` (replaced atomically by
+        the writer, so always whole): (largest epoch <= ``epoch``, its end offset), or (-1, -1)."""
+        self._check_open()
+        path = self.directory / LEADER_EPOCH_CHECKPOINT
+        try:
+            cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(path))
+        except FileNotFoundError:
+            cache = LeaderEpochFileCache(None)
+        return cache.end_offset_for(epoch, log_end_offset)
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release every descriptor; later reads raise StorageError."""
+        self._closed = True
+        for base in list(self._segments):
+            self._drop(base)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"the read view of {self.directory} is closed")
+
+    def __repr__(self) -> str:
+        return f"LogReadView({self.directory}, segments={len(self._bases)})"

@@ -1,0 +1,238 @@
+"""LogReadView: reading a log another owner writes, only below a bound, through rolls, retention,
+truncation, cleaning and stale indexes; compared with the owner's own reads."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+
+from protocol.records import Record, build_batch
+from protocol.records.control import build_end_txn_marker_batch
+from storage.clock import FakeClock
+from storage.config import LogConfig
+from storage.errors import OffsetOutOfRangeError
+from storage.file_pool import FilePool, PooledFile
+from storage.log import PartitionLog
+from storage.read_view import LogChangedError, LogReadView
+from storage.segment import segment_file_name
+from storage.txn_index import AbortedTxn
+from tests.storage.log_helpers import BASE_TIME, headers_of, make_batch
+
+SMALL = LogConfig(segment_bytes=2000, index_interval_bytes=100, max_index_size=4096, file_delete_delay_ms=0)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(BASE_TIME)
+
+
+@pytest.fixture
+def log(tmp_path: pathlib.Path, clock: FakeClock) -> Iterator[PartitionLog]:
+    opened = PartitionLog.open(tmp_path / "topic-0", SMALL, clock)
+    yield opened
+    if not opened.closed:
+        opened.close()
+
+
+def fill(log: PartitionLog, batches: int, records: int = 2, epoch: int = 0) -> None:
+    for i in range(batches):
+        log.append_as_leader(make_batch(records, 50, BASE_TIME + i), epoch)
+
+
+def owner_read(log: PartitionLog, offset: int, max_bytes: int, bound: int) -> bytes:
+    """What the owning log returns for the same read (one segment, like the view)."""
+    result = log.read(offset, max_bytes, bound, True)
+    return b"" if result.slice is None else result.slice.read_bytes()
+
+
+def view_of(log: PartitionLog, pool: FilePool | None = None) -> LogReadView:
+    view = LogReadView(log.directory, pool=pool)
+    view.note_active_segment(log.active_segment.base_offset)
+    return view
+
+
+def test_reads_whole_batches_below_the_bound_as_the_owner_does(log: PartitionLog) -> None:
+    fill(log, 40)  # 80 offsets over several segments
+    assert len(log.segments()) > 2
+    view = view_of(log)
+    for bound in (1, 2, 3, 37, 80):
+        for offset in range(0, bound):
+            for max_bytes in (1, 150, 500, 1 << 20):
+                got = view.read(offset, max_bytes, bound, min_one_batch=True)
+                assert got.records == owner_read(log, offset, max_bytes, bound), (offset, max_bytes, bound)
+                if got.records:
+                    first = headers_of(got.records)[0]
+                    assert (
+                        first.base_offset <= offset <= first.last_offset
+                        and got.first_offset == first.base_offset
+                    )
+                    assert headers_of(got.records)[-1].last_offset < bound
+    assert view.read(80, 1 << 20, 80, min_one_batch=True).records == b""
+    view.close()
+
+
+def test_first_batch_over_the_limit_only_with_min_one_batch(log: PartitionLog) -> None:
+    fill(log, 3)
+    view = view_of(log)
+    assert view.read(0, 10, 6, min_one_batch=False).records == b""
+    whole = view.read(0, 10, 6, min_one_batch=True).records
+    assert [h.base_offset for h in headers_of(whole)] == [0]
+
+
+def test_reads_follow_appends_and_rolls_announced_later(log: PartitionLog) -> None:
+    fill(log, 2)
+    view = view_of(log)
+    assert headers_of(view.read(0, 1 << 20, 4, min_one_batch=True).records)[-1].last_offset == 3
+    fill(log, 60)  # rolls: the view has not been told yet, and finds the segments when it must
+    offset = 4
+    while offset < log.log_end_offset:
+        data = view.read(offset, 1 << 20, log.log_end_offset, min_one_batch=True).records
+        assert data == owner_read(log, offset, 1 << 20, log.log_end_offset)
+        offset = headers_of(data)[-1].last_offset + 1
+    assert offset == log.log_end_offset
+
+
+def test_a_read_never_passes_the_bound_even_mid_segment(log: PartitionLog) -> None:
+    fill(log, 3)  # offsets 0..5 in one segment
+    view = view_of(log)
+    data = view.read(0, 1 << 20, 4, min_one_batch=True).records
+    assert [h.last_offset for h in headers_of(data)] == [1, 3]
+    # bytes past the bound may be anything (a write in progress): the read never looks at them
+    path = log.active_segment.log_path
+    with open(path, "r+b") as f:
+        f.seek(len(data))
+        f.write(b"\xff" * 20)
+    assert view.read(0, 1 << 20, 4, min_one_batch=True).records == data
+    assert view.bytes_available(0, 4, 1 << 20) == len(data)
+
+
+def test_bytes_available_counts_up_to_the_bound(log: PartitionLog) -> None:
+    fill(log, 5)
+    view = view_of(log)
+    one = len(make_batch(2, 50))
+    assert view.bytes_available(0, 10, 1 << 20) == 5 * one
+    assert view.bytes_available(2, 6, 1 << 20) == 2 * one
+    assert view.bytes_available(2, 6, 10) == 10
+    assert view.bytes_available(6, 6, 1 << 20) == 0
+
+
+def test_retention_moves_the_start_and_open_descriptors_keep_their_bytes(
+    log: PartitionLog, tmp_path: pathlib.Path
+) -> None:
+    fill(log, 40)
+    log.update_high_watermark(log.log_end_offset)
+    view = view_of(log)
+    before = view.read(0, 1 << 20, 80, min_one_batch=True).records
+    assert before
+    first_segment = log.segments()[1].base_offset
+    log.maybe_increment_log_start_offset(first_segment)
+    assert log.delete_old_segments() >= 1
+    # an open descriptor still reads the file it opened: the same, valid, batches
+    assert view.read(0, 1 << 20, 80, min_one_batch=True).records == before
+    fresh = view_of(log)
+    with pytest.raises(OffsetOutOfRangeError):
+        fresh.read(0, 1 << 20, 80, min_one_batch=True)
+    data = fresh.read(first_segment, 1 << 20, 80, min_one_batch=True).records
+    assert data == owner_read(log, first_segment, 1 << 20, 80)
+
+
+def test_a_reopened_descriptor_that_finds_the_file_gone_lists_the_files_again(log: PartitionLog) -> None:
+    fill(log, 40)
+    log.update_high_watermark(log.log_end_offset)
+    pool = FilePool(capacity=1)  # every other file's use closes the descriptor: reopens by name
+    view = view_of(log, pool)
+    second = log.segments()[1].base_offset
+    view.read(0, 1 << 20, 80, min_one_batch=True)
+    view.read(second, 1 << 20, 80, min_one_batch=True)  # closes segment 0's descriptor
+    log.maybe_increment_log_start_offset(second)
+    log.delete_old_segments()
+    with pytest.raises(OffsetOutOfRangeError):
+        view.read(0, 1 << 20, 80, min_one_batch=True)
+    assert view.read(second, 1 << 20, 80, min_one_batch=True).records == owner_read(log, second, 1 << 20, 80)
+
+
+def test_truncation_below_the_bound_after_the_bound_was_lowered(log: PartitionLog) -> None:
+    """The follower lowers the bound (fence) first; reads below the new bound stay exact."""
+    fill(log, 10)
+    view = view_of(log)
+    assert view.read(0, 1 << 20, 20, min_one_batch=True).records
+    log.truncate_to(8)  # the fence said 8 first
+    for offset in range(8):
+        assert view.read(offset, 1 << 20, 8, min_one_batch=True).records == owner_read(
+            log, offset, 1 << 20, 8
+        )
+    fill(log, 3, epoch=1)  # the new leader's batches at the same positions
+    assert view.read(8, 1 << 20, 14, min_one_batch=True).records == owner_read(log, 8, 1 << 20, 14)
+
+
+def test_a_file_that_shrank_gives_nothing_past_its_end(log: PartitionLog) -> None:
+    fill(log, 4)
+    view = view_of(log)
+    one = len(make_batch(2, 50))
+    view.read(0, 1 << 20, 8, min_one_batch=True)
+    os.truncate(log.active_segment.log_path, one + 10)  # what a truncation without a fence would do
+    assert headers_of(view.read(0, 1 << 20, 8, min_one_batch=True).records)[-1].last_offset == 1
+    assert view.read(2, 1 << 20, 8, min_one_batch=True).records == b""
+
+
+def test_a_file_that_shrank_between_walk_and_read_is_reported(
+    log: PartitionLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill(log, 4)
+    view = view_of(log)
+    real = PooledFile.pread
+    monkeypatch.setattr(PooledFile, "pread", lambda self, n, at: real(self, n, at)[: n - 1])
+    with pytest.raises(LogChangedError):
+        view.read(0, 1 << 20, 8, min_one_batch=True)
+
+
+def test_an_index_of_another_file_is_not_trusted(log: PartitionLog, tmp_path: pathlib.Path) -> None:
+    """A cleaned segment installed under the same name: an index entry that does not match the
+    descriptor held is ignored and the segment walked from its start."""
+    fill(log, 10)  # one segment, several index entries (interval 100 bytes)
+    view = view_of(log)
+    assert log.active_segment.offset_index.entries > 1
+    index = log.directory / segment_file_name(0, ".index")
+    with open(index, "r+b") as f:  # every entry now points 3 bytes off
+        entries = f.read()
+        f.seek(0)
+        for n in range(len(entries) // 8):
+            relative = int.from_bytes(entries[n * 8 : n * 8 + 4], "big")
+            position = int.from_bytes(entries[n * 8 + 4 : n * 8 + 8], "big")
+            f.write(relative.to_bytes(4, "big") + (position + 3).to_bytes(4, "big"))
+    for offset in range(20):
+        assert view.read(offset, 300, 20, min_one_batch=True).records == owner_read(log, offset, 300, 20)
+
+
+def test_aborted_transactions_and_epochs_come_from_the_owner_files(log: PartitionLog) -> None:
+    batch = build_batch(
+        [Record(value=b"v", timestamp=BASE_TIME)],
+        producer_id=7,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    log.append_as_leader(batch, 3)
+    marker = build_end_txn_marker_batch(
+        commit=False, producer_id=7, producer_epoch=0, coordinator_epoch=0, timestamp=BASE_TIME
+    )
+    log.append_as_leader(marker, 3)
+    log.append_aborted_txn(AbortedTxn(7, 0, 1, 2))
+    fill(log, 1, epoch=5)
+    view = view_of(log)
+    assert view.collect_aborted_transactions(0, 4) == [AbortedTxn(7, 0, 1, 2)]
+    assert view.collect_aborted_transactions(2, 4) == []
+    assert view.end_offset_for_epoch(3, log.log_end_offset) == (3, 2)
+    assert view.end_offset_for_epoch(5, log.log_end_offset) == (5, 4)
+    assert view.end_offset_for_epoch(9, log.log_end_offset) == (-1, -1)
+
+
+def test_closed_view_refuses_reads(log: PartitionLog) -> None:
+    fill(log, 1)
+    view = view_of(log)
+    view.close()
+    with pytest.raises(Exception, match="closed"):
+        view.read(0, 100, 2, min_one_batch=True)
