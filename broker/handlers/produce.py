@@ -137,7 +137,7 @@ class ProduceHandler(Handler):
             "error_code": int(outcome.error_code),
             "base_offset": result.base_offset if result is not None else UNKNOWN_OFFSET,
             "log_append_time_ms": result.log_append_time_ms if result is not None else NO_TIMESTAMP,
-            "log_start_offset": result.log_start_offset if result is not None else UNKNOWN_OFFSET,
+            "log_start_offset": result.log_start_offset if result is not None else outcome.log_start_offset,
             "record_errors": [
                 {"batch_index": e.batch_index, "batch_index_error_message": e.message}
                 for e in outcome.record_errors

@@ -104,7 +104,12 @@ class PartitionOutcome:
     result: AppendResult | None = None
     key: Hashable = None
     record_errors: tuple[RecordError, ...] = ()
-    """The records that made the batch fail (INVALID_TIMESTAMP), for the response's record_errors."""
+    """The records that made the batch fail (INVALID_TIMESTAMP, INVALID_RECORD), for the response's
+    record_errors."""
+    log_start_offset: int = UNKNOWN_OFFSET
+    """The partition's log start offset when its own checks refused the batch (Kafka's
+    ReplicaManager answers it then, -1 for the errors it lists apart), else -1; an appended batch's
+    comes with its result."""
 
 
 class ProduceService:
@@ -262,6 +267,7 @@ class ProduceService:
         verification: Verification | None,
     ) -> PartitionOutcome:
         outcome = PartitionOutcome(data.topic, data.index, key=(data.topic, data.index))
+        partition: Partition | None = None
         try:
             if isinstance(verification, KafkaError):
                 raise verification
@@ -282,6 +288,9 @@ class ProduceService:
         except Exception:
             _log.exception("produce failed", topic=data.topic, partition=data.index)
             outcome.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+        refused_here = outcome.result is None and outcome.error_code not in _NO_LOG_START_OFFSET
+        if partition is not None and refused_here:
+            outcome.log_start_offset = partition.log_start_offset  # Kafka's processFailedRecord
         return outcome
 
     def _partition_for_append(self, request: ProduceRequest, data: ProducePartitionData) -> Any:
@@ -388,6 +397,21 @@ def _verification_error(code: ErrorCode) -> KafkaError:
             f"Underlying error: {code.name}",
         )
     return KafkaError(code, f"transaction verification failed: {code.name}")
+
+
+_NO_LOG_START_OFFSET = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+    }
+)
+"""Kafka's ReplicaManager.appendToLocalLog answers these with UNKNOWN_LOG_APPEND_INFO (log start
+offset -1); any other failure of the partition's append (a RecordValidationException, a sequence or
+epoch error, NOT_ENOUGH_REPLICAS...) with the partition's log start offset."""
 
 
 def _request_error(request: ProduceRequest) -> tuple[ErrorCode, str] | None:

@@ -122,14 +122,25 @@ async def test_produce_answers_record_errors(tmp_path: pathlib.Path, version: in
     topics.create_topic("table", 2, 1, {"cleanup.policy": "compact"})
     env = produce_env(tmp_path, topics)
     body = produce_body(
-        [("table", 0, batch(b"k", None)), ("table", 1, batch(b"k")), ("orders", 0, batch(None))]
+        [
+            ("table", 0, batch(b"k", None)),
+            ("table", 1, batch(b"k")),
+            ("orders", 0, batch(None)),
+            ("table", 9, batch(b"k")),
+        ]
     )
     results = partition_results(await call(env.handler, version, body))
     refused = results[("table", 0)]
     assert (refused.error_code, refused.base_offset) == (ErrorCode.INVALID_RECORD, -1)
     assert results[("table", 1)].error_code == NONE and results[("orders", 0)].error_code == NONE
+    unknown = results[("table", 9)]
+    assert (unknown.error_code, unknown.log_start_offset) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
     assert env.replicas.get_partition("table", 0).log_end_offset == 0  # type: ignore[union-attr]
     assert env.replicas.get_partition("table", 1).log_end_offset == 1  # type: ignore[union-attr]
+    if version >= 5:
+        # Kafka's ReplicaManager answers a RecordValidationException with the partition's log start
+        # offset; an unknown partition with -1
+        assert refused.log_start_offset == 0
     if version >= 8:
         message = f"{NO_KEY_MESSAGE} table-0"
         assert [(e.batch_index, e.batch_index_error_message) for e in refused.record_errors] == [(1, message)]
