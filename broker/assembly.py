@@ -47,6 +47,7 @@ from broker.internal_topics import TopicCreator
 from broker.metrics.purgatory import DelayedFetchMetrics, DelayedProduceMetrics, PurgatoryMetrics
 from broker.produce.producer_ids import ProducerIdGenerator, ProducerIdsUnavailableError
 from broker.produce.service import ProduceService
+from broker.replication.followers.followed_replicas import FollowedReplicas
 from broker.replication.partition import Partition
 from broker.replication.partition_metrics import register_partition_metrics
 from broker.replication.replica_manager import ReplicaManager
@@ -101,10 +102,12 @@ def build_data_plane(
     *,
     leader_quota: LeaderQuota | None = None,
     replica_racks: Callable[[str], Mapping[int, str | None]] | None = None,
+    followed: FollowedReplicas | None = None,
 ) -> DataPlane:
     """Fetch and produce services over ``replicas``, woken by every partition change.
 
-    ``replica_racks(listener)`` places replicas for ``replica.selector.class`` (KIP-392)."""
+    ``replica_racks(listener)`` places replicas for ``replica.selector.class``, and consumers read
+    the ``followed`` partitions from the follower processes' logs (KIP-392)."""
     loop = asyncio.get_running_loop()
     purgatory_metrics = PurgatoryMetrics(registry)
     fetch_purgatory = DelayedOperationPurgatory("Fetch", loop)
@@ -128,8 +131,11 @@ def build_data_plane(
         leader_quota=leader_quota,
         replica_selector=replica_selector(config.replica_selector_class),
         replica_racks=replica_racks,
+        followed=followed,
     )
     replicas.add_partition_listener(fetch_service.on_partition_changed)
+    if followed is not None:
+        followed.add_listener(fetch_service.on_followed_replica_changed)
     produce_service = ProduceService(
         replicas,
         produce_purgatory,

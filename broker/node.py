@@ -34,6 +34,7 @@ import asyncio
 import dataclasses
 import functools
 import random
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +85,7 @@ from broker.quotas.connection_rate import BrokerConnectionRate, IpConnectionRate
 from broker.quotas.enforcement import BrokerQuotas, ChannelThrottles
 from broker.quotas.request_quota import RequestQuota
 from broker.replication.followers import FollowerSupervisor
+from broker.replication.followers.followed_replicas import FollowedReplicas
 from broker.replication.followers.settings import follower_settings
 from broker.replication.replica_manager import ReplicaManager
 from broker.replication.replication_quota import FollowerQuotaPublisher, LeaderReplicationQuota
@@ -439,11 +441,13 @@ def _build_broker(
         broker_eligibility=_eligibility(image),
         broker_layers=dynamic.layers,
     )
+    followed = FollowedReplicas(config.node_id, replicas.partition_state, _topic_id_of(image))
     supervisor = FollowerSupervisor(
         config.node_id,
         config.num_replica_fetchers,
         follower_settings(config),
         on_offsets=log_manager.update_external_offsets,
+        read_replicas=followed,
     )
     supervisor.register_collector(registry)
     transitions = ReplicaTransitions(
@@ -511,6 +515,7 @@ def _build_broker(
         image,
         leader_quota=leader_quota,
         replica_racks=_replica_racks(image),
+        followed=followed,
     )
     register_transaction_metrics(
         registry, replicas.partitions, clock.time_ms, config.transaction_max_timeout_ms
@@ -1016,6 +1021,14 @@ def _live_brokers(image: MetadataImage) -> Callable[[str], list[BrokerEndpoint]]
         return endpoints
 
     return brokers
+
+
+def _topic_id_of(image: MetadataImage) -> Callable[[str], uuid.UUID | None]:
+    def topic_id(name: str) -> uuid.UUID | None:
+        topic = image.get(name)
+        return None if topic is None else topic.topic_id
+
+    return topic_id
 
 
 def _replica_racks(image: MetadataImage) -> Callable[[str], dict[int, str | None]]:

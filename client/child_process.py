@@ -20,7 +20,7 @@ from typing import Any, Self
 
 import structlog
 
-from client.replica_ipc import EventHandler, IpcChannel, JsonObject
+from client.replica_ipc import EventHandler, IpcChannel, JsonObject, RequestHandler
 
 _log = structlog.get_logger(__name__)
 
@@ -68,8 +68,10 @@ class ChildProcess:
         on_event: EventHandler | None = None,
         log_level: str = "INFO",
         log_json: bool = False,
+        on_request: RequestHandler | None = None,
     ) -> Self:
-        """Start ``python -m <package>`` with one end of a fresh socketpair and open the channel."""
+        """Start ``python -m <package>`` with one end of a fresh socketpair and open the channel;
+        ``on_event`` hears the child's events, ``on_request`` answers its requests."""
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         args = ["-m", role.package, "--broker-id", str(broker_id), f"--{role.id_name}-id", str(child_id)]
         args += ["--ipc-fd", str(child.fileno()), "--log-level", log_level]
@@ -98,7 +100,7 @@ class ChildProcess:
                 process.kill()
             await process.wait()
             raise
-        channel.start(on_event=on_event)
+        channel.start(on_request=on_request, on_event=on_event)
         _log.info(f"{role.package} process started", **{f"{role.id_name}_id": child_id}, pid=process.pid)
         return cls(role, child_id, process, channel)
 

@@ -17,6 +17,16 @@ Events, follower → broker (never answered):
 * ``offsets`` — ``{"partitions": [PartitionOffsets...]}``, every few seconds for the partitions whose
   offsets moved, and for all of them at shutdown: the broker writes them into its checkpoints.
 * ``partition_failed`` — ``{"topic", "partition", "reason"}``: the fetcher gave the partition up.
+* ``read_offsets`` — ``{"partitions": [ReadOffsets rows...]}``: what the broker may serve consumers
+  from the followed logs (KIP-392), sent when partitions are added, after every fetch round and
+  retention pass for the partitions whose high watermark, last stable offset, log start offset, log
+  end offset or active segment changed (follower/read_offsets.py).
+
+Requests, follower → broker (the broker answers each):
+
+* ``fence_reads`` — ``{"topic", "partition", "offset"}``: the follower is about to truncate its log
+  to ``offset``, below the high watermark it announced; the broker stops reading at ``offset``
+  before it answers ``{}``, and only then does the follower truncate.
 
 The log handover and log config inside these objects are storage's (``storage.handover.LogHandover``
 as JSON, ``storage.config.LogConfig`` as topic properties); this module keeps them as plain JSON
@@ -42,6 +52,8 @@ UPDATE_REPLICATION_QUOTA = "update_replication_quota"
 SHUTDOWN = "shutdown"
 OFFSETS = "offsets"
 PARTITION_FAILED = "partition_failed"
+READ_OFFSETS = "read_offsets"
+FENCE_READS = "fence_reads"
 
 
 def fetcher_client_id(fetcher_id: int, source_broker_id: int) -> str:
@@ -170,6 +182,59 @@ class PartitionOffsets:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ReadOffsets:
+    """One entry of a ``read_offsets`` event: a followed log's readable range, as its owner has it.
+
+    Travels as a JSON array (``to_row``), as one event may list many partitions after each round.
+    """
+
+    topic: str
+    partition: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    log_end_offset: int
+    active_segment_base: int
+    """Base offset of the log's active segment: a change means the segment files changed."""
+
+    def to_row(self) -> list[Any]:
+        return [
+            self.topic,
+            self.partition,
+            self.high_watermark,
+            self.last_stable_offset,
+            self.log_start_offset,
+            self.log_end_offset,
+            self.active_segment_base,
+        ]
+
+    @classmethod
+    def from_row(cls, row: Any) -> ReadOffsets:
+        topic, partition, high_watermark, last_stable_offset, log_start, log_end, segment_base = row
+        return cls(
+            str(topic),
+            int(partition),
+            int(high_watermark),
+            int(last_stable_offset),
+            int(log_start),
+            int(log_end),
+            int(segment_base),
+        )
+
+    def fenced(self, offset: int) -> ReadOffsets:
+        """These offsets once the log is cut at ``offset`` (nothing at or above it is readable)."""
+        return ReadOffsets(
+            self.topic,
+            self.partition,
+            min(self.high_watermark, offset),
+            min(self.last_stable_offset, offset),
+            min(self.log_start_offset, offset),
+            min(self.log_end_offset, offset),
+            self.active_segment_base,
+        )
+
+
 def _optional_int(value: Any) -> int | None:
     """An optional field: absent or null from an older peer."""
     return None if value is None else int(value)
@@ -178,9 +243,11 @@ def _optional_int(value: Any) -> int | None:
 __all__ = [
     "ADD_PARTITIONS",
     "CONFIGURE",
+    "FENCE_READS",
     "METRICS_SNAPSHOT",
     "OFFSETS",
     "PARTITION_FAILED",
+    "READ_OFFSETS",
     "REMOVE_PARTITIONS",
     "SET_BROKER_EPOCH",
     "SHUTDOWN",
@@ -189,5 +256,6 @@ __all__ = [
     "FollowerSettings",
     "PartitionAssignment",
     "PartitionOffsets",
+    "ReadOffsets",
     "fetcher_client_id",
 ]

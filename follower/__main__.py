@@ -38,7 +38,11 @@ async def run(broker_id: int, fetcher_id: int, ipc_fd: int) -> int:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=ipc_fd)
     channel = await IpcChannel.over_socket(sock, name=f"follower-{broker_id}-{fetcher_id}")
     service = FollowerService(
-        broker_id, fetcher_id, send_event=channel.send_event, metrics=FetcherMetrics(CollectorRegistry())
+        broker_id,
+        fetcher_id,
+        send_event=channel.send_event,
+        metrics=FetcherMetrics(CollectorRegistry()),
+        request_broker=channel.request,
     )
     channel.start(on_request=FollowerRequestHandler(service))
     terminated = asyncio.Event()

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 
 import structlog
@@ -76,6 +76,11 @@ DEFAULT_BACKOFF_MS = 1000
 _RETRY_QUIETLY = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH})
 """Errors expected around every leadership change; logged at info, the others at warning."""
 
+BeforeTruncate = Callable[[TopicPartition, int], Awaitable[None]]
+"""Awaited before a partition's log is cut at an offset (the read fence, follower/read_offsets.py)."""
+AfterRound = Callable[[set[TopicPartition]], Awaitable[None]]
+"""Awaited after each round with the partitions it touched (their offsets may have moved)."""
+
 
 class FetcherStateError(Exception):
     """The leader or the local log contradicts the fetcher's state (Kafka's IllegalStateException)."""
@@ -95,6 +100,8 @@ class ReplicaFetcher:
         backoff_ms: int = DEFAULT_BACKOFF_MS,
         on_failed: Callable[[TopicPartition, str], None] | None = None,
         quota: ReplicationQuota | None = None,
+        before_truncate: BeforeTruncate | None = None,
+        after_round: AfterRound | None = None,
     ) -> None:
         """``name`` is the client id (Kafka's ``ReplicaFetcherThread-<fetcherId>-<sourceBrokerId>``).
 
@@ -105,6 +112,10 @@ class ReplicaFetcher:
         ``quota`` is the follower side of the replication quota (KIP-73): while it is exceeded, the
         partitions it throttles that are not in sync are left out of the fetch (Kafka's
         ``shouldFollowerThrottle``), and the bytes appended to throttled partitions count against it.
+        ``before_truncate(tp, offset)`` is awaited before a log is cut; a partition whose state
+        changed meanwhile (removed, re-added) is not cut. ``after_round(touched)`` is awaited after
+        each round with the partitions whose logs it appended to, truncated or reset, or whose high
+        watermark or log start offset it moved.
         """
         self.name = name
         self._leader = leader
@@ -114,6 +125,9 @@ class ReplicaFetcher:
         self._backoff_ms = backoff_ms
         self._on_failed = on_failed
         self._quota = quota
+        self._before_truncate = before_truncate
+        self._after_round = after_round
+        self._touched: set[TopicPartition] = set()
         self._left_out: frozenset[TopicPartition] = frozenset()
         """The partitions the last request left out for the follower quota."""
         self._partitions = PartitionStates()
@@ -202,9 +216,14 @@ class ReplicaFetcher:
             self._stop_event = None
 
     async def do_work(self) -> None:
-        """One round: truncate where needed, then fetch and append."""
-        await self.maybe_truncate()
-        await self.maybe_fetch()
+        """One round: truncate where needed, then fetch and append; then report what it touched."""
+        try:
+            await self.maybe_truncate()
+            await self.maybe_fetch()
+        finally:
+            if self._touched and self._after_round is not None:
+                touched, self._touched = self._touched, set()
+                await self._after_round(touched)
 
     async def _wake_on(self, stop_event: asyncio.Event) -> None:
         await stop_event.wait()
@@ -235,7 +254,7 @@ class ReplicaFetcher:
             if self._leader.supports_offset_for_leader_epoch and latest is not None:
                 with_epochs[tp] = (state.current_leader_epoch, latest)
             else:
-                self._apply_truncation(tp, state, OffsetTruncationState(state.fetch_offset, True))
+                await self._apply_truncation(tp, state, OffsetTruncationState(state.fetch_offset, True))
         if with_epochs:
             await self._truncate_to_epoch_end_offsets(with_epochs)
 
@@ -261,7 +280,7 @@ class ReplicaFetcher:
                 continue  # removed or re-added while the request was in flight: its result is stale
             result = results.get(tp)
             if result is not None and result.error is ErrorCode.NONE:
-                self._truncate_to(tp, state, result)
+                await self._truncate_to(tp, state, result)
             elif result is not None and result.error is ErrorCode.FENCED_LEADER_EPOCH:
                 if not self._on_partition_fenced(tp, request_epoch):
                     errors.append(tp)
@@ -270,18 +289,32 @@ class ReplicaFetcher:
                 errors.append(tp)
         self._delay(errors)
 
-    def _truncate_to(self, tp: TopicPartition, state: PartitionFetchState, leader: EpochEndOffset) -> None:
+    async def _truncate_to(
+        self, tp: TopicPartition, state: PartitionFetchState, leader: EpochEndOffset
+    ) -> None:
         log = self._logs.get(tp)
         if log is None:
             self._mark_failed(tp, "no local log")
             return
-        self._apply_truncation(tp, state, truncation_offset(leader, state.fetch_offset, log))
+        await self._apply_truncation(tp, state, truncation_offset(leader, state.fetch_offset, log))
 
-    def _apply_truncation(
+    async def _fenced(self, tp: TopicPartition, state: PartitionFetchState, offset: int) -> bool:
+        """Await ``before_truncate``; False when the partition's state changed meanwhile (its log may
+        be someone else's now): the truncation must not happen."""
+        if self._before_truncate is None:
+            return True
+        log = self._logs.get(tp)
+        await self._before_truncate(tp, offset)
+        return self._partitions.get(tp) is state and self._logs.get(tp) is log
+
+    async def _apply_truncation(
         self, tp: TopicPartition, state: PartitionFetchState, truncation: OffsetTruncationState
     ) -> None:
         """Cut the log and fetch on from its new end, or truncate again if not complete (5.4)."""
+        if not await self._fenced(tp, state, truncation.offset):
+            return
         log = self._logs.get(tp)
+        self._touched.add(tp)
         try:
             if log is None:
                 raise FetcherStateError("no local log")
@@ -365,7 +398,7 @@ class ReplicaFetcher:
                 continue
             if not await self._handle_partition(tp, state, params, data, divergent):
                 errors.append(tp)
-        self._truncate_on_fetch_response(divergent)
+        await self._truncate_on_fetch_response(divergent)
         self._delay(errors)
 
     def _answers_current_state(self, state: PartitionFetchState, params: FetchPartitionParams) -> bool:
@@ -436,6 +469,7 @@ class ReplicaFetcher:
             self._mark_failed(tp, f"append failed: {exc!r}")
             return True
         appended = end != params.fetch_offset
+        self._touched.add(tp)
         if appended and self._quota is not None and self._quota.is_throttled(*tp):
             self._quota.record(len(data.records))
         if appended and tp in self._out_of_space:
@@ -484,6 +518,8 @@ class ReplicaFetcher:
         if self._partitions.get(tp) is not state:
             return None
         decision = out_of_range_reset(log.log_end_offset, leader_end, leader_start)
+        if decision.truncate_to is not None and not await self._fenced(tp, state, decision.truncate_to):
+            return None
         self._logger.warning(
             "fetch offset out of range at the leader",
             topic=tp[0],
@@ -493,6 +529,7 @@ class ReplicaFetcher:
             leader_end=leader_end,
             decision=decision,
         )
+        self._touched.add(tp)
         if decision.truncate_to is not None:
             log.truncate_to(decision.truncate_to)
         if decision.start_at is not None:
@@ -505,7 +542,7 @@ class ReplicaFetcher:
             topic_id=state.topic_id,
         )
 
-    def _truncate_on_fetch_response(
+    async def _truncate_on_fetch_response(
         self, divergent: dict[TopicPartition, tuple[PartitionFetchState, EpochEndOffset]]
     ) -> None:
         """Truncate the partitions whose response carried a DivergingEpoch, unless they changed since."""
@@ -519,7 +556,7 @@ class ReplicaFetcher:
                 epoch=diverging_epoch.leader_epoch,
                 end_offset=diverging_epoch.end_offset,
             )
-            self._truncate_to(tp, state, diverging_epoch)
+            await self._truncate_to(tp, state, diverging_epoch)
 
     # -- state changes ---------------------------------------------------------------------------------
 

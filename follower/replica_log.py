@@ -82,6 +82,17 @@ class ReplicaLog:
         return Offset(self.log.high_watermark)
 
     @property
+    def last_stable_offset(self) -> Offset:
+        """The first offset of the oldest transaction not yet decided below the high watermark, else
+        the high watermark (never below the log start offset): how far a read_committed consumer
+        fetching from this replica may read, as the leader's ``Partition.last_stable_offset``."""
+        high_watermark = self.log.high_watermark
+        first_unstable = self.producer_state.first_unstable_offset()
+        if first_unstable is None or first_unstable >= high_watermark:
+            return Offset(high_watermark)
+        return Offset(max(first_unstable, self.log.log_start_offset))
+
+    @property
     def latest_epoch(self) -> LeaderEpoch | None:
         """The epoch of the last batch appended (None for a log without epochs)."""
         epoch = self.log.leader_epoch_cache.latest_epoch

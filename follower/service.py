@@ -38,6 +38,7 @@ from client.replication_quota import ReplicationQuota
 from follower.fetch_state import TopicPartition
 from follower.log_cleaner import build_follower_log_cleaner
 from follower.metrics import FetcherMetrics
+from follower.read_offsets import ReadOffsetsAnnouncer, RequestBroker
 from follower.replica_log import ReplicaLog
 from follower.source_fetcher import Connect, SourceBroker, SourceBrokerFetcher, fetcher_name
 from storage.clock import Clock, SystemClock
@@ -86,7 +87,10 @@ class FollowerService:
         metrics: FetcherMetrics,
         storage_clock: Clock | None = None,
         connect_factory: ConnectFactory | None = None,
+        request_broker: RequestBroker | None = None,
     ) -> None:
+        """``request_broker`` asks the broker (the IPC channel's ``request``): the read fence before a
+        truncation below an announced high watermark (follower/read_offsets.py)."""
         self.broker_id = broker_id
         self.fetcher_id = fetcher_id
         self._send_event = send_event
@@ -103,6 +107,8 @@ class FollowerService:
         self._housekeeping: list[asyncio.Task[None]] = []
         self._event_tasks: set[asyncio.Task[None]] = set()
         self._cleaner: LogCleaner | None = None
+        self.read_offsets = ReadOffsetsAnnouncer(send_event, request_broker)
+        """What the broker may read of each followed log (KIP-392), kept announced and fenced."""
         self.stopped = asyncio.Event()
 
     # -- configuration -------------------------------------------------------------------------------
@@ -160,6 +166,9 @@ class FollowerService:
                 failed[tp] = f"{type(exc).__name__}: {exc}"
             else:
                 added.append(tp)
+        # before any fetch round can cut these logs (no await came since they were given to their
+        # fetchers) and before the reply: the broker reads them from the offsets announced here
+        await self.read_offsets.announce(self._logs, added)
         await self._stop_idle_fetchers()
         return AddResult(added, failed)
 
@@ -255,6 +264,7 @@ class FollowerService:
                 continue
             self._fetchers[followed.source].remove_partitions([tp])
             del self._logs[tp]
+            self.read_offsets.forget([tp])
             handover = followed.log.close_for_handover()
             handovers.append(handover)
             _log.info(
@@ -285,10 +295,16 @@ class FollowerService:
                 on_failed=self._on_partition_failed,
                 connect=connect,
                 quota=self.replication_quota,
+                before_truncate=self.read_offsets.fence,
+                after_round=self._after_fetch_round,
             )
             self._fetchers[source] = fetcher
             fetcher.start()
         return fetcher
+
+    async def _after_fetch_round(self, touched: set[TopicPartition]) -> None:
+        """One fetcher round ended: announce the moved read offsets of the partitions it touched."""
+        await self.read_offsets.announce(self._logs, touched)
 
     async def _stop_idle_fetchers(self) -> None:
         used = {followed.source for followed in self._partitions.values()}
@@ -419,6 +435,7 @@ class FollowerService:
     async def _run_retention(self) -> None:
         for followed in list(self._partitions.values()):
             followed.log.delete_old_segments()
+        await self.read_offsets.announce(self._logs, list(self._logs))  # log start offsets moved
 
     async def _expire_producers(self) -> None:
         """Forget idle producers, as the leader does, so the snapshots this process writes stay small."""

@@ -35,7 +35,7 @@ from follower.fetch_state import (
     PartitionFetchState,
     TopicPartition,
 )
-from follower.fetcher import ReplicaFetcher
+from follower.fetcher import AfterRound, BeforeTruncate, ReplicaFetcher
 from follower.leader_endpoint import (
     EpochEndOffset,
     FetchPartitionData,
@@ -181,9 +181,15 @@ class SourceBrokerFetcher:
         on_failed: FailureCallback,
         connect: Connect | None = None,
         quota: ReplicationQuota | None = None,
+        before_truncate: BeforeTruncate | None = None,
+        after_round: AfterRound | None = None,
     ) -> None:
+        """``before_truncate`` and ``after_round`` go to the :class:`ReplicaFetcher` (the read
+        offsets the broker is told, follower/read_offsets.py)."""
         self.name = fetcher_name(fetcher_id, source.broker_id)
         self._quota = quota
+        self._before_truncate = before_truncate
+        self._after_round = after_round
         self.source = source
         self._logs = logs
         self._settings = settings
@@ -288,6 +294,8 @@ class SourceBrokerFetcher:
             backoff_ms=settings.replica_fetch_backoff_ms,
             on_failed=self._on_failed,
             quota=self._quota,
+            before_truncate=self._before_truncate,
+            after_round=self._after_round,
         )
         pending, self._pending = self._pending, {}
         self._fetcher.add_partitions(

@@ -17,8 +17,9 @@ the first partition that meets A-C or E-G completes the fetch at once):
   FENCED_LEADER_EPOCH; larger: UNKNOWN_LEADER_EPOCH). A request without an epoch (-1) is not
   checked. Kafka's DelayedFetch catches only the fenced case; an unknown epoch fails the re-read
   too, so answering at once is the useful choice.
-- (A) the fetch may only be served by the leader (followers, and consumers without KIP-392 rack
-  information) and this broker is no longer the leader: NOT_LEADER_OR_FOLLOWER.
+- (A) the fetch may only be served by the leader (followers, and consumers of fetch v10 and older,
+  which carry no KIP-392 client metadata) and this broker is no longer the leader:
+  NOT_LEADER_OR_FOLLOWER. A consumer fetch of v11+ may go on waiting on a follower.
 - (C) the fetch offset is past the end offset (the log was truncated below it, e.g. a new leader
   with a shorter log), or lies on an older segment than the end offset (the partition rolled, or
   the reader fell behind the active segment): what remains of the fetch offset's segment is final,
@@ -69,8 +70,8 @@ class FetchParams:
     """Request-level Fetch parameters, after the handler applied the broker's limits.
 
     ``max_bytes`` is already capped by ``fetch.max.bytes``. ``fetch_only_from_leader`` is true for
-    follower fetches and for consumers that sent no rack (KIP-392); only those are refused by a
-    follower.
+    follower fetches and for consumer fetches older than v11 (no KIP-392 client metadata); only
+    those are refused by a follower.
     """
 
     replica_id: int

@@ -23,7 +23,11 @@ The steps follow Kafka's KafkaApis.handleFetchRequest and ReplicaManager.fetchMe
 
 Unknown partitions (topic, topic id, index not in the metadata) are *erroneous*: reported after
 the readable ones and never a reason to answer early, as in Kafka. A partition in the metadata but
-not led here gets the replica manager's error (NOT_LEADER_OR_FOLLOWER or KAFKA_STORAGE_ERROR).
+not led here gets the replica manager's error (NOT_LEADER_OR_FOLLOWER or KAFKA_STORAGE_ERROR), except
+that a consumer fetch of v11+ (which carries client metadata: Kafka's ``fetchOnlyLeader`` is false)
+of a partition this broker follows is read from the follower process's log up to its announced high
+watermark (KIP-392, :mod:`broker.replication.followers.followed_replicas`); a fetch parked on such a
+partition is woken by :meth:`FetchService.on_followed_replica_changed`.
 
 Followers (replica id >= 0) read up to the log end offset, and must be in the partition's replica set
 (NOT_LEADER_OR_FOLLOWER, or UNKNOWN_LEADER_EPOCH when the request carries a leader epoch, as Kafka's
@@ -89,13 +93,14 @@ from broker.fetch_session import (
     PartitionFetchResult,
     TopicPartitionKey,
 )
+from broker.replication.followers.followed_replicas import FollowedReplica
 from broker.replication.partition import Partition, PartitionRead
 from metadata.topics import PartitionState, TopicLookup
 from protocol.error_codes import ErrorCode
 from protocol.messages.fetch import FETCH_NODE_ENDPOINTS_VERSION as NODE_ENDPOINTS_VERSION
 from protocol.records.batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK
 from protocol.records.compression import CompressionType
-from protocol.sentinels import NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET, IsolationLevel
+from protocol.sentinels import NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET, ZERO_UUID, IsolationLevel
 from server_common.purgatory import DelayedOperationPurgatory
 from storage.slices import FileSlice
 
@@ -118,6 +123,16 @@ _GONE: Hashable = object()
 """Watch key of a session partition the broker no longer hosts: no partition resolves it."""
 
 _log = structlog.get_logger("kipling.fetch")
+
+
+class FollowedSource(Protocol):
+    """The partitions this broker follows, as consumers read them here (``FollowedReplicas``)."""
+
+    def get(self, topic: str, index: int) -> FollowedReplica | None: ...
+
+    def get_by_id(self, topic_id: uuid.UUID, index: int) -> FollowedReplica | None: ...
+
+    def get_by_key(self, key: Hashable) -> FollowedReplica | None: ...
 
 
 class PartitionSource(Protocol):
@@ -243,6 +258,7 @@ class FetchService:
         leader_quota: LeaderQuota | None = None,
         replica_selector: ReplicaSelector | None = None,
         replica_racks: Callable[[str], Mapping[int, str | None]] | None = None,
+        followed: FollowedSource | None = None,
     ) -> None:
         """``purgatory`` is the Fetch purgatory (scheduled on the event loop); ``fetch_max_bytes``
         is the broker's ``fetch.max.bytes``; ``expiration_meter(is_follower)`` counts expiries;
@@ -250,8 +266,13 @@ class FetchService:
 
         ``replica_selector`` (``replica.selector.class``; None: the leader serves every consumer)
         picks a consumer's preferred read replica, placing replicas by ``replica_racks(listener)``:
-        broker id -> rack of the registered, unfenced brokers with an endpoint on that listener."""
+        broker id -> rack of the registered, unfenced brokers with an endpoint on that listener.
+
+        ``followed`` are the partitions this broker follows: a consumer fetch (v11+) of one is read
+        from the follower process's log up to its high watermark (call
+        :meth:`on_followed_replica_changed` when what it announced moves)."""
         self._leader_quota = leader_quota
+        self._followed = followed
         self._replica_selector = replica_selector
         self._replica_racks = replica_racks
         self._manager = manager
@@ -330,6 +351,14 @@ class FetchService:
         key = TopicPartitionKey(partition.topic_id, partition.topic, partition.index)
         self._manager.cache.on_partition_changed(key)
         self._purgatory.check_and_complete(partition.key)
+
+    def on_followed_replica_changed(self, replica: FollowedReplica) -> None:
+        """A followed partition's high watermark, last stable offset or log start offset moved, or it
+        stopped being followed here: as :meth:`on_partition_changed` (consumer sessions holding it
+        become dirty, fetches parked on it re-check)."""
+        key = TopicPartitionKey(replica.topic_id or ZERO_UUID, replica.topic, replica.index)
+        self._manager.cache.on_partition_changed(key)
+        self._purgatory.check_and_complete(replica.key)
 
     # -- follower fetch state --------------------------------------------------------------------
 
@@ -445,7 +474,10 @@ class FetchService:
             return PartitionFetchResult(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, erroneous=True)
         partition = self._lookup(key)
         if partition is None:
-            return self._missing_result(key, request.version)
+            replica = self._lookup_followed(key) if request.client_metadata is not None else None
+            if replica is None:
+                return self._missing_result(key, request.version)
+            return self._read_followed(key, replica, fetch, request, limit, min_one_batch)
         if preference is not None and partition.is_leader:
             preferred = preference.find(partition, fetch.fetch_offset)
             if preferred is not None:
@@ -502,6 +534,52 @@ class FetchService:
             preferred_read_replica=preferred,
             payload=_NO_RECORDS,
         )
+
+    def _read_followed(
+        self,
+        key: TopicPartitionKey,
+        replica: FollowedReplica,
+        fetch: PartitionFetchParams,
+        request: FetchRequest,
+        limit: int,
+        min_one_batch: bool,
+    ) -> PartitionFetchResult:
+        """A consumer's read of a partition this broker follows (KIP-392): the follower's log up to
+        its high watermark (followed_replicas.py has the rules)."""
+        read = replica.read(
+            fetch.fetch_offset,
+            limit,
+            isolation_level=request.isolation_level,
+            min_one_batch=min_one_batch,
+            current_leader_epoch=fetch.current_leader_epoch,
+            last_fetched_epoch=fetch.last_fetched_epoch,
+        )
+        if read.error_code != ErrorCode.NONE:
+            return self._error_result(key, read.error_code, request.version)
+        if request.version < ZSTD_MIN_VERSION and read.slice is not None and _starts_with_zstd(read.slice):
+            return self._error_result(key, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, request.version)
+        return _read_result(read, fetch.fetch_offset, request)
+
+    def _lookup_followed(self, key: TopicPartitionKey) -> FollowedReplica | None:
+        """The followed partition a key names (by topic id for v13+ keys, by name otherwise)."""
+        followed = self._followed
+        if followed is None:
+            return None
+        if key.has_topic_id:
+            return followed.get_by_id(key.topic_id, key.partition)
+        if key.topic_name is None:
+            return None
+        return followed.get(key.topic_name, key.partition)
+
+    def _lookup_readable(
+        self, key: TopicPartitionKey, request: FetchRequest
+    ) -> Partition | FollowedReplica | None:
+        """What the request reads for ``key``: the led partition, else (a consumer fetch of v11+)
+        the followed one."""
+        partition = self._lookup(key)
+        if partition is not None or request.client_metadata is None:
+            return partition
+        return self._lookup_followed(key)
 
     def _lookup(self, key: TopicPartitionKey) -> Partition | None:
         """The partition a key names: by topic id for v13+ keys, by name otherwise."""
@@ -595,7 +673,7 @@ class FetchService:
                 answer,
                 get_partition=self._fetchable,
                 session=context.session,
-                session_partitions=lambda: self._session_statuses(context, skip),
+                session_partitions=lambda: self._session_statuses(context, request, skip),
                 expiration_meter=self._expiration_meter,
                 throttled=self._throttled_for(request),
             )
@@ -603,7 +681,7 @@ class FetchService:
             FetchPartitionStatus(partition.key, fetch)
             for key, fetch in context.partitions_to_read()
             if first.results[key].error_code == ErrorCode.NONE
-            and (partition := self._lookup(key)) is not None
+            and (partition := self._lookup_readable(key, request)) is not None
         ]
         return DelayedFetch(
             params,
@@ -627,7 +705,7 @@ class FetchService:
         )
 
     def _session_statuses(
-        self, context: IncrementalFetchContext, skip: set[TopicPartitionKey]
+        self, context: IncrementalFetchContext, request: FetchRequest, skip: set[TopicPartitionKey]
     ) -> list[FetchPartitionStatus]:
         """The session's dirty partitions as a parked fetch checks them, erroneous ones left out.
 
@@ -638,12 +716,17 @@ class FetchService:
         for key, fetch in context.partitions_to_read():
             if key in skip:
                 continue
-            partition = self._lookup(key)
+            partition = self._lookup_readable(key, request)
             statuses.append(FetchPartitionStatus(_GONE if partition is None else partition.key, fetch))
         return statuses
 
     def _fetchable(self, key: Hashable) -> FetchablePartition | None:
-        return self._replicas.get_partition_by_key(key)
+        """The led partition a purgatory key names, else the followed one (a parked fetch that may not
+        read a follower's log finds it is not the leader: case A of broker/fetch/delayed.py)."""
+        partition = self._replicas.get_partition_by_key(key)
+        if partition is not None or self._followed is None:
+            return partition
+        return self._followed.get_by_key(key)
 
 
 class _Preference:
@@ -732,8 +815,11 @@ def _follower_error(partition: Partition, replica_id: int, current_leader_epoch:
     return ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
-def _starts_with_zstd(records: FileSlice) -> bool:
+def _starts_with_zstd(records: FileSlice | bytes) -> bool:
     """True if the first batch of the slice is zstd-compressed (reads its attributes, 2 bytes)."""
+    if isinstance(records, bytes):
+        attributes = records[ATTRIBUTES_OFFSET : ATTRIBUTES_OFFSET + 2]
+        return len(attributes) == 2 and (attributes[1] & COMPRESSION_MASK) == CompressionType.ZSTD
     if records.length <= ATTRIBUTES_OFFSET + 1:
         return False
     attributes = records.file.pread(2, records.position + ATTRIBUTES_OFFSET)

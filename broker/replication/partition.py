@@ -162,7 +162,9 @@ class PartitionRead(NamedTuple):
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    slice: FileSlice | None
+    slice: FileSlice | bytes | None
+    """A slice of the segment file; bytes when read from a log another process owns (a followed
+    partition's, broker/replication/followers/followed_replicas.py)."""
     records_size: int
     diverging_epoch: tuple[int, int] | None
     """(epoch, end offset) when the follower's last fetched epoch diverges from this log."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from client.child_process import FOLLOWER_ROLE, ChildProcess
-from client.replica_ipc import EventHandler
+from client.replica_ipc import EventHandler, RequestHandler
 
 
 class FollowerProcess(ChildProcess):
@@ -31,8 +31,10 @@ class FollowerProcess(ChildProcess):
         on_event: EventHandler,
         log_level: str = "INFO",
         log_json: bool = False,
+        on_request: RequestHandler | None = None,
     ) -> FollowerProcess:
-        """Start ``python -m follower`` and open the channel to it."""
+        """Start ``python -m follower`` and open the channel to it (``on_request`` answers the
+        follower's requests: the read fence)."""
         return await cls.start_child(
             FOLLOWER_ROLE,
             python_executable=python_executable,
@@ -42,6 +44,7 @@ class FollowerProcess(ChildProcess):
             on_event=on_event,
             log_level=log_level,
             log_json=log_json,
+            on_request=on_request,
         )
 
 

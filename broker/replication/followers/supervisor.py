@@ -47,6 +47,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from broker.replication.followers.fetcher_ids import fetcher_id_for
+from broker.replication.followers.followed_replicas import FollowedReplicas
 from broker.replication.followers.metrics import FollowerMetricsCollector, LagSeries, forget_process
 from broker.replication.followers.process import FollowerProcess
 from broker.replication.followers.quota_shares import quota_shares
@@ -55,9 +56,11 @@ from client.replica_ipc import IpcClosedError, IpcError, JsonObject
 from client.replica_messages import (
     ADD_PARTITIONS,
     CONFIGURE,
+    FENCE_READS,
     METRICS_SNAPSHOT,
     OFFSETS,
     PARTITION_FAILED,
+    READ_OFFSETS,
     REMOVE_PARTITIONS,
     SET_BROKER_EPOCH,
     SHUTDOWN,
@@ -166,12 +169,17 @@ class FollowerSupervisor:
         restart_backoff_max_ms: int = 30_000,
         request_timeout_ms: int = 60_000,
         shutdown_timeout_ms: int = 30_000,
+        read_replicas: FollowedReplicas | None = None,
     ) -> None:
         """``env`` is the children's base environment (default: the broker's).
 
         ``metrics_dir`` is where the children write their metrics (default: a directory named
         after the broker id and pid under the temp dir); its metric files are deleted at start and
         stop, and the directory too at stop when nothing else is in it.
+
+        ``read_replicas`` (KIP-392) is told which logs are followed, fed the processes'
+        ``read_offsets`` events and ``fence_reads`` requests, and drops a partition before its log
+        is taken back.
         """
         if num_fetchers < 1:
             raise ValueError(f"num.replica.fetchers must be at least 1, got {num_fetchers}")
@@ -183,6 +191,7 @@ class FollowerSupervisor:
         self._python = python_executable
         self._on_offsets = on_offsets
         self._on_partition_failed = on_partition_failed
+        self._read_replicas = read_replicas
         self.metrics_dir = metrics_dir or pathlib.Path(tempfile.gettempdir()) / (
             f"kipling-follower-metrics-{broker_id}-{os.getpid()}"
         )
@@ -254,6 +263,8 @@ class FollowerSupervisor:
         they got are returned too.
         """
         self._stopping = True
+        if self._read_replicas is not None:
+            self._read_replicas.unfollow_all()
         results = await self._claim_unclaimed()
         results += await asyncio.gather(*(self._stop_slot(slot) for slot in self._slots))
         results += await self._claim_unclaimed()  # any cancelled while the slots were stopping
@@ -373,6 +384,7 @@ class FollowerSupervisor:
             fetcher_id=slot.fetcher_id,
             env=env,
             on_event=functools.partial(self._on_event, slot),
+            on_request=self._on_request,
             log_level=self._log_level,
             log_json=self._log_json,
         )
@@ -475,6 +487,9 @@ class FollowerSupervisor:
                 entry = replace(entry, handover=known.handover)
             self._assignments[tp] = entry
             self._failed.pop(tp, None)
+            if self._read_replicas is not None:
+                handover = entry.handover
+                self._read_replicas.follow(tp[0], tp[1], handover.topic_id, handover.directory)
             by_slot.setdefault(self.fetcher_id_for(*tp), []).append(entry)
         results = await asyncio.gather(
             *(self._add_to(self._slots[fid], group) for fid, group in by_slot.items()),
@@ -549,6 +564,8 @@ class FollowerSupervisor:
         for tp in dict.fromkeys(tps):
             if tp in self._assignments:
                 by_slot.setdefault(self.fetcher_id_for(*tp), []).append(tp)
+        if self._read_replicas is not None:  # nothing reads a log about to change owner
+            self._read_replicas.unfollow([tp for group in by_slot.values() for tp in group])
         removal = asyncio.gather(
             *(self._remove_from(self._slots[fid], group) for fid, group in by_slot.items())
         )
@@ -691,10 +708,22 @@ class FollowerSupervisor:
                 self._offsets_reported(slot, PartitionOffsets.from_json(item))
             if "cleaner" in body:
                 slot.cleaner_stats = CleanerStats.from_json(body["cleaner"])
+        elif message_type == READ_OFFSETS:
+            if self._read_replicas is not None:
+                self._read_replicas.on_read_offsets(body.get("partitions", []))
         elif message_type == PARTITION_FAILED:
             self._partition_failed(slot, (str(body["topic"]), int(body["partition"])), str(body["reason"]))
         else:
             self._logger.warning("unknown event from a follower process", type=message_type)
+
+    async def _on_request(self, message_type: str, body: JsonObject) -> JsonObject:
+        """A follower process's request: the read fence before it truncates below what it
+        announced (answered once no read can reach the cut)."""
+        if message_type != FENCE_READS:
+            raise ValueError(f"unknown request from a follower process: {message_type!r}")
+        if self._read_replicas is not None:
+            self._read_replicas.fence(str(body["topic"]), int(body["partition"]), int(body["offset"]))
+        return {}
 
     def _offsets_reported(self, slot: _Slot, offsets: PartitionOffsets) -> None:
         tp = (offsets.topic, offsets.partition)
