@@ -29,9 +29,9 @@ Positions: the batch holding an offset is found from a small per-segment cache o
 (a consumer's next fetch offset is where its last read ended, which the read remembers), else from
 the segment's ``.index`` file (a binary search over its entries by ``pread``, trusting only entries
 below the bound, which describe immutable batches), then a walk of batch headers. The segment list
-is the directory's ``*.log`` files; the caller tells the view the active segment's base offset with
-every offset announcement (:meth:`note_active_segment`), so a roll is seen without listing the
-directory on every read.
+is the directory's ``*.log`` files, listed at the first read; the caller tells the view the active
+segment's base offset with every offset announcement (:meth:`note_active_segment`), so a roll is seen
+without listing the directory on every read.
 
 Synchronous, like the rest of storage; single-threaded (the broker's event loop).
 """
@@ -110,8 +110,10 @@ class LogReadView:
         self._bases: list[int] = []
         self._segments: dict[int, _Segment] = {}
         self._active_base: int | None = None
+        self._listed = False
+        """Whether ``_bases`` reflects the files (listing waits for the first read: a broker may
+        follow many partitions no consumer ever reads from it)."""
         self._closed = False
-        self.refresh()
 
     # -- the segment list --------------------------------------------------------------------------
 
@@ -127,18 +129,25 @@ class LogReadView:
                         bases.append(base)
         bases.sort()
         self._bases = bases
+        self._listed = True
         for base in [base for base in self._segments if base not in set(bases)]:
             self._drop(base)
 
     def note_active_segment(self, base_offset: int) -> None:
-        """The writer's active segment starts at ``base_offset``: list the files if that is new."""
+        """The writer's active segment starts at ``base_offset``: the files are listed again before
+        the next read if that is new."""
         if base_offset != self._active_base:
             self._active_base = base_offset
             if not self._bases or self._bases[-1] != base_offset:
-                self.refresh()
+                self._listed = False
+
+    def _ensure_listed(self) -> None:
+        if not self._listed:
+            self.refresh()
 
     @property
     def segment_bases(self) -> list[int]:
+        self._ensure_listed()
         return list(self._bases)
 
     def _floor(self, offset: int) -> int:
@@ -171,6 +180,7 @@ class LogReadView:
         self._check_open()
         if fetch_offset >= bound:
             return _NOTHING
+        self._ensure_listed()
         return self._retrying(lambda: self._read(fetch_offset, max_bytes, bound, min_one_batch))
 
     def _read(self, fetch_offset: int, max_bytes: int, bound: int, min_one_batch: bool) -> ViewRead:
@@ -211,6 +221,7 @@ class LogReadView:
         self._check_open()
         if fetch_offset >= end_offset:
             return 0
+        self._ensure_listed()
         try:
             return self._retrying(lambda: self._bytes_available(fetch_offset, end_offset, max_bytes))
         except (OffsetOutOfRangeError, LogChangedError):
@@ -235,6 +246,7 @@ class LogReadView:
 
     def on_older_segment(self, offset: int, end_offset: int) -> bool:
         """True if ``offset`` lies on an older segment than ``end_offset`` (from the segment list)."""
+        self._ensure_listed()
         return self._floor(offset) < self._floor(end_offset)
 
     # -- locating batches ------------------------------------------------------------------------------
@@ -385,6 +397,7 @@ class LogReadView:
         segments' ``.txnindex`` files (read whole; a trailing entry still being written is ignored),
         as :meth:`storage.log.PartitionLog.collect_aborted_transactions` walks them."""
         self._check_open()
+        self._ensure_listed()
         found: list[AbortedTxn] = []
         first = max(self._floor(start_offset), 0)
         for base in self._bases[first:]:
