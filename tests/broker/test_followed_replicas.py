@@ -25,7 +25,7 @@ from broker.fetch_session import (
     FetchSessionCacheMetrics,
     PartitionFetchParams,
 )
-from broker.replication.followers.followed_replicas import FollowedReplicas
+from broker.replication.followers.followed_replicas import FollowedReplica, FollowedReplicas
 from broker.replication.replica_manager import ReplicaManager
 from client.replica_messages import ReadOffsets
 from metadata.topics import PartitionState
@@ -279,3 +279,70 @@ async def test_reads_follow_segment_rolls_announced_with_the_offsets(env: Env) -
         seen += offsets
         offset = offsets[-1] + 1
     assert seen == list(range(1, 60, 2))
+
+
+async def test_an_incremental_fetch_on_a_follower_reads_only_the_changed_partitions(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN.md's O(changed) rule holds for followed partitions: an incremental fetch of a session
+    holding many of them reads only those whose announced offsets moved."""
+    config = load_config(None, [f"log.dirs={tmp_path / 'logs'}", f"node.id={NODE}"])[0]
+    clock = FakeClock(NOW)
+    logs = LogManager(config.log_dirs, to_log_config({}, config), clock)
+    topics = LocalTopics(NODE, brokers=[2])
+    replicas = ReplicaManager(logs, topics, NODE, config, clock)
+    topics.subscribe(replicas)
+    count = 40
+    topic = topics.create_topic("wide", -1, -1, {}, assignments=[(i, [2, NODE]) for i in range(count)])
+    followed = FollowedReplicas(NODE, replicas.partition_state, lambda name: topic.topic_id)
+    purgatory = DelayedOperationPurgatory("Fetch", asyncio.get_running_loop())
+    cache = FetchSessionCache(FetchSessionCacheMetrics(CollectorRegistry()), random_source=random.Random(7))
+    service = FetchService(
+        FetchManager(cache, clock.time_ms),
+        replicas,
+        topics,
+        purgatory,
+        fetch_max_bytes=BIG,
+        followed=followed,
+    )
+    followed.add_listener(service.on_followed_replica_changed)
+    follower_logs = []
+    for index in range(count):
+        directory = tmp_path / "follower" / f"wide-{index}"
+        log = PartitionLog.open(directory, LogConfig(), FakeClock(NOW))
+        log.append_as_leader(batch(2), topic.partitions[index].leader_epoch)
+        log.update_high_watermark(2)
+        followed.follow("wide", index, topic.topic_id, str(directory))
+        row = ReadOffsets("wide", index, 2, 2, 0, 2, 0)
+        followed.on_read_offsets([row.to_row()])
+        follower_logs.append(log)
+    reads: list[int] = []
+    real_read = FollowedReplica.read
+
+    def counting_read(self: FollowedReplica, *args: object, **kwargs: object) -> object:
+        reads.append(self.index)
+        return real_read(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FollowedReplica, "read", counting_read)
+
+    def wide_fetch(session: tuple[int, int], offsets: dict[int, int]) -> FetchRequest:
+        data = [
+            (key("wide", i), PartitionFetchParams(fetch_offset=o, max_bytes=BIG)) for i, o in offsets.items()
+        ]
+        return dataclasses.replace(consumer(0, session=session), fetch_data=data, max_wait_ms=0)
+
+    full = await service.fetch(wide_fetch((0, 0), {i: 2 for i in range(count)}))
+    assert full.session_id != 0 and len(reads) == count
+    reads.clear()
+    follower_logs[7].append_as_leader(batch(2), topic.partitions[7].leader_epoch)
+    follower_logs[7].update_high_watermark(4)
+    followed.on_read_offsets([ReadOffsets("wide", 7, 4, 4, 0, 4, 0).to_row()])
+    parts = by_key(await service.fetch(wide_fetch((full.session_id, 1), {})))
+    assert list(parts) == [key("wide", 7)] and reads == [7]
+    assert last_offsets(records_of(parts[key("wide", 7)])) == [3]
+    purgatory.shutdown()
+    followed.unfollow_all()
+    for log in follower_logs:
+        log.close()
+    replicas.shutdown()
+    logs.shutdown()
