@@ -1,4 +1,5 @@
-"""The group coordinator of Kafka's classic consumer-group protocol, as a pure domain.
+"""The group coordinator of Kafka's classic consumer-group protocol and of consumer-protocol groups
+(KIP-848, :mod:`coordinator.group.consumer`), as a pure domain.
 
 No sockets, no files, no asyncio: time comes from an injected clock, timers from the injected
 purgatories (their scheduler), and every write to ``__consumer_offsets`` goes through an injected
@@ -20,6 +21,11 @@ partitions held, request checks)."""
 
 from coordinator.group.catalog import partition_for
 from coordinator.group.config import GroupCoordinatorConfig
+from coordinator.group.consumer.api import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResult,
+    DescribedConsumerGroup,
+)
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.group.log import GroupLog, InMemoryGroupLog, LoggedRecord, OffsetsRecord
 from coordinator.group.requests import (
@@ -48,6 +54,9 @@ from coordinator.group.results import (
 from coordinator.group.state import GroupState
 
 __all__ = [
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResult",
+    "DescribedConsumerGroup",
     "DescribedGroup",
     "GroupCoordinator",
     "GroupCoordinatorConfig",

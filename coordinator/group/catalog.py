@@ -5,6 +5,12 @@ A group belongs to partition ``abs(java_hash(group_id)) % offsets.topic.num.part
 coordinator. A partition is *loading* while its records are being read back, then *owned* until
 leadership moves away. The catalog answers the checks every group request starts with (Kafka's
 ``validateGroupStatus``).
+
+It holds classic groups (:class:`~coordinator.group.group.GroupMetadata`) and consumer-protocol
+groups (:class:`~coordinator.group.consumer.group.ConsumerGroup`, KIP-848) in one namespace: a group
+id names at most one group of either kind. :meth:`GroupCatalog.get` answers classic groups only, so
+the classic paths see a consumer group's id as no classic group and check
+:meth:`GroupCatalog.consumer_group` where that matters.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from enum import Enum
 
+from coordinator.group.consumer.group import ConsumerGroup
 from coordinator.group.group import GroupMetadata
 from coordinator.group.state import GroupState
 from protocol.error_codes import ErrorCode
@@ -43,6 +50,8 @@ class GroupApi(Enum):
     DESCRIBE_GROUPS = True
     DELETE_GROUPS = True
     OFFSET_DELETE = False
+    CONSUMER_GROUP = False
+    """ConsumerGroupHeartbeat and ConsumerGroupDescribe."""
 
     def __init__(self, allows_empty_group_id: bool) -> None:
         self.allows_empty_group_id = allows_empty_group_id
@@ -55,6 +64,7 @@ class GroupCatalog:
         self.num_partitions = num_partitions
         self.active = True
         self._groups: dict[str, GroupMetadata] = {}
+        self._consumer_groups: dict[str, ConsumerGroup] = {}
         self._owned: set[int] = set()
         self._loading: set[int] = set()
 
@@ -73,7 +83,7 @@ class GroupCatalog:
             return False
         if num_partitions < 1:
             raise ValueError(f"__consumer_offsets must have at least 1 partition, got {num_partitions}")
-        if self._owned or self._loading or self._groups:
+        if self._owned or self._loading or self._groups or self._consumer_groups:
             raise ValueError(
                 f"cannot map groups onto {num_partitions} partitions: partitions of "
                 f"{self.num_partitions} are loaded already"
@@ -115,6 +125,14 @@ class GroupCatalog:
             del self._groups[group.group_id]
         return released
 
+    def release_consumer_groups(self, partition: int) -> list[ConsumerGroup]:
+        """Forget the consumer groups of ``partition`` (call before :meth:`release`)."""
+        released = [g for g in self._consumer_groups.values() if self.partition_for(g.group_id) == partition]
+        for group in released:
+            del self._consumer_groups[group.group_id]
+            group.dead = True
+        return released
+
     def _check_partition(self, partition: int) -> None:
         if not 0 <= partition < self.num_partitions:
             raise ValueError(
@@ -127,7 +145,10 @@ class GroupCatalog:
         return self._groups.get(group_id)
 
     def add(self, group: GroupMetadata) -> GroupMetadata:
-        """Add ``group`` unless one with its id is there already; returns the one kept."""
+        """Add ``group`` unless one with its id is there already; returns the one kept. A consumer
+        group of that id is a bug of the caller (RuntimeError)."""
+        if group.group_id in self._consumer_groups:
+            raise RuntimeError(f"{group.group_id} is a consumer group, not a classic one")
         return self._groups.setdefault(group.group_id, group)
 
     def remove(self, group: GroupMetadata) -> bool:
@@ -140,12 +161,42 @@ class GroupCatalog:
     def groups(self) -> list[GroupMetadata]:
         return list(self._groups.values())
 
+    # -- consumer-protocol groups --------------------------------------------------------------------
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        return self._consumer_groups.get(group_id)
+
+    def create_consumer_group(self, group_id: str) -> ConsumerGroup:
+        """A new, empty consumer group under ``group_id`` (RuntimeError if the id is taken)."""
+        if group_id in self._groups or group_id in self._consumer_groups:
+            raise RuntimeError(f"group {group_id} exists already")
+        group = ConsumerGroup(group_id)
+        self._consumer_groups[group_id] = group
+        return group
+
+    def add_consumer_group(self, group: ConsumerGroup) -> None:
+        """Install a loaded consumer group (RuntimeError if the id is taken)."""
+        if group.group_id in self._groups or group.group_id in self._consumer_groups:
+            raise RuntimeError(f"group {group.group_id} exists already")
+        self._consumer_groups[group.group_id] = group
+
+    def remove_consumer_group(self, group: ConsumerGroup) -> None:
+        """Forget ``group`` if it is still the one held under its id; it is Dead from now on."""
+        if self._consumer_groups.get(group.group_id) is group:
+            del self._consumer_groups[group.group_id]
+        group.dead = True
+
+    def consumer_groups(self) -> list[ConsumerGroup]:
+        return list(self._consumer_groups.values())
+
     def __iter__(self) -> Iterator[GroupMetadata]:
         return iter(list(self._groups.values()))
 
     def group_not_exists(self, group_id: str) -> bool:
         """Kafka's ``groupNotExists``: the group is ours and there is no live group of that id."""
         if not self.owns(self.partition_for(group_id)):
+            return False
+        if group_id in self._consumer_groups:
             return False
         group = self._groups.get(group_id)
         return group is None or group.is_in(GroupState.DEAD)

@@ -15,6 +15,13 @@ DescribeGroups answer by return value. Completing an asyncio future is the inten
 callback; it must not raise (check ``future.done()`` first: the request may have been cancelled)
 and should not call back into the coordinator synchronously.
 
+Consumer-protocol groups (KIP-848) live beside the classic ones, in the same catalog and namespace:
+:meth:`GroupCoordinator.consumer_group_heartbeat` (answered through a callback once its records are
+written) and :meth:`GroupCoordinator.consumer_group_describe` serve them
+(:mod:`coordinator.group.consumer`), and the offset, listing, deletion and expiry paths serve
+groups of either kind. ``topics`` gives the broker's topic metadata, from which their subscriptions
+are resolved.
+
 Moving with leadership of ``__consumer_offsets``: :meth:`GroupCoordinator.begin_loading` (optional;
 requests for the partition's groups then answer COORDINATOR_LOAD_IN_PROGRESS),
 :meth:`GroupCoordinator.load_partition` with the partition's records, and
@@ -25,6 +32,7 @@ offsets.retention.check.interval.ms.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 
 import structlog
@@ -32,6 +40,15 @@ import structlog
 from coordinator.group.catalog import GroupApi, GroupCatalog
 from coordinator.group.cleanup import GroupCleaner
 from coordinator.group.config import GroupCoordinatorConfig
+from coordinator.group.consumer.api import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResult,
+    DescribedConsumerGroup,
+)
+from coordinator.group.consumer.group import CONSUMER_GROUP_TYPE, ConsumerGroup
+from coordinator.group.consumer.records import ConsumerGroupRecord, group_tombstones, to_offsets_record
+from coordinator.group.consumer.service import ConsumerGroupService, MemberIdGenerator, random_member_id
+from coordinator.group.consumer.timers import MemberTimers
 from coordinator.group.group import GroupMetadata
 from coordinator.group.join import JoinService, MemberIdSuffix, random_member_id_suffix
 from coordinator.group.loader import rebuild_groups
@@ -39,7 +56,9 @@ from coordinator.group.log import GroupLog, LoggedEntry, TxnProducer
 from coordinator.group.member import JoinCallback, SyncCallback
 from coordinator.group.membership import MembershipService
 from coordinator.group.offset_service import OffsetService
+from coordinator.group.offsets import OffsetAndMetadata
 from coordinator.group.rebalance import Rebalancer
+from coordinator.group.records import group_tombstone
 from coordinator.group.requests import (
     JoinGroupRequest,
     MemberIdentity,
@@ -50,6 +69,7 @@ from coordinator.group.requests import (
 from coordinator.group.results import (
     CLASSIC_GROUP_TYPE,
     DescribedGroup,
+    GroupOverview,
     LeaveGroupResult,
     ListGroupsResult,
     OffsetDeleteResult,
@@ -58,9 +78,10 @@ from coordinator.group.results import (
 )
 from coordinator.group.state import GroupState
 from coordinator.group.static_members import StaticMemberRejoin
-from coordinator.group.store import CommitCallback, GroupStore
+from coordinator.group.store import CommitCallback, GroupStore, OffsetsGroup
 from coordinator.group.subscriptions import CONSUMER_PROTOCOL_TYPE
-from protocol.error_codes import ErrorCode
+from metadata.topics import TopicLookup, TopicState
+from protocol.error_codes import ErrorCode, KafkaError
 from protocol.errors import DecodeError
 from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import Clock
@@ -69,6 +90,20 @@ _log = structlog.get_logger("kipling.groups.coordinator")
 
 DeleteGroupsCallback = Callable[[dict[str, ErrorCode]], None]
 DeleteOffsetsCallback = Callable[[OffsetDeleteResult], None]
+HeartbeatCallback = Callable[[ConsumerGroupHeartbeatResult], None]
+
+
+class _NoTopics:
+    """The topic metadata of a coordinator given none: no topic exists."""
+
+    def get(self, name: str) -> TopicState | None:
+        return None
+
+    def get_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
+        return None
+
+    def all(self) -> list[TopicState]:
+        return []
 
 
 class GroupCoordinator:
@@ -81,6 +116,8 @@ class GroupCoordinator:
         rebalance_purgatory: DelayedOperationPurgatory,
         *,
         member_id_suffix: MemberIdSuffix = random_member_id_suffix,
+        topics: TopicLookup | None = None,
+        consumer_member_id: MemberIdGenerator = random_member_id,
     ) -> None:
         self.config = config
         self._clock = clock
@@ -88,7 +125,23 @@ class GroupCoordinator:
         self._store = GroupStore(log, clock, config, self._catalog)
         self._rebalancer = Rebalancer(config, clock, self._store, heartbeat_purgatory, rebalance_purgatory)
         static = StaticMemberRejoin(self._store, self._rebalancer)
-        self._join = JoinService(config, clock, self._catalog, self._rebalancer, static, member_id_suffix)
+        self._join = JoinService(
+            config,
+            clock,
+            self._catalog,
+            self._rebalancer,
+            static,
+            member_id_suffix,
+            self._yield_consumer_group,
+        )
+        self._consumer = ConsumerGroupService(
+            config,
+            clock,
+            _ConsumerGroupHost(self._catalog, self._store),
+            topics if topics is not None else _NoTopics(),
+            MemberTimers(heartbeat_purgatory, rebalance_purgatory),
+            consumer_member_id,
+        )
         self._membership = MembershipService(self._catalog, self._store, self._rebalancer)
         self._offsets = OffsetService(clock, self._catalog, self._store, self._rebalancer)
         self._markers_while_loading: dict[int, list[tuple[int, bool]]] = {}
@@ -110,6 +163,44 @@ class GroupCoordinator:
 
     def leave_group(self, group_id: str, members: Sequence[MemberIdentity]) -> LeaveGroupResult:
         return self._membership.leave_group(group_id, members)
+
+    # -- consumer-protocol groups (KIP-848) ----------------------------------------------------------
+
+    def consumer_group_heartbeat(
+        self, request: ConsumerGroupHeartbeatRequest, callback: HeartbeatCallback
+    ) -> None:
+        """ConsumerGroupHeartbeat: join, stay, reconcile or leave; answered through ``callback``
+        once the heartbeat's records are written (at once on an error)."""
+        self._consumer.heartbeat(request, callback)
+
+    def consumer_group_describe(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
+        return self._consumer.describe(group_ids)
+
+    @property
+    def default_consumer_group_assignor(self) -> str:
+        return self._consumer.default_assignor
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The live consumer-protocol group (for inspection; not to be changed from outside)."""
+        return self._catalog.consumer_group(group_id)
+
+    def _yield_consumer_group(self, group_id: str) -> ErrorCode | None:
+        """Before a JoinGroup: a consumer group with members refuses it; an empty one becomes an
+        empty classic group with its offsets (its records are deleted)."""
+        group = self._catalog.consumer_group(group_id)
+        if group is None:
+            return None
+        if not group.is_empty:
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        tombstones = [to_offsets_record(r) for r in group_tombstones(group)]
+        self._catalog.remove_consumer_group(group)
+        self._consumer.on_group_unloaded(group)
+        classic = GroupMetadata(group_id, GroupState.EMPTY, self._clock)
+        classic.offsets = group.offsets
+        self._catalog.add(classic)
+        self._store.append_tombstones(group_id, tombstones, lambda: None)
+        _log.info("empty consumer group converted to a classic group", group=group_id)
+        return None
 
     # -- offsets ------------------------------------------------------------------------------------
 
@@ -139,53 +230,72 @@ class GroupCoordinator:
             self._complete_txn(producer_id, wanted, commit)
 
     def _complete_txn(self, producer_id: int, partitions: set[int], commit: bool) -> None:
-        for group in self._catalog.groups():
+        for group in self._all_groups():
             if self._catalog.partition_for(group.group_id) in partitions:
                 group.offsets.complete_txn(producer_id, commit)
 
+    def _all_groups(self) -> list[OffsetsGroup]:
+        return [*self._catalog.groups(), *self._catalog.consumer_groups()]
+
     def fetch_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition] | None = None, require_stable: bool = False
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None = None,
+        require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> OffsetFetchResult:
-        return self._offsets.fetch_offsets(group_id, partitions, require_stable)
+        """``member_id`` and ``member_epoch`` (OffsetFetch v9+) are checked for consumer groups."""
+        return self._offsets.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
 
     def fetch_offsets_of_groups(
-        self, requests: Sequence[tuple[str, Sequence[TopicPartition] | None]], require_stable: bool = False
+        self,
+        requests: Sequence[tuple[str, Sequence[TopicPartition] | None]],
+        require_stable: bool = False,
+        members: Sequence[tuple[str | None, int]] | None = None,
     ) -> list[OffsetFetchResult]:
-        """OffsetFetch v8+: several groups, each with its partitions (None: all of them)."""
+        """OffsetFetch v8+: several groups, each with its partitions (None: all of them), and from
+        v9 each with the member id and epoch of the requesting member (``members``, in order)."""
+        who = members if members is not None else [(None, -1)] * len(requests)
         return [
-            self._offsets.fetch_offsets(group_id, partitions, require_stable)
-            for group_id, partitions in requests
+            self._offsets.fetch_offsets(group_id, partitions, require_stable, member_id, epoch)
+            for (group_id, partitions), (member_id, epoch) in zip(requests, who, strict=True)
         ]
 
     def expire_offsets(self) -> int:
         """Drop expired offsets and dead groups now; returns how many offsets went."""
         now = self._clock.time_ms()
         retention = self.config.offsets_retention_ms
-        return self._cleaner.cleanup(
-            self._catalog.groups(), lambda g: g.remove_expired_offsets(now, retention)
-        )
+        return self._cleaner.cleanup(self._all_groups(), lambda g: _remove_expired_offsets(g, now, retention))
 
     def on_partitions_deleted(self, partitions: Iterable[TopicPartition]) -> int:
         """Topics were deleted: drop their offsets from every group (Kafka's handleDeletedPartitions)."""
         gone = list(partitions)
-        return self._cleaner.cleanup(self._catalog.groups(), lambda g: g.offsets.remove(gone))
+        return self._cleaner.cleanup(self._all_groups(), lambda g: g.offsets.remove(gone))
 
     # -- groups -------------------------------------------------------------------------------------
 
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> ListGroupsResult:
-        """Every group held here. States match case-insensitively (ListGroups v4+); every group is
-        of type "classic", so a type filter without it lists nothing (v5+). While a partition
-        loads, the groups known so far are listed with COORDINATOR_LOAD_IN_PROGRESS."""
+        """Every group held here. States match case-insensitively (ListGroups v4+), types too
+        (v5+): "classic" or "consumer" (a consumer-protocol group, whose protocol type is
+        "consumer"). While a partition loads, the groups known so far are listed with
+        COORDINATOR_LOAD_IN_PROGRESS."""
         if not self._catalog.active:
             return ListGroupsResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         wanted_states = {state.lower() for state in states}
         wanted_types = {kind.lower() for kind in types}
-        if wanted_types and CLASSIC_GROUP_TYPE not in wanted_types:
-            groups: list[GroupMetadata] = []
-        else:
-            groups = [g for g in self._catalog if not wanted_states or g.state.value.lower() in wanted_states]
+        overviews: list[GroupOverview] = []
+        if not wanted_types or CLASSIC_GROUP_TYPE in wanted_types:
+            overviews += [group.overview() for group in self._catalog]
+        if not wanted_types or CONSUMER_GROUP_TYPE in wanted_types:
+            overviews += [
+                GroupOverview(group.group_id, CONSUMER_PROTOCOL_TYPE, group.state.value, CONSUMER_GROUP_TYPE)
+                for group in self._catalog.consumer_groups()
+            ]
+        if wanted_states:
+            overviews = [o for o in overviews if o.state.lower() in wanted_states]
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self._catalog.any_loading else ErrorCode.NONE
-        return ListGroupsResult(error, tuple(group.overview() for group in groups))
+        return ListGroupsResult(error, tuple(overviews))
 
     def describe_groups(self, group_ids: Iterable[str], api_version: int = 0) -> list[DescribedGroup]:
         return [self.describe_group(group_id, api_version) for group_id in group_ids]
@@ -201,6 +311,8 @@ class GroupCoordinator:
             return group.describe()
         if api_version >= 6:
             message = f"Group {group_id} not found."
+            if self._catalog.consumer_group(group_id) is not None:
+                message = f"Group {group_id} is not a classic group."
             return DescribedGroup(
                 group_id, ErrorCode.GROUP_ID_NOT_FOUND, GroupState.DEAD.value, "", "", (), message
             )
@@ -211,18 +323,19 @@ class GroupCoordinator:
         Answered once the tombstones are written; like Kafka, a failed tombstone write is logged, not
         reported (the group is already gone from this coordinator)."""
         errors: dict[str, ErrorCode] = {}
-        deletable: list[GroupMetadata] = []
+        deletable: list[OffsetsGroup] = []
         for group_id in dict.fromkeys(group_ids):
             group, errors[group_id] = self._deletable(group_id)
-            if group is not None:
+            if isinstance(group, GroupMetadata):
                 group.transition_to(GroupState.DEAD)
+            if group is not None:
                 deletable.append(group)
         self._cleaner.cleanup(deletable, lambda g: g.offsets.remove_all(), lambda: callback(errors))
 
-    def _deletable(self, group_id: str) -> tuple[GroupMetadata | None, ErrorCode]:
+    def _deletable(self, group_id: str) -> tuple[OffsetsGroup | None, ErrorCode]:
         """The group if it may be deleted (with NONE), else None and why not."""
         group, error = self._live_group(group_id, GroupApi.DELETE_GROUPS)
-        if group is not None and not group.is_in(GroupState.EMPTY):
+        if group is not None and not _is_empty(group):
             return None, ErrorCode.NON_EMPTY_GROUP
         return group, error
 
@@ -241,9 +354,9 @@ class GroupCoordinator:
             callback(OffsetDeleteResult(error))
             return
         wanted = list(dict.fromkeys(partitions))
-        if group.is_in(GroupState.EMPTY):
+        if _is_empty(group):
             subscribed: set[TopicPartition] = set()
-        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+        elif isinstance(group, ConsumerGroup) or group.protocol_type == CONSUMER_PROTOCOL_TYPE:
             subscribed = {tp for tp in wanted if group.is_subscribed_to_topic(tp[0])}
         else:
             callback(OffsetDeleteResult(ErrorCode.NON_EMPTY_GROUP))
@@ -258,13 +371,16 @@ class GroupCoordinator:
             lambda: callback(OffsetDeleteResult(ErrorCode.NONE, errors)),
         )
 
-    def _live_group(self, group_id: str, api: GroupApi) -> tuple[GroupMetadata | None, ErrorCode]:
+    def _live_group(self, group_id: str, api: GroupApi) -> tuple[OffsetsGroup | None, ErrorCode]:
         """The group, if this coordinator holds it and it is not Dead (with NONE); else None and why
         not: the request check's error, GROUP_ID_NOT_FOUND, or NOT_COORDINATOR when the group's
         partition moved away meanwhile (Kafka's ``groupNotExists``)."""
         error = self._catalog.validate(group_id, api)
         if error is not None:
             return None, error
+        consumer_group = self._catalog.consumer_group(group_id)
+        if consumer_group is not None:
+            return consumer_group, ErrorCode.NONE
         group = self._catalog.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             missing = self._catalog.group_not_exists(group_id)
@@ -308,17 +424,34 @@ class GroupCoordinator:
             return
         self._catalog.begin_loading(partition)
         try:
-            groups = rebuild_groups(records, self._clock)
-        except DecodeError:
+            groups, consumer_groups = rebuild_groups(records, self._clock)
+        except (DecodeError, RuntimeError):
             _log.exception("loading groups failed", partition=partition)
-            groups = []
+            groups, consumer_groups = [], []
         for group in groups:
             self._install(partition, group)
+        for consumer_group in consumer_groups:
+            self._install_consumer_group(partition, consumer_group)
         self._catalog.finish_loading(partition)
         for producer_id, commit in self._markers_while_loading.pop(partition, ()):
             self._complete_txn(producer_id, {partition}, commit)
-        if groups:
-            _log.info("loaded group partition", partition=partition, groups=len(groups))
+        if groups or consumer_groups:
+            _log.info(
+                "loaded group partition",
+                partition=partition,
+                groups=len(groups),
+                consumer_groups=len(consumer_groups),
+            )
+
+    def _install_consumer_group(self, partition: int, group: ConsumerGroup) -> None:
+        if self._catalog.partition_for(group.group_id) != partition:
+            _log.warning("skipping a group of another partition", group=group.group_id, partition=partition)
+            return
+        if self._catalog.get(group.group_id) is not None or self._catalog.consumer_group(group.group_id):
+            _log.warning("skipping a consumer group whose id is taken", group=group.group_id)
+            return
+        self._catalog.add_consumer_group(group)
+        self._consumer.on_group_loaded(group)
 
     def _install(self, partition: int, group: GroupMetadata) -> None:
         if self._catalog.partition_for(group.group_id) != partition:
@@ -331,6 +464,8 @@ class GroupCoordinator:
         """Leadership of ``partition`` moved away: its groups are forgotten and whoever waits in
         JoinGroup or SyncGroup is answered NOT_COORDINATOR."""
         self._markers_while_loading.pop(partition, None)
+        for consumer_group in self._catalog.release_consumer_groups(partition):
+            self._consumer.on_group_unloaded(consumer_group)
         groups = self._catalog.release(partition)
         for group in groups:
             self._rebalancer.on_group_unloaded(group)
@@ -349,3 +484,68 @@ class GroupCoordinator:
         self._catalog.active = False
         for partition in sorted(self._catalog.owned_partitions):
             self.unload_partition(partition)
+
+
+def _is_empty(group: OffsetsGroup) -> bool:
+    return group.is_empty if isinstance(group, ConsumerGroup) else group.is_in(GroupState.EMPTY)
+
+
+def _remove_expired_offsets(
+    group: OffsetsGroup, now_ms: int, retention_ms: int
+) -> dict[TopicPartition, OffsetAndMetadata]:
+    """A classic group's rules (GroupMetadata.remove_expired_offsets); a consumer group's offsets
+    expire ``retention`` after their commit unless a member subscribes to their topic (Kafka's
+    ``ConsumerGroup.offsetExpirationCondition``)."""
+    if isinstance(group, GroupMetadata):
+        return group.remove_expired_offsets(now_ms, retention_ms)
+    subscribed = frozenset(group.subscribed_topic_names)
+    expired = group.offsets.expired(now_ms, retention_ms, lambda offset: offset.commit_timestamp, subscribed)
+    return group.offsets.remove(expired)
+
+
+class _ConsumerGroupHost:
+    """The catalog and the store as the consumer-group service sees them."""
+
+    def __init__(self, catalog: GroupCatalog, store: GroupStore) -> None:
+        self._catalog = catalog
+        self._store = store
+
+    @property
+    def active(self) -> bool:
+        return self._catalog.active
+
+    def validate(self, group_id: str) -> ErrorCode | None:
+        return self._catalog.validate(group_id, GroupApi.CONSUMER_GROUP)
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        return self._catalog.consumer_group(group_id)
+
+    def install_consumer_group(self, group: ConsumerGroup) -> None:
+        self._catalog.add_consumer_group(group)
+
+    def remove_consumer_group(self, group: ConsumerGroup) -> None:
+        self._catalog.remove_consumer_group(group)
+
+    def replace_empty_classic_group(self, group_id: str) -> ConsumerGroup | None:
+        classic = self._catalog.get(group_id)
+        if classic is None:
+            return None
+        if classic.is_in(GroupState.DEAD):
+            self._catalog.remove(classic)
+            return None
+        if not classic.is_in(GroupState.EMPTY):
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        classic.transition_to(GroupState.DEAD)
+        self._catalog.remove(classic)
+        group = ConsumerGroup(group_id)
+        group.offsets = classic.offsets
+        self._catalog.add_consumer_group(group)
+        if classic.generation_id > 0:
+            self._store.append_tombstones(group_id, [group_tombstone(group_id)], lambda: None)
+        _log.info("empty classic group converted to a consumer group", group=group_id)
+        return group
+
+    def append(
+        self, group_id: str, records: Sequence[ConsumerGroupRecord], done: Callable[[ErrorCode], None]
+    ) -> None:
+        self._store.append_records(group_id, [to_offsets_record(r) for r in records], done)

@@ -16,6 +16,14 @@ TxnOffsetCommit (KIP-98, KIP-447) makes the same checks with two differences, as
 whatever the group's state (TxnOffsetCommit v0-2 carry neither), and CompletingRebalance does not
 refuse it. Its offsets wait in the group until the transaction's marker (:mod:`coordinator.group.offsets`).
 
+A consumer-protocol group (KIP-848) checks commits as Kafka's ``ConsumerGroup.validateOffsetCommit``:
+a commit with a negative epoch is accepted while the group has no members; otherwise the member must
+exist (UNKNOWN_MEMBER_ID), use OffsetCommit v9+ unless the commit is transactional
+(UNSUPPORTED_VERSION), and bring its current member epoch (STALE_MEMBER_EPOCH). A commit with an epoch
+for a group that does not exist answers GROUP_ID_NOT_FOUND from OffsetCommit v9 (ILLEGAL_GENERATION
+before), as Kafka 4's coordinator does. A fetch that names a member (OffsetFetch v9+) of a consumer
+group is checked the same way (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH).
+
 Fetches return the durable offsets whatever the group's state (a group may use Kafka only to store
 offsets), UNKNOWN_OFFSET (-1, Kafka's ``OffsetFetchResponse.INVALID_OFFSET``) for partitions without
 one; with ``require_stable`` a partition whose commit is still being written answers
@@ -27,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from coordinator.group.catalog import GroupApi, GroupCatalog
+from coordinator.group.consumer.group import ConsumerGroup
 from coordinator.group.group import GroupMetadata
 from coordinator.group.log import TxnProducer
 from coordinator.group.offsets import OffsetAndMetadata, TopicPartition
@@ -34,7 +43,7 @@ from coordinator.group.rebalance import Rebalancer
 from coordinator.group.requests import NO_RETENTION_TIME, UNKNOWN_MEMBER_ID, OffsetCommitRequest
 from coordinator.group.results import OffsetFetchResult, PartitionOffset
 from coordinator.group.state import GroupState
-from coordinator.group.store import CommitCallback, GroupStore
+from coordinator.group.store import CommitCallback, GroupStore, OffsetsGroup
 from coordinator.group.validation import validate_current_member
 from protocol.error_codes import ErrorCode
 from storage.clock import Clock
@@ -54,7 +63,9 @@ class OffsetService:
     def commit_offsets(self, request: OffsetCommitRequest, callback: CommitCallback) -> None:
         offsets = self._offsets_of(request)
         group = self._group_to_commit(request, offsets, callback, transactional=False)
-        if group is not None:
+        if isinstance(group, ConsumerGroup):
+            self._store.store_offsets(group, offsets, callback)
+        elif group is not None:
             self._commit_in_state(group, request, offsets, callback)
 
     def commit_txn_offsets(
@@ -73,17 +84,29 @@ class OffsetService:
         callback: CommitCallback,
         *,
         transactional: bool,
-    ) -> GroupMetadata | None:
+    ) -> OffsetsGroup | None:
         """The group the commit goes to (a simple group is created for a commit without
         generation), or None once ``callback`` has been given the error."""
         error = self._catalog.validate(request.group_id, GroupApi.OFFSET_COMMIT)
         if error is not None:
             callback(dict.fromkeys(offsets, error))
             return None
+        consumer_group = self._catalog.consumer_group(request.group_id)
+        if consumer_group is not None:
+            error = _validate_consumer_commit(consumer_group, request, transactional)
+            if error is not None:
+                callback(dict.fromkeys(offsets, error))
+                return None
+            return consumer_group
         group = self._catalog.get(request.group_id)
         if group is None:
             if request.generation_id >= 0:
-                callback(dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION))
+                missing = request.api_version is not None and request.api_version >= 9
+                callback(
+                    dict.fromkeys(
+                        offsets, ErrorCode.GROUP_ID_NOT_FOUND if missing else ErrorCode.ILLEGAL_GENERATION
+                    )
+                )
                 return None
             group = self._catalog.add(GroupMetadata(request.group_id, GroupState.EMPTY, self._clock))
         error = self._validate_commit(group, request, transactional)
@@ -144,14 +167,25 @@ class OffsetService:
     # -- OffsetFetch --------------------------------------------------------------------------------
 
     def fetch_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition] | None, require_stable: bool = False
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None,
+        require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> OffsetFetchResult:
         """The offsets of ``partitions``, or of every partition with an offset when None."""
         error = self._catalog.validate(group_id, GroupApi.OFFSET_FETCH)
         if error is not None:
             return OffsetFetchResult(group_id, error, {})
-        group = self._catalog.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
+        group: OffsetsGroup | None = self._catalog.consumer_group(group_id)
+        if isinstance(group, ConsumerGroup):
+            error = _validate_consumer_fetch(group, member_id, member_epoch)
+            if error is not None:
+                return OffsetFetchResult(group_id, error, {})
+        else:
+            group = self._catalog.get(group_id)
+        if group is None or (isinstance(group, GroupMetadata) and group.is_in(GroupState.DEAD)):
             return OffsetFetchResult(
                 group_id, ErrorCode.NONE, {tp: PartitionOffset() for tp in partitions or ()}
             )
@@ -161,10 +195,43 @@ class OffsetService:
         )
 
     @staticmethod
-    def _offset_of(group: GroupMetadata, partition: TopicPartition, require_stable: bool) -> PartitionOffset:
+    def _offset_of(group: OffsetsGroup, partition: TopicPartition, require_stable: bool) -> PartitionOffset:
         if require_stable and group.offsets.has_pending(partition):
             return PartitionOffset(error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
         offset = group.offsets.get(partition)
         if offset is None:
             return PartitionOffset()
         return PartitionOffset(offset.offset, offset.leader_epoch, offset.metadata)
+
+
+def _validate_consumer_commit(
+    group: ConsumerGroup, request: OffsetCommitRequest, transactional: bool
+) -> ErrorCode | None:
+    """Kafka's ``ConsumerGroup.validateOffsetCommit`` (the generation field carries the member epoch)."""
+    if group.dead:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if request.generation_id < 0 and group.is_empty:
+        return None
+    member = group.member(request.member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if not transactional and request.api_version is not None and request.api_version < 9:
+        return ErrorCode.UNSUPPORTED_VERSION
+    if request.generation_id != member.member_epoch:
+        return ErrorCode.STALE_MEMBER_EPOCH
+    return None
+
+
+def _validate_consumer_fetch(
+    group: ConsumerGroup, member_id: str | None, member_epoch: int
+) -> ErrorCode | None:
+    """Kafka's ``ConsumerGroup.validateOffsetFetch``: an admin or a consumer without group management
+    (no member id, negative epoch) may always fetch."""
+    if member_id is None and member_epoch < 0:
+        return None
+    member = group.member(member_id or "")
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if member_epoch != member.member_epoch:
+        return ErrorCode.STALE_MEMBER_EPOCH
+    return None

@@ -89,6 +89,9 @@ class OffsetCommitRequest:
     generation_id: int = NO_GENERATION
     group_instance_id: str | None = None
     retention_time_ms: int = NO_RETENTION_TIME
+    api_version: int | None = None
+    """The OffsetCommit (or TxnOffsetCommit) version, for the checks that depend on it (consumer
+    groups need v9+; v9+ answers GROUP_ID_NOT_FOUND for a missing group); None skips them."""
 
 
 @dataclass(frozen=True, slots=True)

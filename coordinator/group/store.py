@@ -16,6 +16,7 @@ import structlog
 
 from coordinator.group.catalog import GroupCatalog
 from coordinator.group.config import GroupCoordinatorConfig
+from coordinator.group.consumer.group import ConsumerGroup
 from coordinator.group.group import GroupMetadata
 from coordinator.group.log import GroupLog, OffsetsRecord, TxnProducer, group_write_error, offset_commit_error
 from coordinator.group.offsets import CommitRecord, OffsetAndMetadata, TopicPartition
@@ -28,6 +29,12 @@ _log = structlog.get_logger("kipling.groups.store")
 
 StoreGroupCallback = Callable[[ErrorCode], None]
 CommitCallback = Callable[[dict[TopicPartition, ErrorCode]], None]
+OffsetsGroup = GroupMetadata | ConsumerGroup
+"""A group of either protocol: both keep their offsets in a GroupOffsets."""
+
+
+def is_dead(group: OffsetsGroup) -> bool:
+    return group.dead if isinstance(group, ConsumerGroup) else group.is_in(GroupState.DEAD)
 
 
 def java_string_length(text: str) -> int:
@@ -67,9 +74,22 @@ class GroupStore:
 
         self._log.append(partition, [record], self._clock.time_ms(), written)
 
+    def append_records(
+        self, group_id: str, records: Sequence[OffsetsRecord], callback: Callable[[ErrorCode], None]
+    ) -> None:
+        """Write a consumer-protocol group's records as one batch; ``callback`` gets the log's own
+        error (NONE once committed), NOT_COORDINATOR at once if the partition is not ours."""
+        partition = self._catalog.partition_for(group_id)
+        if not self._catalog.owns(partition):
+            callback(ErrorCode.NOT_COORDINATOR)
+            return
+        self._log.append(
+            partition, list(records), self._clock.time_ms(), lambda error, _base_offset: callback(error)
+        )
+
     def store_offsets(
         self,
-        group: GroupMetadata,
+        group: OffsetsGroup,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         callback: CommitCallback,
     ) -> None:
@@ -87,7 +107,7 @@ class GroupStore:
 
     def store_txn_offsets(
         self,
-        group: GroupMetadata,
+        group: OffsetsGroup,
         producer: TxnProducer,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         callback: CommitCallback,
@@ -101,7 +121,7 @@ class GroupStore:
         group.offsets.prepare_txn(producer_id, valid)
 
         def written(error: ErrorCode, base_offset: int) -> ErrorCode:
-            if not group.is_in(GroupState.DEAD):
+            if not is_dead(group):
                 for tp, offset in valid.items():
                     if error is ErrorCode.NONE:
                         group.offsets.on_txn_appended(producer_id, tp, CommitRecord(base_offset, offset))
@@ -120,7 +140,7 @@ class GroupStore:
 
     def _writable(
         self,
-        group: GroupMetadata,
+        group: OffsetsGroup,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         callback: CommitCallback,
     ) -> dict[TopicPartition, OffsetAndMetadata] | None:
@@ -137,7 +157,7 @@ class GroupStore:
 
     def _append_offsets(
         self,
-        group: GroupMetadata,
+        group: OffsetsGroup,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         valid: Mapping[TopicPartition, OffsetAndMetadata],
         written: Callable[[ErrorCode, int], ErrorCode],
@@ -160,13 +180,13 @@ class GroupStore:
 
     def _apply_commit(
         self,
-        group: GroupMetadata,
+        group: OffsetsGroup,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         error: ErrorCode,
         base: int,
     ) -> ErrorCode:
         """A group unloaded or deleted meanwhile (Dead) keeps nothing; the client still learns the outcome."""
-        alive = not group.is_in(GroupState.DEAD)
+        alive = not is_dead(group)
         if error is ErrorCode.NONE:
             if alive:
                 for tp, offset in offsets.items():

@@ -142,5 +142,5 @@ async def test_a_group_emptied_by_leave_group_is_empty_in_the_log_when_leave_gro
     # what a broker that loaded the partition now (e.g. after a crash) would find
     partition = replicas.get_partition(OFFSETS_TOPIC, 0)
     assert partition is not None
-    [group] = rebuild_groups(await _read_offsets_partition(partition), harness.clock)
+    [group], _ = rebuild_groups(await _read_offsets_partition(partition), harness.clock)
     assert (group.state, group.size, group.generation_id) == (GroupState.EMPTY, 0, 2)

@@ -1,0 +1,728 @@
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe (Kafka's GroupMetadataManager.consumerGroupHeartbeat,
+consumerGroupLeave, consumerGroupFenceMember and consumerGroupDescribe, KIP-848).
+
+A heartbeat runs in three steps, each computed from the group as it stands, whose records are then
+applied to the group and written to ``__consumer_offsets`` together; the member is answered once
+they are written:
+
+1. the member joins or is updated; a change of its subscription, a new group or a change of a
+   subscribed topic's metadata bumps the **group epoch**;
+2. when the group epoch is ahead of the **assignment epoch**, the assignor computes a new target
+   assignment for every member;
+3. the member's current assignment moves one safe step towards its target
+   (:mod:`~coordinator.group.consumer.reconciliation`).
+
+Joining is epoch 0, leaving -1, and -2 for a static member that will come back (its instance id
+and partitions stay reserved until its session expires or it rejoins under a new member id). A
+member that misses its session (``group.consumer.session.timeout.ms``) is fenced: removed, which
+bumps the group epoch; one that does not revoke its partitions within its rebalance timeout is
+fenced too. A member answered FENCED_MEMBER_EPOCH rejoins with epoch 0 and may keep its member id
+(as Kafka allows since KAFKA-19233).
+
+Write failures. Kafka applies a write's records at once and reverts to its last committed state if
+the write fails. Here the records are applied at once too, and a write that did not reach the log
+(any error but a timeout waiting for replicas, after which the records are in the log) restores the
+group as it was before the operation, taking back what later operations applied meanwhile (their
+writes follow the failed one in the log and fail the same way in practice: the partition moved).
+
+Subscription metadata is recomputed on every heartbeat from the broker's topic metadata (Kafka
+recomputes on a change notification or a refresh deadline; the outcome is the same, at the cost
+of looking up the group's subscribed topics per heartbeat). Regular-expression subscriptions
+(SubscribedTopicRegex, v1) are refused with INVALID_REQUEST for now, as Kafka 3.9 did.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from typing import Protocol
+
+import structlog
+
+from coordinator.group.config import GroupCoordinatorConfig
+from coordinator.group.consumer.api import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResult,
+    DescribedConsumerGroup,
+    DescribedMember,
+    DescribedTopicPartitions,
+)
+from coordinator.group.consumer.assignors import PartitionAssignor, PartitionAssignorError, assignor_named
+from coordinator.group.consumer.group import (
+    ConsumerGroup,
+    ConsumerGroupSnapshot,
+    TopicMetadata,
+    subscription_type,
+)
+from coordinator.group.consumer.member import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    Assignment,
+    ConsumerGroupMember,
+    MemberState,
+    is_subset,
+)
+from coordinator.group.consumer.reconciliation import reconcile
+from coordinator.group.consumer.records import (
+    ConsumerGroupRecord,
+    CurrentAssignmentRecord,
+    GroupEpochRecord,
+    MemberSubscriptionRecord,
+    SubscriptionMetadataRecord,
+    TargetAssignmentMemberRecord,
+    apply,
+    member_tombstones,
+)
+from coordinator.group.consumer.target_assignment import build_target_assignment
+from coordinator.group.consumer.timers import REBALANCE, SESSION, MemberTimers
+from metadata.topics import TopicLookup
+from protocol.error_codes import ErrorCode, KafkaError
+from storage.clock import Clock
+
+_log = structlog.get_logger("kipling.groups.consumer")
+
+CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
+"""From ConsumerGroupHeartbeat v1 the member generates its own member id (KIP-1082)."""
+
+HeartbeatCallback = Callable[[ConsumerGroupHeartbeatResult], None]
+MemberIdGenerator = Callable[[], str]
+
+
+def random_member_id() -> str:
+    """Kafka's ``Uuid.randomUuid().toString()``: 16 random bytes in URL-safe base64, unpadded."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+_MAYBE_WRITTEN = frozenset({ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND})
+"""Append errors after which the records are in the log (only the wait for replicas failed)."""
+
+
+def write_error(error: ErrorCode) -> ErrorCode:
+    """Kafka's ``CoordinatorOperationExceptionHelper.handleOperationException`` for a failed write."""
+    if error is ErrorCode.NETWORK_EXCEPTION:
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    if error in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.REQUEST_TIMED_OUT,
+    ):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    return error
+
+
+class ConsumerGroupHost(Protocol):
+    """What the service needs from the coordinator around it: the catalog's checks and groups,
+    the classic groups an empty one may replace, and the log."""
+
+    @property
+    def active(self) -> bool: ...
+
+    def validate(self, group_id: str) -> ErrorCode | None:
+        """The request check's error for ``group_id`` (not ours, loading, ...) or None."""
+        ...
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None: ...
+
+    def install_consumer_group(self, group: ConsumerGroup) -> None: ...
+
+    def remove_consumer_group(self, group: ConsumerGroup) -> None: ...
+
+    def replace_empty_classic_group(self, group_id: str) -> ConsumerGroup | None:
+        """If ``group_id`` is an empty classic group, replace it by an empty consumer group with its
+        offsets and return that; None if there is no classic group of that id. A classic group
+        with members raises KafkaError(GROUP_ID_NOT_FOUND)."""
+        ...
+
+    def append(
+        self, group_id: str, records: Sequence[ConsumerGroupRecord], done: Callable[[ErrorCode], None]
+    ) -> None:
+        """Write the records as one batch; ``done`` gets the log's error (NONE once committed)."""
+        ...
+
+
+class ConsumerGroupService:
+    def __init__(
+        self,
+        config: GroupCoordinatorConfig,
+        clock: Clock,
+        host: ConsumerGroupHost,
+        topics: TopicLookup,
+        timers: MemberTimers,
+        member_id_generator: MemberIdGenerator = random_member_id,
+    ) -> None:
+        self._config = config
+        self._clock = clock
+        self._host = host
+        self._topics = topics
+        self._timers = timers
+        self._new_member_id = member_id_generator
+        self._assignors: dict[str, PartitionAssignor] = {}
+        for name in config.group_consumer_assignors:
+            assignor = assignor_named(name)
+            self._assignors.setdefault(assignor.name, assignor)
+        self._default_assignor = next(iter(self._assignors.values()))
+
+    @property
+    def default_assignor(self) -> str:
+        return self._default_assignor.name
+
+    # -- ConsumerGroupHeartbeat ---------------------------------------------------------------------
+
+    def heartbeat(self, request: ConsumerGroupHeartbeatRequest, callback: HeartbeatCallback) -> None:
+        """Answer through ``callback`` exactly once: at once on an error, else once the records
+        of the heartbeat are written."""
+        if not self._host.active:
+            callback(ConsumerGroupHeartbeatResult.failure(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return
+        invalid = self._invalid(request)
+        if invalid is not None:
+            callback(invalid)
+            return
+        error = self._host.validate(request.group_id)
+        if error is not None:
+            callback(ConsumerGroupHeartbeatResult.failure(error))
+            return
+        try:
+            if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                group, records, result = self._leave(request)
+            else:
+                group, records, result = self._heartbeat(request)
+        except KafkaError as failure:
+            callback(ConsumerGroupHeartbeatResult.failure(failure.code, failure.message))
+            return
+        self._write(group, records, lambda error: callback(result if error is None else _failed(error)))
+
+    def _invalid(self, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResult | None:
+        """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid`` (INVALID_REQUEST,
+        UNSUPPORTED_ASSIGNOR), after its ``isActive`` check."""
+
+        def invalid(message: str) -> ConsumerGroupHeartbeatResult:
+            return ConsumerGroupHeartbeatResult.failure(ErrorCode.INVALID_REQUEST, message)
+
+        epoch = request.member_epoch
+        if (
+            request.api_version >= CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION
+            or epoch > 0
+            or epoch == LEAVE_GROUP_MEMBER_EPOCH
+        ) and request.member_id == "":
+            return invalid("MemberId can't be empty.")
+        if request.group_id == "":
+            return invalid("GroupId can't be empty.")
+        if request.instance_id == "":
+            return invalid("InstanceId can't be empty.")
+        if request.rack_id == "":
+            return invalid("RackId can't be empty.")
+        if request.subscribed_topic_regex:
+            return invalid("SubscribedTopicRegex is not supported yet.")
+        if epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if request.rebalance_timeout_ms == -1:
+                return invalid("RebalanceTimeoutMs must be provided in first request.")
+            if request.topic_partitions is None or request.topic_partitions:
+                return invalid("TopicPartitions must be empty when (re-)joining.")
+            if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+                return invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+                )
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if request.instance_id is None:
+                return invalid("InstanceId can't be null.")
+        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            return invalid("MemberEpoch is invalid.")
+        if request.server_assignor is not None and request.server_assignor not in self._assignors:
+            return ConsumerGroupHeartbeatResult.failure(
+                ErrorCode.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {request.server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(self._assignors)}.",
+            )
+        return None
+
+    def _heartbeat(
+        self, request: ConsumerGroupHeartbeatRequest
+    ) -> tuple[ConsumerGroup, list[ConsumerGroupRecord], ConsumerGroupHeartbeatResult]:
+        group_id = request.group_id
+        records: list[ConsumerGroupRecord] = []
+        create = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        group = self._group_for_heartbeat(group_id, create)
+        member_id = request.member_id
+        self._check_not_full(group, member_id)
+        if member_id == "":
+            member_id = self._new_member_id()
+        owned = request.topic_partitions
+        if request.instance_id is None:
+            member = self._dynamic_member(group, member_id, request.member_epoch, owned, create)
+        else:
+            member = self._static_member(
+                group, member_id, request.member_epoch, request.instance_id, owned, create, records
+            )
+
+        # 1. The member and its subscription; the group epoch.
+        updated = replace(
+            member,
+            instance_id=request.instance_id if request.instance_id is not None else member.instance_id,
+            rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=(
+                request.rebalance_timeout_ms
+                if request.rebalance_timeout_ms != -1
+                else member.rebalance_timeout_ms
+            ),
+            server_assignor=request.server_assignor
+            if request.server_assignor is not None
+            else member.server_assignor,
+            subscribed_topic_names=(
+                frozenset(request.subscribed_topic_names)
+                if request.subscribed_topic_names is not None
+                else member.subscribed_topic_names
+            ),
+            client_id=request.client_id,
+            client_host=request.client_host,
+        )
+        bump = group.group_epoch == 0
+        if not updated.same_subscription(member):
+            records.append(MemberSubscriptionRecord(group_id, member_id, updated))
+            if (
+                updated.subscribed_topic_names != member.subscribed_topic_names
+                or updated.subscribed_topic_regex != member.subscribed_topic_regex
+            ):
+                bump = True
+        subscribed = group.computed_subscribed_topic_names(member, updated)
+        metadata = self._subscription_metadata(subscribed)
+        members = group.num_members
+        if not group.has_member(member_id) and not group.has_static_member(updated.instance_id):
+            members += 1
+        kind = subscription_type(subscribed, members)
+        if metadata != group.subscription_metadata:
+            bump = True
+            records.append(SubscriptionMetadataRecord(group_id, metadata))
+        group_epoch = group.group_epoch
+        if bump:
+            group_epoch += 1
+            records.append(GroupEpochRecord(group_id, group_epoch))
+            _log.info("bumped consumer group epoch", group=group_id, epoch=group_epoch)
+
+        # 2. The target assignment.
+        if group_epoch > group.assignment_epoch:
+            updates: dict[str, ConsumerGroupMember | None] = {member_id: updated}
+            previous = group.static_member_id(updated.instance_id)
+            if previous is not None and previous != member_id:
+                updates[previous] = None
+            assignor = self._assignor_for(group, member, updated)
+            try:
+                targets, target_records = build_target_assignment(
+                    group, group_epoch, assignor, metadata, kind, updates
+                )
+            except PartitionAssignorError as exc:
+                message = f"Failed to compute a new target assignment for epoch {group_epoch}: {exc}"
+                _log.error("assignor failed", group=group_id, error=message)
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, message) from exc
+            records += target_records
+            target: Assignment = targets.get(member_id, {})
+            target_epoch = group_epoch
+            _log.info(
+                "computed a new target assignment",
+                group=group_id,
+                epoch=group_epoch,
+                assignor=assignor.name,
+                members=len(targets),
+            )
+        else:
+            target_epoch = group.assignment_epoch
+            target = group.target_assignment_for(member_id, updated.instance_id)
+
+        # 3. Reconciliation.
+        reconciled = updated
+        if not updated.is_reconciled_to(target_epoch):
+            reconciled = reconcile(updated, target_epoch, target, group.current_partition_epoch, owned)
+        if not reconciled.same_current_assignment(updated) or not group.has_member(member_id):
+            records.append(CurrentAssignmentRecord(group_id, member_id, reconciled))
+            self._schedule_rebalance_timeout(group_id, reconciled)
+        self._schedule_session_timeout(group_id, member_id)
+
+        full = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH or (
+            request.rebalance_timeout_ms != -1
+            and request.subscribed_topic_names is not None
+            and request.topic_partitions is not None
+        )
+        changed = reconciled.assigned_partitions != member.assigned_partitions
+        result = ConsumerGroupHeartbeatResult(
+            ErrorCode.NONE,
+            member_id=member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self._config.group_consumer_heartbeat_interval_ms,
+            assignment=reconciled.assigned_partitions if full or changed else None,
+        )
+        return group, records, result
+
+    def _group_for_heartbeat(self, group_id: str, create: bool) -> ConsumerGroup:
+        """Kafka's ``getOrMaybeCreateConsumerGroup``: the consumer group, or a new one on a join
+        (an empty classic group of that id gives way, keeping its offsets; one with members does
+        not, as under Kafka's ``disabled`` migration policy)."""
+        group = self._host.consumer_group(group_id)
+        if group is not None:
+            return group
+        if not create:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        converted = self._host.replace_empty_classic_group(group_id)
+        if converted is not None:
+            return converted
+        return ConsumerGroup(group_id)
+
+    def _check_not_full(self, group: ConsumerGroup, member_id: str) -> None:
+        limit = self._config.group_consumer_max_size
+        if group.num_members >= limit and (member_id == "" or not group.has_member(member_id)):
+            raise KafkaError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {limit} members.",
+            )
+
+    def _dynamic_member(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        epoch: int,
+        owned: Iterable[tuple[uuid.UUID, Iterable[int]]] | None,
+        create: bool,
+    ) -> ConsumerGroupMember:
+        member = group.member(member_id)
+        if member is None:
+            if not create:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member {member_id} is not a member of group {group.group_id}.",
+                )
+            _log.info("member joins the consumer group", group=group.group_id, member=member_id)
+            return ConsumerGroupMember(member_id)
+        _check_epoch(member, epoch, owned)
+        return member
+
+    def _static_member(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        epoch: int,
+        instance_id: str,
+        owned: Iterable[tuple[uuid.UUID, Iterable[int]]] | None,
+        create: bool,
+        records: list[ConsumerGroupRecord],
+    ) -> ConsumerGroupMember:
+        existing = group.static_member(instance_id)
+        if create:
+            if existing is None:
+                _log.info(
+                    "static member joins the consumer group",
+                    group=group.group_id,
+                    member=member_id,
+                    instance=instance_id,
+                )
+                found = group.member(member_id)
+                return found if found is not None else ConsumerGroupMember(member_id)
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise KafkaError(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {instance_id} cannot join the group "
+                    f"because the instance id is owned by {existing.member_id} member.",
+                )
+            new = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            gid = group.group_id
+            records += member_tombstones(gid, existing.member_id)
+            records.append(MemberSubscriptionRecord(gid, member_id, new))
+            records.append(
+                TargetAssignmentMemberRecord(gid, member_id, group.target_assignment_of(existing.member_id))
+            )
+            records.append(CurrentAssignmentRecord(gid, member_id, new))
+            _log.info(
+                "static member rejoins the consumer group",
+                group=gid,
+                instance=instance_id,
+                member=member_id,
+                replaced=existing.member_id,
+            )
+            return new
+        if existing is None:
+            raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise KafkaError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {instance_id} was fenced by member "
+                f"{existing.member_id}.",
+            )
+        _check_epoch(existing, epoch, owned)
+        return existing
+
+    def _subscription_metadata(self, subscribed: Counter[str]) -> dict[str, TopicMetadata]:
+        metadata = {}
+        for name in subscribed:
+            topic = self._topics.get(name)
+            if topic is not None:
+                metadata[name] = TopicMetadata(topic.topic_id, name, len(topic.partitions))
+        return metadata
+
+    def _assignor_for(
+        self, group: ConsumerGroup, old: ConsumerGroupMember, new: ConsumerGroupMember
+    ) -> PartitionAssignor:
+        preferred = group.preferred_server_assignor(old, new)
+        if preferred is None:
+            return self._default_assignor
+        return self._assignors.get(preferred, self._default_assignor)
+
+    # -- leaving and fencing ------------------------------------------------------------------------
+
+    def _leave(
+        self, request: ConsumerGroupHeartbeatRequest
+    ) -> tuple[ConsumerGroup, list[ConsumerGroupRecord], ConsumerGroupHeartbeatResult]:
+        group = self._existing_group(request.group_id)
+        member_id = request.member_id
+        left = ConsumerGroupHeartbeatResult(
+            ErrorCode.NONE, member_id=member_id, member_epoch=request.member_epoch
+        )
+        if request.instance_id is None:
+            member = group.member(member_id)
+            if member is None:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member {member_id} is not a member of group {group.group_id}.",
+                )
+            _log.info("member left the consumer group", group=group.group_id, member=member_id)
+            return group, self._fence(group, member), left
+        static = group.static_member(request.instance_id)
+        if static is None:
+            raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {request.instance_id} is unknown.")
+        if static.member_id != member_id:
+            raise KafkaError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {request.instance_id} was fenced by member "
+                f"{static.member_id}.",
+            )
+        if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            _log.info(
+                "static member temporarily left the consumer group",
+                group=group.group_id,
+                member=member_id,
+                instance=request.instance_id,
+            )
+            leaving = replace(
+                static, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, partitions_pending_revocation={}
+            )
+            record = CurrentAssignmentRecord(group.group_id, member_id, leaving)
+            result = ConsumerGroupHeartbeatResult(
+                ErrorCode.NONE, member_id=member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH
+            )
+            return group, [record], result
+        _log.info("static member left the consumer group", group=group.group_id, member=member_id)
+        return group, self._fence(group, static), left
+
+    def _existing_group(self, group_id: str) -> ConsumerGroup:
+        group = self._host.consumer_group(group_id)
+        if group is None:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        return group
+
+    def _fence(self, group: ConsumerGroup, member: ConsumerGroupMember) -> list[ConsumerGroupRecord]:
+        """Kafka's ``consumerGroupFenceMember``: the member's records go, the group epoch moves on
+        (so that the others are given its partitions), its timers stop."""
+        group_id = group.group_id
+        records = member_tombstones(group_id, member.member_id)
+        metadata = self._subscription_metadata(group.computed_subscribed_topic_names(member, None))
+        if metadata != group.subscription_metadata:
+            records.append(SubscriptionMetadataRecord(group_id, metadata))
+        records.append(GroupEpochRecord(group_id, group.group_epoch + 1))
+        self._timers.cancel_all(group_id, member.member_id)
+        return records
+
+    def fence_member(self, group_id: str, member_id: str, reason: str, epoch: int | None = None) -> None:
+        """Remove a member a timer gave up on (if it is still there, at ``epoch`` when given)."""
+        group = self._host.consumer_group(group_id)
+        member = None if group is None else group.member(member_id)
+        if group is None or member is None:
+            _log.debug("not fencing a member that is gone", group=group_id, member=member_id)
+            return
+        if epoch is not None and member.member_epoch != epoch:
+            _log.debug(
+                "not fencing a member that left the epoch", group=group_id, member=member_id, epoch=epoch
+            )
+            return
+        _log.info("member fenced from the consumer group", group=group_id, member=member_id, reason=reason)
+        self._write(group, self._fence(group, member), lambda _error: None)
+
+    # -- timers -------------------------------------------------------------------------------------
+
+    def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+        self._timers.schedule(
+            SESSION,
+            group_id,
+            member_id,
+            self._config.group_consumer_session_timeout_ms,
+            lambda: self.fence_member(group_id, member_id, "the member session expired"),
+        )
+
+    def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
+        if member.state is not MemberState.UNREVOKED_PARTITIONS:
+            self._timers.cancel(REBALANCE, group_id, member.member_id)
+            return
+        epoch, timeout = member.member_epoch, member.rebalance_timeout_ms
+        self._timers.schedule(
+            REBALANCE,
+            group_id,
+            member.member_id,
+            timeout,
+            lambda: self.fence_member(
+                group_id,
+                member.member_id,
+                f"it failed to transition from epoch {epoch} within {timeout}ms",
+                epoch,
+            ),
+        )
+
+    def on_group_loaded(self, group: ConsumerGroup) -> None:
+        """Kafka's ``onLoaded``: every member's session starts again, and the rebalance timeout of
+        each member that must revoke partitions."""
+        for member_id, member in group.members.items():
+            self._schedule_session_timeout(group.group_id, member_id)
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(group.group_id, member)
+
+    def on_group_unloaded(self, group: ConsumerGroup) -> None:
+        for member_id in group.members:
+            self._timers.cancel_all(group.group_id, member_id)
+
+    # -- writing ------------------------------------------------------------------------------------
+
+    def _write(
+        self,
+        group: ConsumerGroup,
+        records: list[ConsumerGroupRecord],
+        done: Callable[[ErrorCode | None], None],
+    ) -> None:
+        """Apply ``records`` now, write them, and call ``done`` with None once written (or at once
+        when there is nothing to write), else with the error the member must see."""
+        if not records:
+            done(None)
+            return
+        existed = self._host.consumer_group(group.group_id) is group
+        snapshot = group.snapshot()
+        for record in records:
+            apply(record, _Groups(self._host, group))
+
+        def written(error: ErrorCode) -> None:
+            if error is ErrorCode.NONE:
+                done(None)
+                return
+            _log.warning("writing consumer group records failed", group=group.group_id, error=error.name)
+            if error not in _MAYBE_WRITTEN:
+                self._revert(group, snapshot, existed)
+            done(write_error(error))
+
+        self._host.append(group.group_id, records, written)
+
+    def _revert(self, group: ConsumerGroup, snapshot: ConsumerGroupSnapshot, existed: bool) -> None:
+        current = self._host.consumer_group(group.group_id)
+        if current is not group:
+            return
+        group.restore(snapshot)
+        if not existed and not group.offsets.has_offsets and group.is_empty:
+            self._host.remove_consumer_group(group)
+
+    # -- ConsumerGroupDescribe ----------------------------------------------------------------------
+
+    def describe(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
+        return [self._describe(group_id) for group_id in group_ids]
+
+    def _describe(self, group_id: str) -> DescribedConsumerGroup:
+        error = self._host.validate(group_id)
+        if error is not None:
+            return DescribedConsumerGroup(group_id, error)
+        group = self._host.consumer_group(group_id)
+        if group is None:
+            return DescribedConsumerGroup(
+                group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
+            )
+        members = tuple(
+            DescribedMember(
+                member_id=member.member_id,
+                instance_id=member.instance_id,
+                rack_id=member.rack_id,
+                member_epoch=member.member_epoch,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                subscribed_topic_names=tuple(sorted(member.subscribed_topic_names)),
+                subscribed_topic_regex=member.subscribed_topic_regex,
+                assignment=self._described(member.assigned_partitions),
+                target_assignment=self._described(group.target_assignment_of(member.member_id)),
+            )
+            for member in group.members.values()
+        )
+        return DescribedConsumerGroup(
+            group_id,
+            state=group.state.value,
+            group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor_name=group.preferred_server_assignor() or self._default_assignor.name,
+            members=members,
+        )
+
+    def _described(self, assignment: Assignment) -> tuple[DescribedTopicPartitions, ...]:
+        described = []
+        for topic_id, partitions in assignment.items():
+            topic = self._topics.get_by_id(topic_id)
+            if topic is not None:
+                described.append(DescribedTopicPartitions(topic_id, topic.name, tuple(sorted(partitions))))
+        return tuple(sorted(described, key=lambda d: d.topic_name))
+
+
+def _check_epoch(
+    member: ConsumerGroupMember, received: int, owned: Iterable[tuple[uuid.UUID, Iterable[int]]] | None
+) -> None:
+    """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid``; epoch 0 is a rejoin after being fenced
+    and always accepted (KAFKA-19233)."""
+    if received == JOIN_GROUP_MEMBER_EPOCH:
+        return
+    if received > member.member_epoch:
+        raise KafkaError(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a greater member epoch ({received}) than the one known by "
+            f"the group coordinator ({member.member_epoch}). The member must abandon all its partitions "
+            "and rejoin.",
+        )
+    if received < member.member_epoch and (
+        received != member.previous_member_epoch or not is_subset(owned, member.assigned_partitions)
+    ):
+        raise KafkaError(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a smaller member epoch ({received}) than the one known by "
+            f"the group coordinator ({member.member_epoch}). The member must abandon all its partitions "
+            "and rejoin.",
+        )
+
+
+def _failed(error: ErrorCode) -> ConsumerGroupHeartbeatResult:
+    return ConsumerGroupHeartbeatResult.failure(error)
+
+
+class _Groups:
+    """The catalog as records see it, creating ``group`` itself when a record creates its id."""
+
+    def __init__(self, host: ConsumerGroupHost, group: ConsumerGroup) -> None:
+        self._host = host
+        self._group = group
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        return self._host.consumer_group(group_id)
+
+    def create_consumer_group(self, group_id: str) -> ConsumerGroup:
+        group = self._group if group_id == self._group.group_id else ConsumerGroup(group_id)
+        self._host.install_consumer_group(group)
+        return group
+
+    def remove_consumer_group(self, group: ConsumerGroup) -> None:
+        self._host.remove_consumer_group(group)
+
+
+__all__ = ["ConsumerGroupHost", "ConsumerGroupService", "random_member_id", "write_error"]
