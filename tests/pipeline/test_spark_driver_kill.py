@@ -193,6 +193,9 @@ class BackgroundProducer:
                     partitions=(0, 1),
                     first=first,
                     compression="lz4",
+                    # record i is stamped base + i s: keep the base moving back so that a long run
+                    # never stamps records past log.message.timestamp.after.max.ms (1 h) ahead
+                    base_timestamp_ms=int(time.time() * 1000) - first * 1000,
                 )
                 first += PRODUCE_ROUND
                 self._stop.wait(PRODUCE_PAUSE_S)
