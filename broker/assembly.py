@@ -25,6 +25,8 @@ from broker.handlers.add_offsets_to_txn import AddOffsetsToTxnHandler
 from broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandler
 from broker.handlers.authorization import ALLOW_EVERYTHING
 from broker.handlers.base import Handler
+from broker.handlers.consumer_group_describe import ConsumerGroupDescribeHandler
+from broker.handlers.consumer_group_heartbeat import ConsumerGroupHeartbeatHandler
 from broker.handlers.delete_groups import DeleteGroupsHandler
 from broker.handlers.describe_groups import DescribeGroupsHandler
 from broker.handlers.describe_producers import DescribeProducersHandler
@@ -223,11 +225,22 @@ def build_group_coordination(
             offset_metadata_max_bytes=config.offset_metadata_max_bytes,
             offsets_topic_num_partitions=config.offsets_topic_num_partitions,
             offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+            group_coordinator_rebalance_protocols=tuple(config.group_coordinator_rebalance_protocols),
+            group_consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+            group_consumer_min_session_timeout_ms=config.group_consumer_min_session_timeout_ms,
+            group_consumer_max_session_timeout_ms=config.group_consumer_max_session_timeout_ms,
+            group_consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            group_consumer_min_heartbeat_interval_ms=config.group_consumer_min_heartbeat_interval_ms,
+            group_consumer_max_heartbeat_interval_ms=config.group_consumer_max_heartbeat_interval_ms,
+            group_consumer_max_size=config.group_consumer_max_size,
+            group_consumer_assignors=tuple(config.group_consumer_assignors),
+            group_consumer_migration_policy=config.group_consumer_migration_policy,
         ),
         OffsetsTopicGroupLog(plane.produce_service, config.offsets_commit_timeout_ms),
         clock,
         heartbeat,
         rebalance,
+        topics=topics,
     )
     runtime = GroupCoordinatorRuntime(coordinator, topics, brokers, create_offsets_topic)
     replicas.add_leadership_listener(runtime.on_leadership)
@@ -252,7 +265,14 @@ def group_handlers(
         state = topics.get(topic)
         return state is not None and partition in state.partitions
 
+    consumer_protocol: list[Handler] = []
+    if coordinator.config.consumer_protocol_enabled:
+        consumer_protocol = [
+            ConsumerGroupHeartbeatHandler(coordinator, authorizer),
+            ConsumerGroupDescribeHandler(coordinator, authorizer),
+        ]
     return [
+        *consumer_protocol,
         FindCoordinatorHandler(groups.runtime, transactions.runtime, authorizer),
         JoinGroupHandler(coordinator, authorizer),
         SyncGroupHandler(coordinator, authorizer),

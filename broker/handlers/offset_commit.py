@@ -6,7 +6,8 @@ Version rules (Kafka's KafkaApis.handleOffsetCommitRequest and OffsetCommitReque
   from v5 the broker's retention always applies.
 * ``committed_leader_epoch`` from v6 (-1 before), ``group_instance_id`` from v7.
 * ``generation_id_or_member_epoch`` is the classic generation (-1 with an empty member id: a
-  consumer that does not use group management, e.g. the admin client).
+  consumer that does not use group management, e.g. the admin client), or a consumer-protocol
+  member's epoch (KIP-848, v9+); the version goes to the coordinator, whose checks depend on it.
 * A null committed metadata is passed on as None (stored as "").
 
 Before the coordinator sees the commit, Kafka answers UNKNOWN_TOPIC_OR_PARTITION for partitions of
@@ -85,6 +86,7 @@ class OffsetCommitHandler(Handler):
                 retention_time_ms=request.retention_time_ms
                 if ctx.api_version <= LAST_RETENTION_VERSION
                 else NO_RETENTION_TIME,
+                api_version=ctx.api_version,
             )
             errors.update(await await_callback(self._coordinator.commit_offsets, commit))
         return commit_response_body(request.topics, lambda topic, partition: errors[(topic, partition)])

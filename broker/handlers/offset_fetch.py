@@ -10,7 +10,8 @@ Shapes, as in Kafka's OffsetFetchRequest/OffsetFetchResponse:
   nullable). A partition without a committed offset answers offset -1, metadata "".
 * ``require_stable`` (v7+, KIP-447): a partition whose commit is still being written answers
   UNSTABLE_OFFSET_COMMIT instead of the previous offset; before v7 it is always false.
-* v9's member id and epoch belong to KIP-848 consumer groups; a classic group does not check them
+* v9's member id and epoch belong to KIP-848 consumer groups, which check them (UNKNOWN_MEMBER_ID,
+  STALE_MEMBER_EPOCH as the group's error); a classic group does not check them
   (Kafka's ClassicGroup.validateOffsetFetch), and every group here is classic.
 * The committed leader epoch is in the response from v5 (-1 when unknown).
 
@@ -54,7 +55,8 @@ class OffsetFetchHandler(Handler):
             return self._handle_authorized(ctx, request, require_stable)
         if version >= FIRST_MULTI_GROUP_VERSION:
             wanted = [(g.group_id, _partitions(g.topics)) for g in request.groups]
-            results = self._coordinator.fetch_offsets_of_groups(wanted, require_stable)
+            members = [(g.member_id, g.member_epoch) for g in request.groups]
+            results = self._coordinator.fetch_offsets_of_groups(wanted, require_stable, members)
             return {"throttle_time_ms": 0, "groups": [_group(result) for result in results]}
         partitions = _partitions(request.topics)
         result = self._coordinator.fetch_offsets(request.group_id, partitions, require_stable)
@@ -67,7 +69,9 @@ class OffsetFetchHandler(Handler):
         version = ctx.api_version
         if version >= FIRST_MULTI_GROUP_VERSION:
             results = [
-                self._fetch_authorized(ctx, g.group_id, _partitions(g.topics), require_stable)
+                self._fetch_authorized(
+                    ctx, g.group_id, _partitions(g.topics), require_stable, (g.member_id, g.member_epoch)
+                )
                 for g in request.groups
             ]
             return {"throttle_time_ms": 0, "groups": [_group(result) for result in results]}
@@ -81,11 +85,12 @@ class OffsetFetchHandler(Handler):
         group_id: str,
         partitions: list[TopicPartition] | None,
         require_stable: bool,
+        member: tuple[str | None, int] = (None, -1),
     ) -> OffsetFetchResult:
         if not allowed(self._authorizer, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             return OffsetFetchResult(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, {})
         if partitions is None:
-            result = self._coordinator.fetch_offsets(group_id, None, require_stable)
+            result = self._coordinator.fetch_offsets(group_id, None, require_stable, *member)
             topics = {topic for topic, _ in result.partitions}
             denied = denied_names(self._authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics)
             if not denied:
@@ -96,7 +101,7 @@ class OffsetFetchHandler(Handler):
             self._authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in partitions)
         )
         result = self._coordinator.fetch_offsets(
-            group_id, [tp for tp in partitions if tp[0] not in denied], require_stable
+            group_id, [tp for tp in partitions if tp[0] not in denied], require_stable, *member
         )
         if not denied or result.error is not ErrorCode.NONE:
             return result

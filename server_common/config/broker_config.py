@@ -226,6 +226,16 @@ class BrokerConfig:
     offset_metadata_max_bytes: int
     offsets_commit_timeout_ms: int
     offsets_retention_check_interval_ms: int
+    group_coordinator_rebalance_protocols: list[str]
+    group_consumer_session_timeout_ms: int
+    group_consumer_min_session_timeout_ms: int
+    group_consumer_max_session_timeout_ms: int
+    group_consumer_heartbeat_interval_ms: int
+    group_consumer_min_heartbeat_interval_ms: int
+    group_consumer_max_heartbeat_interval_ms: int
+    group_consumer_max_size: int
+    group_consumer_assignors: list[str]
+    group_consumer_migration_policy: str
     transaction_state_log_num_partitions: int
     transaction_state_log_replication_factor: int
     transaction_state_log_min_isr: int
@@ -867,6 +877,44 @@ def _log_dirs(values: Mapping[str, object]) -> list[Path]:
     return [Path(entry) for entry in entries]
 
 
+def _check_consumer_groups(cfg: BrokerConfig) -> None:
+    """Kafka 4.0's GroupCoordinatorConfig requirements: the classic protocol stays enabled, the
+    consumer groups' session timeout and heartbeat interval lie within their bounds, and the
+    interval is shorter than the session."""
+    if "classic" not in cfg.group_coordinator_rebalance_protocols:
+        raise ConfigError.invalid(
+            "group.coordinator.rebalance.protocols",
+            ",".join(cfg.group_coordinator_rebalance_protocols),
+            "disabling the 'classic' protocol is not supported",
+        )
+    for what, low, value, high in (
+        (
+            "session.timeout.ms",
+            cfg.group_consumer_min_session_timeout_ms,
+            cfg.group_consumer_session_timeout_ms,
+            cfg.group_consumer_max_session_timeout_ms,
+        ),
+        (
+            "heartbeat.interval.ms",
+            cfg.group_consumer_min_heartbeat_interval_ms,
+            cfg.group_consumer_heartbeat_interval_ms,
+            cfg.group_consumer_max_heartbeat_interval_ms,
+        ),
+    ):
+        if not low <= value <= high:
+            raise ConfigError.invalid(
+                f"group.consumer.{what}",
+                str(value),
+                f"must be between group.consumer.min.{what} ({low}) and group.consumer.max.{what} ({high})",
+            )
+    if cfg.group_consumer_heartbeat_interval_ms >= cfg.group_consumer_session_timeout_ms:
+        raise ConfigError.invalid(
+            "group.consumer.heartbeat.interval.ms",
+            str(cfg.group_consumer_heartbeat_interval_ms),
+            f"must be less than group.consumer.session.timeout.ms ({cfg.group_consumer_session_timeout_ms})",
+        )
+
+
 def _check_relations(cfg: BrokerConfig) -> None:
     """The rules between keys that Kafka enforces at start-up."""
     wait = cfg.replica_fetch_wait_max_ms
@@ -891,6 +939,7 @@ def _check_relations(cfg: BrokerConfig) -> None:
             key="group.min.session.timeout.ms",
             value=str(cfg.group_min_session_timeout_ms),
         )
+    _check_consumer_groups(cfg)
     if cfg.max_connections_per_ip == 0 and not cfg.max_connections_per_ip_overrides:
         raise ConfigError.invalid(
             "max.connections.per.ip",

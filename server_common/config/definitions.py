@@ -714,6 +714,33 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
               "in-sync replica of __consumer_offsets before it fails.", at_least(1)),
     ConfigDef("offsets.retention.check.interval.ms", T.LONG, 600000, H, "How often expired committed "
               "offsets are looked for.", at_least(1)),
+    # -- consumer-protocol groups (KIP-848)
+    ConfigDef("group.coordinator.rebalance.protocols", T.LIST, ["classic", "consumer"], M, "The group "
+              "protocols served: classic (JoinGroup, SyncGroup, Heartbeat) and consumer "
+              "(ConsumerGroupHeartbeat, ConsumerGroupDescribe; not advertised without it).",
+              SubsetOf(("classic", "consumer"))),
+    ConfigDef("group.consumer.session.timeout.ms", T.INT, 45000, M, "A consumer-protocol member "
+              "that does not heartbeat for this long is removed from its group.", at_least(1)),
+    ConfigDef("group.consumer.min.session.timeout.ms", T.INT, 45000, M, "Smallest "
+              "group.consumer.session.timeout.ms allowed.", at_least(1)),
+    ConfigDef("group.consumer.max.session.timeout.ms", T.INT, 60000, M, "Largest "
+              "group.consumer.session.timeout.ms allowed.", at_least(1)),
+    ConfigDef("group.consumer.heartbeat.interval.ms", T.INT, 5000, M, "How often consumer-protocol "
+              "members are told to heartbeat.", at_least(1)),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", T.INT, 5000, M, "Smallest "
+              "group.consumer.heartbeat.interval.ms allowed.", at_least(1)),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", T.INT, 15000, M, "Largest "
+              "group.consumer.heartbeat.interval.ms allowed.", at_least(1)),
+    ConfigDef("group.consumer.max.size", T.INT, 2147483647, M, "Most members a consumer-protocol group "
+              "may have.", at_least(1)),
+    ConfigDef("group.consumer.assignors", T.LIST, ["uniform", "range"], M, "The server-side assignors of "
+              "consumer-protocol groups, by name or Kafka class name; the first is the default.",
+              SubsetOf(("uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+                        "org.apache.kafka.coordinator.group.assignor.RangeAssignor"))),
+    ConfigDef("group.consumer.migration.policy", T.STRING, "bidirectional", M, "Kafka's conversion of "
+              "groups with members between the classic and consumer protocols; kipling converts only "
+              "empty groups (whatever the policy), a group with members keeps its protocol.",
+              OneOf(("bidirectional", "upgrade", "downgrade", "disabled"))),
     # -- transactions
     ConfigDef("transaction.state.log.num.partitions", T.INT, 50, H, "Partitions of "
               "__transaction_state; fixed once the topic exists.", at_least(1)),

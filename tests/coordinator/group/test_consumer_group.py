@@ -472,3 +472,22 @@ def test_an_empty_classic_group_becomes_a_consumer_group_with_its_offsets(h: Con
     h.reload()
     assert h.coordinator.consumer_group("simple") is not None
     assert h.coordinator.fetch_offsets("simple", [("t", 2)]).partitions[("t", 2)].offset == 7
+
+
+def test_transactional_offsets_of_a_consumer_group(h: ConsumerHarness) -> None:
+    from coordinator.group import OffsetCommitRequest, PartitionCommit, TxnOffsetCommitRequest
+
+    consumer(h, "a").heartbeat()
+    answers: list[dict[tuple[str, int], ErrorCode]] = []
+    commit = OffsetCommitRequest("group", (PartitionCommit("t", 4, 11),), "a", 1)
+    h.coordinator.commit_txn_offsets(
+        TxnOffsetCommitRequest(commit, producer_id=9, producer_epoch=0), answers.append
+    )
+    stale = OffsetCommitRequest("group", (PartitionCommit("t", 4, 12),), "a", 0)
+    h.coordinator.commit_txn_offsets(
+        TxnOffsetCommitRequest(stale, producer_id=9, producer_epoch=0), answers.append
+    )
+    assert answers == [{("t", 4): ErrorCode.NONE}, {("t", 4): ErrorCode.STALE_MEMBER_EPOCH}]
+    h.log.append_marker(0, 9, commit=True)
+    h.coordinator.on_transaction_completed(9, [0], commit=True)
+    assert h.coordinator.fetch_offsets("group", [("t", 4)]).partitions[("t", 4)].offset == 11
