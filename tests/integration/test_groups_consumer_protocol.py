@@ -327,3 +327,39 @@ def test_listed_and_described_as_a_consumer_group(broker: BrokerProcess) -> None
         assert partitions == list(range(PARTITIONS))
     finally:
         stop_all(members)
+
+
+def test_a_regex_subscription_picks_up_new_topics(broker: BrokerProcess) -> None:
+    """librdkafka sends a ``^``-prefixed subscription as SubscribedTopicRegex; the coordinator
+    resolves it, and again (within its 10 s refresh) when a matching topic appears."""
+    from confluent_kafka import Consumer
+
+    create_topic(broker.bootstrap, "kip848-re-1", 2)
+    create_topic(broker.bootstrap, "kip848-other", 2)
+    consumer = Consumer(_options(broker.bootstrap, "kip848-regex-group", "regex"))
+    assigned: set[tuple[str, int]] = set()
+    lock = threading.Lock()
+
+    def on_assign(_c: Any, parts: Any) -> None:
+        with lock:
+            assigned.update((p.topic, p.partition) for p in parts)
+
+    def poll_until(wanted: set[tuple[str, int]], what: str) -> None:
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            consumer.consume(num_messages=10, timeout=0.2)
+            with lock:
+                if assigned == wanted:
+                    return
+                seen = set(assigned)
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: {sorted(seen)}"
+
+    try:
+        consumer.subscribe(["^kip848-re-.*"], on_assign=on_assign)
+        poll_until({("kip848-re-1", 0), ("kip848-re-1", 1)}, "the matching topic's partitions")
+        create_topic(broker.bootstrap, "kip848-re-2", 1)
+        poll_until(
+            {("kip848-re-1", 0), ("kip848-re-1", 1), ("kip848-re-2", 0)}, "the new matching topic's partition"
+        )
+    finally:
+        consumer.close()

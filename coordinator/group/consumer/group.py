@@ -8,12 +8,17 @@ holds:
 * the **group epoch**, bumped whenever the assignment must be computed again (a member joined, left
   or changed its subscription, or a subscribed topic changed);
 * the **members** (by member id; static members also by instance id), and how many members
-  subscribe to each topic and ask for each server assignor;
+  subscribe to each topic (by name, or through a regular expression) and ask for each server
+  assignor;
 * the **subscription metadata**: id and partition count of every subscribed topic that exists;
 * the **target assignment** of every member, computed at the **assignment epoch**;
 * which member owns each partition at which epoch (a partition is owned from the moment it is in a
   member's current assignment until it leaves it, pending revocation included): no partition is
   ever owned twice, and :meth:`ConsumerGroup.update_member` refuses a change that would do it.
+
+The topics each regular expression resolves to are soft state: the service resolves them from the
+broker's topic metadata (:meth:`ConsumerGroup.set_resolved_regexes`) and the counts follow; Kafka
+4.0 persists its resolutions as records of their own, kipling resolves again after a load.
 
 Its state is derived, as Kafka's: Empty without members, Assigning while the group epoch is ahead
 of the assignment epoch, Reconciling while a member is not yet at the target, else Stable. Offsets
@@ -96,6 +101,9 @@ class ConsumerGroup:
         self.group_id = group_id
         self._hard = _Hard()
         self.offsets = GroupOffsets()
+        self._resolved_regexes: dict[str, frozenset[str]] = {}
+        self.regexes_resolved_ms = -1
+        """When the regular expressions were last resolved (-1: never)."""
         self.dead = False
         """Removed from the coordinator (deleted, expired, unloaded, converted): offsets written
         for it meanwhile are not kept."""
@@ -182,7 +190,7 @@ class ConsumerGroup:
             self._remove_partition_epochs(old)
         self._add_partition_epochs(member)
         hard.members[member.member_id] = member
-        _count(hard.subscribed_topic_names, old, member, lambda m: m.subscribed_topic_names)
+        _count(hard.subscribed_topic_names, old, member, self.subscribed_topics_of)
         _count(hard.server_assignors, old, member, lambda m: _assignor_of(m))
         if member.instance_id is not None:
             hard.static_members[member.instance_id] = member.member_id
@@ -193,7 +201,7 @@ class ConsumerGroup:
         if old is None:
             return
         self._remove_partition_epochs(old)
-        _count(hard.subscribed_topic_names, old, None, lambda m: m.subscribed_topic_names)
+        _count(hard.subscribed_topic_names, old, None, self.subscribed_topics_of)
         _count(hard.server_assignors, old, None, lambda m: _assignor_of(m))
         if old.instance_id is not None and hard.static_members.get(old.instance_id) == member_id:
             del hard.static_members[old.instance_id]
@@ -243,8 +251,42 @@ class ConsumerGroup:
     ) -> Counter[str]:
         """The counts if ``old`` were replaced by ``new`` (either may be None)."""
         counts = Counter(self._hard.subscribed_topic_names)
-        _count(counts, old, new, lambda m: m.subscribed_topic_names)
+        _count(counts, old, new, self.subscribed_topics_of)
         return counts
+
+    # -- regular expressions ------------------------------------------------------------------------
+
+    def subscribed_topics_of(self, member: ConsumerGroupMember) -> frozenset[str]:
+        """The topics a member subscribes to: its names, and what its expression resolves to."""
+        regex = member.subscribed_topic_regex
+        if regex is None:
+            return member.subscribed_topic_names
+        return member.subscribed_topic_names | self._resolved_regexes.get(regex, frozenset())
+
+    @property
+    def regexes(self) -> frozenset[str]:
+        """The regular expressions the members subscribe with."""
+        return frozenset(
+            m.subscribed_topic_regex for m in self._hard.members.values() if m.subscribed_topic_regex
+        )
+
+    def resolved_regex(self, regex: str) -> frozenset[str] | None:
+        return self._resolved_regexes.get(regex)
+
+    def set_resolved_regexes(self, resolved: dict[str, frozenset[str]]) -> bool:
+        """Take new resolutions (regex → topics) and recount the subscriptions; True if any
+        resolution changed."""
+        if resolved == self._resolved_regexes:
+            return False
+        self._resolved_regexes = dict(resolved)
+        self._recount()
+        return True
+
+    def _recount(self) -> None:
+        counts: Counter[str] = Counter()
+        for member in self._hard.members.values():
+            _count(counts, None, member, self.subscribed_topics_of)
+        self._hard.subscribed_topic_names = counts
 
     @property
     def subscription_metadata(self) -> dict[str, TopicMetadata]:
@@ -300,6 +342,7 @@ class ConsumerGroup:
 
     def restore(self, snapshot: ConsumerGroupSnapshot) -> None:
         self._hard = snapshot._hard.copy()
+        self._recount()
 
 
 def subscription_type(subscribed: Counter[str], num_members: int) -> SubscriptionType:

@@ -27,13 +27,23 @@ writes follow the failed one in the log and fail the same way in practice: the p
 
 Subscription metadata is recomputed on every heartbeat from the broker's topic metadata (Kafka
 recomputes on a change notification or a refresh deadline; the outcome is the same, at the cost
-of looking up the group's subscribed topics per heartbeat). Regular-expression subscriptions
-(SubscribedTopicRegex, v1) are refused with INVALID_REQUEST for now, as Kafka 3.9 did.
+of looking up the group's subscribed topics per heartbeat).
+
+Regular-expression subscriptions (SubscribedTopicRegex, v1): an expression matches a topic name as
+a whole (Kafka's ``Pattern.matcher(topic).matches()``), internal topics excepted. Kafka compiles
+them with RE2/J; kipling uses Python's ``re``, which agrees on the usual patterns (``^orders-.*``,
+``logs-[a-z]+``) but not on every one (RE2 has no backreferences or lookarounds, which ``re``
+accepts; a few escapes and classes differ). The resolutions are refreshed when a member brings a
+new expression and otherwise at most every :data:`REGEX_REFRESH_INTERVAL_MS` (Kafka's minimum
+interval between its batched refreshes), on a heartbeat; a change bumps the group epoch. Kafka 4.0
+also keeps, per expression, only the topics the member may DESCRIBE, and persists the resolutions;
+kipling does neither (a resolution is recomputed after a load).
 """
 
 from __future__ import annotations
 
 import base64
+import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -88,6 +98,7 @@ _log = structlog.get_logger("kipling.groups.consumer")
 CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
 """From ConsumerGroupHeartbeat v1 the member generates its own member id (KIP-1082)."""
 
+REGEX_REFRESH_INTERVAL_MS = 10_000
 HeartbeatCallback = Callable[[ConsumerGroupHeartbeatResult], None]
 MemberIdGenerator = Callable[[], str]
 
@@ -222,7 +233,14 @@ class ConsumerGroupService:
         if request.rack_id == "":
             return invalid("RackId can't be empty.")
         if request.subscribed_topic_regex:
-            return invalid("SubscribedTopicRegex is not supported yet.")
+            try:
+                re.compile(request.subscribed_topic_regex)
+            except re.error as exc:
+                return ConsumerGroupHeartbeatResult.failure(
+                    ErrorCode.INVALID_REGULAR_EXPRESSION,
+                    f"SubscribedTopicRegex `{request.subscribed_topic_regex}` is not a valid regular "
+                    f"expression: {exc}.",
+                )
         if epoch == JOIN_GROUP_MEMBER_EPOCH:
             if request.rebalance_timeout_ms == -1:
                 return invalid("RebalanceTimeoutMs must be provided in first request.")
@@ -282,6 +300,11 @@ class ConsumerGroupService:
                 if request.subscribed_topic_names is not None
                 else member.subscribed_topic_names
             ),
+            subscribed_topic_regex=(
+                (request.subscribed_topic_regex or None)
+                if request.subscribed_topic_regex is not None
+                else member.subscribed_topic_regex
+            ),
             client_id=request.client_id,
             client_host=request.client_host,
         )
@@ -293,6 +316,8 @@ class ConsumerGroupService:
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
             ):
                 bump = True
+        if self._refresh_regexes(group, updated.subscribed_topic_regex):
+            bump = True
         subscribed = group.computed_subscribed_topic_names(member, updated)
         metadata = self._subscription_metadata(subscribed)
         members = group.num_members
@@ -457,6 +482,30 @@ class ConsumerGroupService:
         _check_epoch(existing, epoch, owned)
         return existing
 
+    def _refresh_regexes(self, group: ConsumerGroup, joining: str | None) -> bool:
+        """Resolve the group's expressions (and ``joining``) again if one is new or the last
+        resolution is older than REGEX_REFRESH_INTERVAL_MS; True if a resolution changed."""
+        regexes = group.regexes | ({joining} if joining else set())
+        if not regexes:
+            return group.set_resolved_regexes({})
+        now = self._clock.time_ms()
+        fresh = 0 <= now - group.regexes_resolved_ms < REGEX_REFRESH_INTERVAL_MS
+        if fresh and all(group.resolved_regex(regex) is not None for regex in regexes):
+            return False
+        names = [topic.name for topic in self._topics.all() if not topic.is_internal]
+        resolved = {
+            regex: frozenset(name for name in names if re.fullmatch(regex, name) is not None)
+            for regex in regexes
+        }
+        group.regexes_resolved_ms = now
+        changed = {r for r in regexes if group.resolved_regex(r) not in (None, resolved[r])}
+        if changed:
+            _log.info(
+                "regular expressions resolve to other topics", group=group.group_id, regexes=sorted(changed)
+            )
+        group.set_resolved_regexes(resolved)
+        return bool(changed)
+
     def _subscription_metadata(self, subscribed: Counter[str]) -> dict[str, TopicMetadata]:
         metadata = {}
         for name in subscribed:
@@ -583,7 +632,8 @@ class ConsumerGroupService:
 
     def on_group_loaded(self, group: ConsumerGroup) -> None:
         """Kafka's ``onLoaded``: every member's session starts again, and the rebalance timeout of
-        each member that must revoke partitions."""
+        each member that must revoke partitions; regular expressions are resolved again."""
+        self._refresh_regexes(group, None)
         for member_id, member in group.members.items():
             self._schedule_session_timeout(group.group_id, member_id)
             if member.state is MemberState.UNREVOKED_PARTITIONS:

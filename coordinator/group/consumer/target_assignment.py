@@ -37,7 +37,7 @@ def build_target_assignment(
     """The new target of every member, and the records that write it (raises
     PartitionAssignorError). ``updated`` maps member ids to their new version (None: removed)."""
     members: dict[str, MemberSpec] = {
-        member_id: _spec(member, group.target_assignment_of(member_id), subscription_metadata)
+        member_id: _spec(group, member, group.target_assignment_of(member_id), subscription_metadata)
         for member_id, member in group.members.items()
     }
     for member_id, member in updated.items():
@@ -48,7 +48,7 @@ def build_target_assignment(
         previous = group.static_member_id(member.instance_id)
         if previous is not None and previous != member_id:
             target = group.target_assignment_of(previous)
-        members[member_id] = _spec(member, target, subscription_metadata)
+        members[member_id] = _spec(group, member, target, subscription_metadata)
     partition_counts = {t.topic_id: t.num_partitions for t in subscription_metadata.values()}
     assignment = assignor.assign(GroupSpec(members, subscription_type), partition_counts)
     records: list[ConsumerGroupRecord] = []
@@ -67,11 +67,14 @@ def build_target_assignment(
 
 
 def _spec(
-    member: ConsumerGroupMember, target: Assignment, subscription_metadata: Mapping[str, TopicMetadata]
+    group: ConsumerGroup,
+    member: ConsumerGroupMember,
+    target: Assignment,
+    subscription_metadata: Mapping[str, TopicMetadata],
 ) -> MemberSpec:
     topic_ids = frozenset(
         subscription_metadata[name].topic_id
-        for name in member.subscribed_topic_names
+        for name in group.subscribed_topics_of(member)
         if name in subscription_metadata
     )
     return MemberSpec(topic_ids, target, member.instance_id, member.rack_id)

@@ -99,6 +99,7 @@ class Consumer:
     group_id: str = "group"
     instance_id: str | None = None
     server_assignor: str | None = None
+    regex: str | None = None
     epoch: int = 0
     owned: dict[uuid.UUID, frozenset[int]] = field(default_factory=dict)
     last: ConsumerGroupHeartbeatResult | None = None
@@ -113,6 +114,7 @@ class Consumer:
             instance_id=self.instance_id,
             rebalance_timeout_ms=REBALANCE_TIMEOUT_MS if (joining or full) else -1,
             subscribed_topic_names=self.topics if (joining or full) else None,
+            subscribed_topic_regex=self.regex if (joining or full) else None,
             server_assignor=self.server_assignor,
             topic_partitions=() if joining else (owned_pairs(self.owned) if full else None),
             client_id="client",

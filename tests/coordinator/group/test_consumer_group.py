@@ -491,3 +491,51 @@ def test_transactional_offsets_of_a_consumer_group(h: ConsumerHarness) -> None:
     h.log.append_marker(0, 9, commit=True)
     h.coordinator.on_transaction_completed(9, [0], commit=True)
     assert h.coordinator.fetch_offsets("group", [("t", 4)]).partitions[("t", 4)].offset == 11
+
+
+# -- regular expressions ------------------------------------------------------------------------------
+
+
+def test_a_regex_subscription_follows_the_topics_it_matches(h: ConsumerHarness) -> None:
+    h.topics.create("orders-1", 2)
+    h.topics.create("orders-2", 1)
+    a = Consumer(h, "a", (), regex="orders-.*")
+    result = a.heartbeat()
+    assert result.error is ErrorCode.NONE
+    assert a.partitions == all_partitions(h, "orders-1") | all_partitions(h, "orders-2")
+    h.topics.create("orders-3", 1)
+    assert a.heartbeat().member_epoch == 1  # resolved again only after the refresh interval
+    h.advance(10_000)
+    assert a.heartbeat().member_epoch == 2
+    assert all_partitions(h, "orders-3") <= a.partitions
+    described = h.coordinator.consumer_group_describe(["group"])[0]
+    assert described.members[0].subscribed_topic_regex == "orders-.*"
+    assert described.members[0].subscribed_topic_names == ()
+
+
+def test_regex_and_names_share_a_group(h: ConsumerHarness) -> None:
+    h.topics.create("orders-1", 2)
+    a = Consumer(h, "a", (), regex="orders-[0-9]+")
+    b = consumer(h, "b", "t", "orders-1")
+    settle(a, b)
+    orders = all_partitions(h, "orders-1")
+    assert not (a.partitions & all_partitions(h))
+    assert a.partitions | b.partitions == orders | all_partitions(h)
+    assert a.partitions and a.partitions <= orders
+
+
+def test_an_invalid_regex(h: ConsumerHarness) -> None:
+    result = Consumer(h, "a", (), regex="orders-(").heartbeat()
+    assert result.error is ErrorCode.INVALID_REGULAR_EXPRESSION
+    assert result.error_message is not None and "orders-(" in result.error_message
+
+
+def test_a_regex_group_is_reloaded(h: ConsumerHarness) -> None:
+    h.topics.create("orders-1", 3)
+    a = Consumer(h, "a", (), regex="orders-.*")
+    a.heartbeat()
+    h.reload()
+    group = h.coordinator.consumer_group("group")
+    assert group is not None and group.is_subscribed_to_topic("orders-1")
+    assert a.heartbeat().member_epoch == 1
+    assert a.partitions == all_partitions(h, "orders-1")

@@ -1,11 +1,12 @@
 """Random lives of a consumer-protocol group (KIP-848): whatever its members do, no partition is
 ever consumed by two of them, and once they behave every subscribed partition is consumed once.
 
-A hypothesis state machine drives dynamic and static consumers with different subscriptions and
-server assignors through joins, heartbeats (full ones and steady ones), lost answers (the member
-never hears of its new epoch or of a revocation), leaves, temporary leaves of a static member,
-crashes (fenced when their session expires), pauses long enough to fence everyone, new partitions
-and coordinator moves. Checked after every step:
+A hypothesis state machine drives dynamic and static consumers with different subscriptions (by
+names and by regular expressions, with a topic they match appearing) and server assignors through
+joins, heartbeats (full ones and steady ones), lost answers (the member never hears of its new
+epoch or of a revocation), leaves, temporary leaves of a static member, crashes (fenced when their
+session expires), pauses long enough to fence everyone, new partitions and coordinator moves.
+Checked after every step:
 
 * the partitions the consumers consume are pairwise disjoint, and each consumes only what the
   coordinator records as its own (assigned or pending revocation), at any epoch;
@@ -20,6 +21,7 @@ Stable, every partition of every subscribed topic consumed by exactly one member
 from __future__ import annotations
 
 import itertools
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -38,7 +40,8 @@ SESSION_MS = 45_000
 HEARTBEAT_MS = 5_000
 GROUP = "group"
 NAMES = ("c0", "c1", "c2", "c3", "s0")
-SUBSCRIPTIONS = (("a",), ("a", "b"), ("b",))
+SUBSCRIPTIONS: tuple[tuple[str, ...] | str, ...] = (("a",), ("a", "b"), ("b",), "[a-c]", "b|c")
+"""Topic names, or a regular expression (a string)."""
 
 
 @dataclass
@@ -56,10 +59,18 @@ class ConsumerGroupLives(RuleBasedStateMachine):
         self.generation = itertools.count()
         self.lives = {name: Life(self._consumer(name, ("a",), None)) for name in NAMES}
 
-    def _consumer(self, name: str, topics: tuple[str, ...], assignor: str | None) -> Consumer:
+    def _consumer(self, name: str, topics: tuple[str, ...] | str, assignor: str | None) -> Consumer:
         instance = "instance-s0" if name.startswith("s") else None
         member_id = f"{name}-{next(self.generation)}" if instance else name
+        if isinstance(topics, str):
+            return Consumer(self.h, member_id, (), GROUP, instance, assignor, regex=topics)
         return Consumer(self.h, member_id, topics, GROUP, instance, assignor)
+
+    def _subscribed(self, c: Consumer) -> set[str]:
+        names = set(c.topics)
+        if c.regex is not None:
+            names |= {t for t in self.h.topics.by_name if re.fullmatch(c.regex, t)}
+        return names
 
     @property
     def group(self) -> ConsumerGroup | None:
@@ -72,7 +83,7 @@ class ConsumerGroupLives(RuleBasedStateMachine):
         topics=st.sampled_from(SUBSCRIPTIONS),
         assignor=st.sampled_from([None, "uniform", "range"]),
     )
-    def join(self, name: str, topics: tuple[str, ...], assignor: str | None) -> None:
+    def join(self, name: str, topics: tuple[str, ...] | str, assignor: str | None) -> None:
         life = self.lives[name]
         if life.joined:
             return
@@ -139,6 +150,11 @@ class ConsumerGroupLives(RuleBasedStateMachine):
             self.h.topics.add_partitions(topic, len(state.partitions) + 1)
 
     @rule()
+    def create_topic_c(self) -> None:
+        if "c" not in self.h.topics.by_name:
+            self.h.topics.create("c", 2)
+
+    @rule()
     def move_coordinator(self) -> None:
         self.h.reload()
 
@@ -176,7 +192,7 @@ class ConsumerGroupLives(RuleBasedStateMachine):
                 assert tp not in consumed, (tp, c.member_id, consumed[tp])
                 consumed[tp] = c.member_id
         by_id = {t.topic_id: t for t in self.h.topics.all()}
-        subscribed = {name for c in joined for name in c.topics}
+        subscribed = {name for c in joined for name in self._subscribed(c)}
         expected = {
             (by_id[self.h.topics.by_name[name].topic_id].topic_id, p)
             for name in subscribed
@@ -185,7 +201,7 @@ class ConsumerGroupLives(RuleBasedStateMachine):
         assert set(consumed) == expected
         for (topic_id, _), member_id in consumed.items():
             member = next(c for c in joined if c.member_id == member_id)
-            assert by_id[topic_id].name in member.topics
+            assert by_id[topic_id].name in self._subscribed(member)
 
     # -- invariants -----------------------------------------------------------------------------------
 
