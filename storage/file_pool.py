@@ -202,6 +202,11 @@ class PooledFile:
         return descriptor.fd
 
     @property
+    def identity(self) -> tuple[int, int]:
+        """(device, inode) of the file first opened: whether a name still names it."""
+        return self._identity
+
+    @property
     def holds_descriptor(self) -> bool:
         return self._descriptor.fd != _NOT_OPEN
 

@@ -19,6 +19,9 @@ of what it reads, and of what it is told:
   reading the file it opened (whose bytes below the bound are still valid records), and a reopen by
   name that finds another file, or none, raises FileNotFoundError (storage/file_pool.py): the view
   then lists the directory again, drops what it knew of the vanished segment and retries once.
+  Every listing also drops a held descriptor whose name now names another file (a cleaned segment
+  may have merged the segments after it: the old file does not cover their range) and lists the
+  base of a replacement in progress (``.log.swap``), whose range must not look like a gap.
   An offset below the first segment left is out of range (the log start offset moved).
 - **Copies, not slices.** A read returns the bytes themselves (one ``pread`` of exactly the batches
   found), not a :class:`~storage.slices.FileSlice`: the response then holds what was checked, and a
@@ -51,7 +54,14 @@ from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFil
 from storage.epoch import LeaderEpochFileCache
 from storage.errors import OffsetOutOfRangeError, StorageError
 from storage.file_pool import FilePool, PooledFile
-from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, BatchPosition, parse_base_offset, walk_batches
+from storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    BatchPosition,
+    parse_base_offset,
+    walk_batches,
+)
 from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 
 __all__ = ["LogChangedError", "LogReadView", "ViewRead"]
@@ -59,6 +69,7 @@ __all__ = ["LogChangedError", "LogReadView", "ViewRead"]
 _T = TypeVar("_T")
 _INDEX_ENTRY = struct.Struct(">ii")
 _POSITION_CACHE_LIMIT = 256
+_LOG_SWAP_SUFFIX = LOG_SUFFIX + SWAP_SUFFIX
 
 
 class LogChangedError(StorageError):
@@ -118,20 +129,35 @@ class LogReadView:
     # -- the segment list --------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """List the segment files again; forget the segments that are gone."""
-        bases = []
+        """List the segment files again; forget the segments that are gone or replaced.
+
+        A segment whose name now belongs to another file (the cleaner installed a cleaned segment
+        there, which may also hold the records of the segments after it that it merged) is dropped,
+        so its range is read from the new file: the old descriptor covers only the old segment's
+        offsets, and the merged segments' bases are listed no more. A ``.log.swap`` file is a
+        replacement in progress (its old segments already renamed away, the new one not yet under
+        its name): its base is listed, so its range is not mistaken for a gap and skipped, and the
+        read there finds no file and retries (then answers nothing, to be asked again).
+        """
+        bases: set[int] = set()
+        inodes: dict[int, int] = {}
         with os.scandir(self.directory) as entries:
             for entry in entries:
                 name = entry.name
                 if name.endswith(LOG_SUFFIX) and name.count(".") == 1:
                     base = parse_base_offset(name)
                     if base is not None:
-                        bases.append(base)
-        bases.sort()
-        self._bases = bases
+                        bases.add(base)
+                        inodes[base] = entry.inode()
+                elif name.endswith(_LOG_SWAP_SUFFIX) and name.count(".") == 2:
+                    base = parse_base_offset(name)
+                    if base is not None:
+                        bases.add(base)
+        self._bases = sorted(bases)
         self._listed = True
-        for base in [base for base in self._segments if base not in set(bases)]:
-            self._drop(base)
+        for base, segment in list(self._segments.items()):
+            if inodes.get(base) != segment.file.identity[1]:
+                self._drop(base)
 
     def note_active_segment(self, base_offset: int) -> None:
         """The writer's active segment starts at ``base_offset``: the files are listed again before

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from protocol.records import Record, build_batch
 from protocol.records.control import build_end_txn_marker_batch
+from storage.cleaner import plan_clean, write_cleaned_segments
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.errors import OffsetOutOfRangeError
@@ -19,6 +20,8 @@ from storage.log import PartitionLog
 from storage.read_view import LogChangedError, LogReadView
 from storage.segment import segment_file_name
 from storage.txn_index import AbortedTxn
+from tests.storage.cleaner.helpers import Writer
+from tests.storage.cleaner.helpers import open_log as open_cleaner_log
 from tests.storage.log_helpers import BASE_TIME, headers_of, make_batch
 
 SMALL = LogConfig(segment_bytes=2000, index_interval_bytes=100, max_index_size=4096, file_delete_delay_ms=0)
@@ -236,3 +239,71 @@ def test_closed_view_refuses_reads(log: PartitionLog) -> None:
     view.close()
     with pytest.raises(Exception, match="closed"):
         view.read(0, 100, 2, min_one_batch=True)
+
+
+def _compacted_log_in_segments(tmp_path: pathlib.Path) -> PartitionLog:
+    """Segments at 0, 3, 6, 9 (keys a and b rewritten in each) and an active one at 12: the
+    cleaner groups them in pairs, each pair merged into its first segment's name."""
+    compacted = open_cleaner_log(tmp_path, segment_bytes=300)
+    writer = Writer(compacted)
+    for i in range(4):
+        writer.put([(b"a", b"%d" % i), (b"b", b"%d" % i)])
+        writer.put([(b"a", b"x%d" % i)])
+        compacted.roll()
+    writer.put([(b"c", b"1")])
+    compacted.update_high_watermark(compacted.log_end_offset)
+    return compacted
+
+
+def _clean(compacted: PartitionLog, step_hook: Callable[[str], None] | None = None) -> list[int]:
+    end = compacted.log_end_offset
+    task = plan_clean(compacted, first_dirty_offset=0, first_uncleanable_offset=end, now_ms=BASE_TIME)
+    result = write_cleaned_segments(task)
+    assert [len(g.replaced) for g in result.groups] == [2, 2]  # merges: 3 into 0, 9 into 6
+    for group in result.groups:
+        assert compacted.replace_segments(group.replaced, token=result.token, step_hook=step_hook)
+    return [group.replaced[0][0] for group in result.groups]
+
+
+def test_a_cleaned_segment_that_merged_the_next_ones_is_read_from_its_new_file(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The view held the old files of 0 and 6; the cleaner merged 3 into 0 and 9 into 6. Once the
+    files are listed again (a roll), offsets 3.. and 9.. come from the new files, never skipped."""
+    compacted = _compacted_log_in_segments(tmp_path)
+    end = compacted.log_end_offset
+    view = view_of(compacted)
+    for offset in (0, 3, 6, 9):
+        assert view.read(offset, 1 << 20, end, min_one_batch=True).records
+    _clean(compacted)
+    compacted.roll()
+    view.note_active_segment(compacted.active_segment.base_offset)
+    for offset in range(end):
+        got = view.read(offset, 1 << 20, end, min_one_batch=True)
+        assert got.records == owner_read(compacted, offset, 1 << 20, end), offset
+    compacted.close()
+
+
+def test_a_listing_during_a_segment_swap_does_not_skip_its_range(tmp_path: pathlib.Path) -> None:
+    """Listed between the old segments' removal and the new one's final rename, the segment at 6
+    is a ``.log.swap``: a read there answers nothing for now, never the segment after it."""
+    compacted = _compacted_log_in_segments(tmp_path)
+    end = compacted.log_end_offset
+    view = view_of(compacted)
+    assert view.read(0, 1 << 20, end, min_one_batch=True).records
+    in_window: list[bytes] = []
+
+    def listing_in_the_window(step: str) -> None:
+        if step == "segment 9 -> deleted":
+            view.refresh()
+            try:
+                in_window.append(view.read(6, 1 << 20, end, min_one_batch=True).records)
+            except LogChangedError:
+                in_window.append(b"")
+
+    _clean(compacted, listing_in_the_window)
+    assert in_window == [b""]
+    for offset in range(3, end):
+        got = view.read(offset, 1 << 20, end, min_one_batch=True)
+        assert got.records == owner_read(compacted, offset, 1 << 20, end), offset
+    compacted.close()
