@@ -20,8 +20,16 @@ them. :class:`ReadOffsetsAnnouncer` keeps the two in step with two rules:
   Retention and the cleaner never change bytes in place (whole files are renamed), so they need no
   fence: an open descriptor keeps its bytes, and a reopen by name sees the new files.
 
-If the broker cannot be reached the fence gives up after a timeout and the truncation goes ahead:
-a broker that does not answer does not read either, and its reads check what they copy.
+While a fence waits, nothing else announces the partition (a retention pass announces every log):
+the offsets of the log not cut yet would reach the broker after the fence and raise its bound
+above the cut again.
+
+A broker that does not answer in time is asked again, for as long as the channel is open: a broker
+paused or stalled past the timeout still reads when it resumes, possibly before it takes the fence
+in, and its reads do not check the bytes they copy, so a cut without its answer could expose records
+above the follower's high watermark, or bytes of the batches that replaced the cut ones. Only a
+closed channel (the broker is gone: nobody reads) lets the truncation go ahead unanswered, and an
+error answer (a broker that keeps no followed reads).
 """
 
 from __future__ import annotations
@@ -74,6 +82,8 @@ class ReadOffsetsAnnouncer:
         self._request_broker = request_broker
         self._fence_timeout_s = fence_timeout_s
         self._announced: dict[TopicPartition, ReadOffsets] = {}
+        self._fencing: set[TopicPartition] = set()
+        """Partitions whose fence is waiting for the broker: not announced meanwhile."""
 
     def announced(self, tp: TopicPartition) -> ReadOffsets | None:
         return self._announced.get(tp)
@@ -85,7 +95,7 @@ class ReadOffsetsAnnouncer:
         rows = []
         for tp in tps:
             log = logs.get(tp)
-            if log is None or log.log.closed:
+            if log is None or log.log.closed or tp in self._fencing:
                 continue
             offsets = read_offsets_of(tp, log)
             if self._announced.get(tp) != offsets:
@@ -110,18 +120,34 @@ class ReadOffsetsAnnouncer:
         if self._request_broker is None:
             return
         body = {"topic": tp[0], "partition": tp[1], "offset": offset}
+        self._fencing.add(tp)
         try:
-            await self._request_broker(FENCE_READS, body, self._fence_timeout_s)
-        except IpcClosedError:
-            return
-        except (IpcError, TimeoutError) as exc:
-            _log.warning(
-                "the broker did not confirm the read fence; truncating anyway",
-                topic=tp[0],
-                partition=tp[1],
-                offset=offset,
-                error=repr(exc),
-            )
+            while True:
+                try:
+                    await self._request_broker(FENCE_READS, body, self._fence_timeout_s)
+                    break
+                except IpcClosedError:
+                    return
+                except TimeoutError:
+                    _log.warning(
+                        "the broker did not confirm the read fence in time; asking again before truncating",
+                        topic=tp[0],
+                        partition=tp[1],
+                        offset=offset,
+                        timeout_s=self._fence_timeout_s,
+                    )
+                except IpcError as exc:  # it answered, with an error: it reads nothing it was not told
+                    _log.warning(
+                        "the broker refused the read fence; truncating anyway",
+                        topic=tp[0],
+                        partition=tp[1],
+                        offset=offset,
+                        error=repr(exc),
+                    )
+                    break
+        finally:
+            # the caller cuts the log right after this returns, before any other task runs
+            self._fencing.discard(tp)
         _log.info(
             "reads fenced before truncating below the announced high watermark",
             topic=tp[0],

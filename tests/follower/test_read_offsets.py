@@ -166,3 +166,57 @@ async def test_each_round_announces_what_it_touched(tmp_path: pathlib.Path) -> N
     sent = len(broker.events)
     await fetcher.do_work()  # nothing new at the leader: nothing announced
     assert len(broker.events) == sent
+
+
+async def test_a_fence_that_times_out_is_asked_again_and_the_log_cut_only_once_answered(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A broker paused past the fence timeout still reads when it resumes: the cut waits for it."""
+    answered = asyncio.Event()
+    attempts: list[int] = []
+
+    async def slow_broker(kind: str, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        attempts.append(replica.log_end_offset)
+        if len(attempts) < 3:
+            raise TimeoutError
+        answered.set()
+        return {}
+
+    broker = Broker()
+    announcer = ReadOffsetsAnnouncer(broker.send_event, slow_broker, fence_timeout_s=0.01)
+    h = Harness(tmp_path, FakeLeader(supports_truncation_on_fetch=False))
+    replica = h.replica(TP, [(1, 2), (3, 2)], high_watermark=4)
+    h.leader_log(TP, [(1, 2), (2, 3)], leader_epoch=5)
+    fetcher = fetcher_with(h, announcer)
+    await announcer.announce(h.logs, [TP])
+    h.add(TP, leader_epoch=5, init_offset=4)
+    await fetcher.maybe_truncate()
+    assert answered.is_set() and attempts == [4, 4, 4]  # never cut before the answer
+    assert replica.log_end_offset == 2
+
+
+async def test_nothing_announces_a_partition_while_its_fence_waits(tmp_path: pathlib.Path) -> None:
+    """A retention pass announcing every log during a fence would raise the broker's bound above
+    the cut again (its event arrives after the fence); it leaves the fenced partition out."""
+    broker = Broker()
+    announcer = ReadOffsetsAnnouncer(broker.send_event, broker.request)
+    h = Harness(tmp_path, FakeLeader(supports_truncation_on_fetch=False))
+    replica = h.replica(TP, [(1, 2), (3, 2)], high_watermark=4)
+    h.leader_log(TP, [(1, 2), (2, 3)], leader_epoch=5)
+    fetcher = fetcher_with(h, announcer)
+    await announcer.announce(h.logs, [TP])
+    h.add(TP, leader_epoch=5, init_offset=4)
+    fence_sent = asyncio.Event()
+    broker.hold = asyncio.Event()
+    broker.on_fence = fence_sent.set
+    work = asyncio.create_task(fetcher.maybe_truncate())
+    await fence_sent.wait()
+    sent = len(broker.events)
+    await announcer.announce(h.logs, [TP])  # what _run_retention does, with the log not cut yet
+    assert len(broker.events) == sent
+    broker.hold.set()
+    await work
+    assert replica.log_end_offset == 2
+    # after the cut, what the fence told the broker is what the log has: nothing more to send
+    assert announcer.announced(TP) == read_offsets_of(TP, replica)
+    assert all(row.high_watermark == 4 for row in broker.rows())  # only the announcement before
