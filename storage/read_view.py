@@ -167,6 +167,15 @@ class LogReadView:
             if not self._bases or self._bases[-1] != base_offset:
                 self._listed = False
 
+    def forget(self) -> None:
+        """Drop every descriptor and remembered position, and list the files again before the next
+        read: the owner is about to cut the log below what was read (a fenced truncation), which
+        rewrites the active segment from the cut and replaces the segments above it, possibly under
+        the same names."""
+        for base in list(self._segments):
+            self._drop(base)
+        self._listed = False
+
     def _ensure_listed(self) -> None:
         if not self._listed:
             self.refresh()

@@ -346,3 +346,25 @@ async def test_an_incremental_fetch_on_a_follower_reads_only_the_changed_partiti
         log.close()
     replicas.shutdown()
     logs.shutdown()
+
+
+async def test_after_a_fenced_truncation_reads_see_only_the_new_batches(env: Env) -> None:
+    """Reads below the old high watermark remembered batch positions and held segment files; the
+    follower then cut the log below them (after the fence) and wrote the new leader's batches,
+    laid out differently, at the same offsets. Every read afterwards is the owner's own."""
+    for _ in range(30):
+        env.append()  # offsets 0..59, batches of 2, several segments
+    env.announce(60)
+    offset = 0
+    while offset < 60:  # a consumer reads it all: positions cached, every segment held
+        offset = last_offsets(records_of(await fetch_one(env, consumer(offset))))[-1] + 1
+    env.followed.fence("orders", 0, 21)
+    env.follower_log.truncate_to(21)  # cuts the batch 20..21 and every segment above
+    env.leader_epoch[0] += 1
+    for _ in range(15):
+        env.append(3)  # 20..64 in batches of 3: other positions, other segment bases
+    env.announce(env.follower_log.log_end_offset)
+    end = env.follower_log.log_end_offset
+    for start in range(20, end):
+        got = records_of(await fetch_one(env, consumer(start)))
+        assert got and got == env.owner_bytes(start, end)[: len(got)], start

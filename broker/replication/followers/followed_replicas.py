@@ -116,6 +116,8 @@ class FollowedReplica:
         fenced = self.offsets.fenced(offset)
         changed = fenced != self.offsets
         self.offsets = fenced
+        if changed:  # positions and files known above the cut will not hold after it
+            self.view.forget()
         return changed
 
     # -- state a read and a parked fetch look at ------------------------------------------------------
