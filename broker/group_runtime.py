@@ -92,6 +92,13 @@ class OffsetsTopicGroupLog:
     Empty generation reached the log, and a broker killed in between brought the departed member
     back when it loaded the group (it then held the group until its session expired, and a new
     member with another assignor was refused with INCONSISTENT_GROUP_PROTOCOL).
+
+    A batch the log refuses (too large, not the leader, ...) is answered before :meth:`append`
+    returns, as :class:`~coordinator.group.log.GroupLog` requires: the coordinator applies a
+    write's records at once and takes them back when the write fails, and it must do so before it
+    applies the next operation on top of them. Answered from the task, a refusal came after a
+    later heartbeat had been computed from the refused records and written: the rollback then
+    also took back that heartbeat, which had been answered as written and was in the log.
     """
 
     def __init__(self, produce: ProduceService, commit_timeout_ms: int = 5000) -> None:
@@ -108,8 +115,9 @@ class OffsetsTopicGroupLog:
         producer: TxnProducer | None = None,
     ) -> None:
         """Append now (appends of one partition land in call order); call back later, from a task,
-        once the batch is committed or failed. A transactional batch (TxnOffsetCommit) carries the
-        producer's id and epoch and no sequence, as Kafka's coordinator writes it."""
+        once the batch is committed or failed, or at once if the log refused it. A transactional
+        batch (TxnOffsetCommit) carries the producer's id and epoch and no sequence, as Kafka's
+        coordinator writes it."""
         batch = _offsets_batch(records, timestamp_ms, producer)
         request = ProduceRequest(
             version=PRODUCE_VERSION,
@@ -123,20 +131,23 @@ class OffsetsTopicGroupLog:
         try:
             # ProduceService.produce() in two halves: the append now, the acks=-1 wait in a task.
             verified = {} if producer is None or producer.verification is None else {0: producer.verification}
-            outcomes: list[PartitionOutcome] | None = self._produce.append(request, verified)
+            outcomes = self._produce.append(request, verified)
         except Exception:
             _log.exception("append to __consumer_offsets failed", partition=partition)
-            outcomes = None
+            callback(ErrorCode.UNKNOWN_SERVER_ERROR, UNKNOWN_OFFSET)
+            return
+        [outcome] = outcomes
+        if outcome.error_code is not ErrorCode.NONE or outcome.result is None:
+            callback(outcome.error_code or ErrorCode.UNKNOWN_SERVER_ERROR, UNKNOWN_OFFSET)
+            return
         task = asyncio.get_running_loop().create_task(self._complete(partition, outcomes, callback))
         self._appends.add(task)
         task.add_done_callback(self._appends.discard)
 
     async def _complete(
-        self, partition: int, outcomes: list[PartitionOutcome] | None, callback: AppendCallback
+        self, partition: int, outcomes: list[PartitionOutcome], callback: AppendCallback
     ) -> None:
-        if outcomes is None:
-            callback(ErrorCode.UNKNOWN_SERVER_ERROR, UNKNOWN_OFFSET)
-            return
+        """The batch is in the local log: wait until it is committed (acks=-1) or failed."""
         try:
             await self._produce.wait_for_commit(self._timeout_ms, outcomes)
         except Exception:

@@ -6,7 +6,11 @@ appends the records as one batch (CREATE_TIME ``timestamp_ms``, no producer id) 
 ``offsets.commit.timeout.ms`` (5000), as Kafka's ``GroupMetadataManager.appendForGroup`` does, and
 calls ``callback`` once with the append's error (NONE when the batch is committed) and the offset of
 the batch's first record. The callback may run before ``append`` returns (a log that completes at
-once) or later on the event loop.
+once) or later on the event loop; but a batch the log refuses (too large, not the leader: nothing
+was written) is answered before ``append`` returns. The coordinator applies a write's records before
+they are durable and takes them back if the write fails; only a refusal answered at once is taken
+back before the next operation is computed from those records. A failure answered later concerns a
+batch that is in the log (waiting for the replicas failed, the leader moved).
 
 Log errors are not what clients get: :func:`group_write_error` and :func:`offset_commit_error` map
 them as Kafka's ``storeGroup`` and ``maybeConvertOffsetCommitError`` do.
@@ -85,8 +89,9 @@ class GroupLog(Protocol):
         producer: TxnProducer | None = None,
     ) -> None:
         """Append ``records`` as one batch to ``__consumer_offsets-<partition>``; call ``callback``
-        once when the batch is committed or the append failed. With ``producer`` the batch is
-        transactional, written for that producer id and epoch."""
+        once when the batch is committed or the append failed, before returning if the batch was
+        refused. With ``producer`` the batch is transactional, written for that producer id and
+        epoch."""
         ...
 
 
@@ -142,9 +147,11 @@ class _DeferredAppend:
 class InMemoryGroupLog:
     """A GroupLog over in-memory lists, one per partition, with one offset sequence per partition.
 
-    ``fail_with`` makes every append fail with that error (nothing is written). With ``defer`` the
-    appends wait in :attr:`deferred` until :meth:`complete_next` or :meth:`complete_all` resolves
-    them, in order, so tests can interleave requests with writes in flight.
+    ``fail_with`` makes every append fail with that error before ``append`` returns (nothing is
+    written), deferred or not: a log refuses a batch at once (too large, not the leader), as
+    :class:`GroupLog` requires. With ``defer`` the other appends wait in :attr:`deferred` until
+    :meth:`complete_next` or :meth:`complete_all` resolves them, so tests can interleave requests
+    with writes in flight, and fail one after it was appended.
     """
 
     def __init__(self, *, defer: bool = False) -> None:
@@ -166,14 +173,15 @@ class InMemoryGroupLog:
             raise ValueError("an append to __consumer_offsets holds at least one record")
         self.timestamps.append(timestamp_ms)
         pending = _DeferredAppend(partition, tuple(records), callback, producer)
-        if self.defer:
+        if self.defer and self.fail_with is None:
             self.deferred.append(pending)
         else:
             self._resolve(pending, self.fail_with)
 
-    def complete_next(self, error: ErrorCode | None = None) -> None:
-        """Resolve the oldest deferred append: written (``error`` None or NONE) or failed."""
-        self._resolve(self.deferred.pop(0), error)
+    def complete_next(self, error: ErrorCode | None = None, *, index: int = 0) -> None:
+        """Resolve the oldest deferred append (or the one at ``index``, to answer them out of
+        order): written (``error`` None or NONE) or failed."""
+        self._resolve(self.deferred.pop(index), error)
 
     def complete_all(self, error: ErrorCode | None = None) -> None:
         while self.deferred:

@@ -27,6 +27,7 @@ from storage.clock import FakeClock
 from storage.log_manager import LogManager
 from tests.broker.local_topics import LocalTopics
 from tests.broker.test_handlers_produce import StubTopics
+from tests.coordinator.group.consumer_helpers import Consumer, ConsumerHarness
 from tests.coordinator.group.helpers import Harness
 
 NODE = 1
@@ -144,3 +145,64 @@ async def test_a_group_emptied_by_leave_group_is_empty_in_the_log_when_leave_gro
     assert partition is not None
     [group], _ = rebuild_groups(await _read_offsets_partition(partition), harness.clock)
     assert (group.state, group.size, group.generation_id) == (GroupState.EMPTY, 0, 2)
+
+
+async def test_a_refused_append_is_answered_before_append_returns(tmp_path: pathlib.Path) -> None:
+    """Nothing was written, and the coordinator must take its records back before it applies the
+    next operation's records on top of them (see the next test)."""
+    topics = LocalTopics(NODE)
+    topics.create_topic(OFFSETS_TOPIC, 1, 1, {"max.message.bytes": "100"})
+    service, replicas, _ = produce_path(tmp_path, topics)
+    log = OffsetsTopicGroupLog(service, COMMIT_TIMEOUT_MS)
+    answers: list[tuple[ErrorCode, int]] = []
+    log.append(0, [OffsetsRecord(b"k", b"v" * 200)], NOW, lambda *a: answers.append(a))
+    assert answers == [(ErrorCode.MESSAGE_TOO_LARGE, -1)]
+    log.append(7, [OffsetsRecord(b"k", b"v")], NOW, lambda *a: answers.append(a))  # no partition 7
+    assert answers[1:] == [(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)]
+    assert log_end(replicas) == 0
+    await asyncio.sleep(0)
+    assert len(answers) == 2
+
+
+async def test_a_consumer_group_write_the_log_refuses_takes_back_only_itself(tmp_path: pathlib.Path) -> None:
+    """Review of KIP-848: heartbeat A's batch is refused (too large), heartbeat B is applied on top
+    of A before A's answer came and B's small batch is written; A's rollback then also took B back.
+    B's member was told it succeeded, the log held B without A, and memory matched neither. The
+    refusal is now reported before ``append`` returns, so B is computed from the group without A."""
+    topics = LocalTopics(NODE)
+    topics.create_topic(OFFSETS_TOPIC, 1, 1, {"max.message.bytes": "2000"})
+    service, replicas, _ = produce_path(tmp_path, topics)
+    h = ConsumerHarness(load=False)
+    h.log = OffsetsTopicGroupLog(service, COMMIT_TIMEOUT_MS)  # type: ignore[assignment]
+    h.coordinator = h.new_coordinator()
+    h.coordinator.load_partition(0, [])
+    h.topics.create("t", 6)
+    long_names = tuple(f"{i:02}-" + "x" * 200 for i in range(10))
+    for name in long_names:
+        h.topics.create(name, 1)
+
+    a = Consumer(h, "a", ("t",))
+    first = h.cg_heartbeat(a.request())
+    await asyncio.sleep(0)
+    assert (first.value.error, first.value.member_epoch) == (ErrorCode.NONE, 1)
+    a.epoch, a.owned = 1, dict(first.value.assignment or {})
+
+    refused = h.cg_heartbeat(Consumer(h, "big", ("t", *long_names)).request())  # A
+    after = h.cg_heartbeat(a.request())  # B, before any callback of the event loop ran
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert refused.value.error is ErrorCode.UNKNOWN_SERVER_ERROR
+    assert after.value.error is ErrorCode.NONE
+    assert after.value.member_epoch == 1 and after.value.assignment == a.owned  # nothing to revoke
+
+    group = h.coordinator.consumer_group("group")
+    assert group is not None and set(group.members) == {"a"}
+    partition = replicas.get_partition(OFFSETS_TOPIC, 0)
+    assert partition is not None
+    loaded = h.new_coordinator()
+    loaded.load_partition(0, await _read_offsets_partition(partition))
+    from_log = loaded.consumer_group("group")
+    assert from_log is not None
+    assert dict(from_log.members) == dict(group.members)
+    assert (from_log.group_epoch, from_log.assignment_epoch) == (group.group_epoch, group.assignment_epoch)
+    assert dict(from_log.target_assignment) == dict(group.target_assignment)
