@@ -20,10 +20,12 @@ fenced too. A member answered FENCED_MEMBER_EPOCH rejoins with epoch 0 and may k
 (as Kafka allows since KAFKA-19233).
 
 Write failures. Kafka applies a write's records at once and reverts to its last committed state if
-the write fails. Here the records are applied at once too, and a write that did not reach the log
-(any error but a timeout waiting for replicas, after which the records are in the log) restores the
-group as it was before the operation, taking back what later operations applied meanwhile (their
-writes follow the failed one in the log and fail the same way in practice: the partition moved).
+the write fails. Here the records are applied at once too; a write is answered once it and the
+group's writes before it are written, and one that fails (but for a timeout waiting for replicas,
+after which the records are in the log) puts the group back as it was before it and fails every
+later write of the group, which was computed from it (:mod:`~coordinator.group.consumer.writes`).
+The log refuses a batch before the append returns, so a refused write is taken back before the
+next operation is applied.
 
 Subscription metadata is recomputed on every heartbeat from the broker's topic metadata (Kafka
 recomputes on a change notification or a refresh deadline; the outcome is the same, at the cost
@@ -89,6 +91,7 @@ from coordinator.group.consumer.records import (
 )
 from coordinator.group.consumer.target_assignment import build_target_assignment
 from coordinator.group.consumer.timers import REBALANCE, SESSION, MemberTimers
+from coordinator.group.consumer.writes import PendingWrites, WriteDone, write_error
 from metadata.topics import TopicLookup
 from protocol.error_codes import ErrorCode, KafkaError
 from storage.clock import Clock
@@ -106,28 +109,6 @@ MemberIdGenerator = Callable[[], str]
 def random_member_id() -> str:
     """Kafka's ``Uuid.randomUuid().toString()``: 16 random bytes in URL-safe base64, unpadded."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-
-
-_MAYBE_WRITTEN = frozenset({ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND})
-"""Append errors after which the records are in the log (only the wait for replicas failed)."""
-
-
-def write_error(error: ErrorCode) -> ErrorCode:
-    """Kafka's ``CoordinatorOperationExceptionHelper.handleOperationException`` for a failed write."""
-    if error is ErrorCode.NETWORK_EXCEPTION:
-        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-    if error in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        ErrorCode.REQUEST_TIMED_OUT,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
-    if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-    return error
 
 
 class ConsumerGroupHost(Protocol):
@@ -176,6 +157,7 @@ class ConsumerGroupService:
         self._topics = topics
         self._timers = timers
         self._new_member_id = member_id_generator
+        self._writes = PendingWrites(self._revert)
         self._assignors: dict[str, PartitionAssignor] = {}
         for name in config.group_consumer_assignors:
             assignor = assignor_named(name)
@@ -649,28 +631,19 @@ class ConsumerGroupService:
         self,
         group: ConsumerGroup,
         records: list[ConsumerGroupRecord],
-        done: Callable[[ErrorCode | None], None],
+        done: WriteDone,
     ) -> None:
-        """Apply ``records`` now, write them, and call ``done`` with None once written (or at once
-        when there is nothing to write), else with the error the member must see."""
+        """Apply ``records`` now and write them; ``done`` gets None once they and the group's
+        earlier writes are written (at once for no records and nothing in flight), else the error
+        the member must see (:mod:`~coordinator.group.consumer.writes`)."""
         if not records:
-            done(None)
+            self._writes.read(group, done)
             return
         existed = self._host.consumer_group(group.group_id) is group
         snapshot = group.snapshot()
         for record in records:
             apply(record, _Groups(self._host, group))
-
-        def written(error: ErrorCode) -> None:
-            if error is ErrorCode.NONE:
-                done(None)
-                return
-            _log.warning("writing consumer group records failed", group=group.group_id, error=error.name)
-            if error not in _MAYBE_WRITTEN:
-                self._revert(group, snapshot, existed)
-            done(write_error(error))
-
-        self._host.append(group.group_id, records, written)
+        self._host.append(group.group_id, records, self._writes.track(group, snapshot, existed, done))
 
     def _revert(self, group: ConsumerGroup, snapshot: ConsumerGroupSnapshot, existed: bool) -> None:
         current = self._host.consumer_group(group.group_id)
