@@ -79,7 +79,8 @@ def produce(node: BrokerProcess, topic: str, size: int) -> KafkaError | None:
         {"bootstrap.servers": node.bootstrap, "message.max.bytes": 10_000_000, "linger.ms": 0}
     )
     errors: list[KafkaError | None] = []
-    producer.produce(topic, value=b"v" * size, on_delivery=lambda err, msg: errors.append(err))
+    # keyed: the topic becomes compacted, where a keyless record is refused (INVALID_RECORD)
+    producer.produce(topic, key=b"k", value=b"v" * size, on_delivery=lambda err, msg: errors.append(err))
     assert producer.flush(TIMEOUT_S) == 0
     return errors[0]
 

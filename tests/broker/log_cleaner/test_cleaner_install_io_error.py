@@ -21,10 +21,11 @@ from client.replica_messages import PARTITION_FAILED
 from follower.log_cleaner import followed_compacted_logs
 from follower.replica_log import ReplicaLog
 from protocol.error_codes import ErrorCode, KafkaError
+from protocol.records import Record, build_batch
 from storage.clock import FakeClock
 from storage.log import PartitionLog
 from tests.broker.log_cleaner.test_cleaner_driver_supervision import SETTINGS, dirty_log, real_spawn
-from tests.broker.test_partition_offline import Sender, batch, lead
+from tests.broker.test_partition_offline import Sender, lead
 from tests.follower.test_service import T0, World, until
 from tests.storage.cleaner.helpers import BASE_TIME
 
@@ -91,12 +92,17 @@ async def test_an_install_error_takes_the_log_offline_and_marks_it_uncleanable(
     log.close()
 
 
+def keyed_batch(n: int, timestamp: int) -> bytes:
+    """Records with keys: the log is compacted, where a keyless record is refused."""
+    return build_batch([Record(value=b"v%d" % i, key=b"k%d" % i, timestamp=timestamp + i) for i in range(n)])
+
+
 def test_the_broker_routes_it_to_the_partitions_offline_path(tmp_path: pathlib.Path) -> None:
     clock = FakeClock(BASE_TIME)
     log = PartitionLog.open(tmp_path / "t-0", dirty_log(tmp_path / "x", clock).config, clock)
     sender = Sender()
     partition = lead(log, clock, sender, (1, 2, 3))
-    partition.append_records(batch(2, BASE_TIME), required_acks=1, now_ms=BASE_TIME)
+    partition.append_records(keyed_batch(2, BASE_TIME), required_acks=1, now_ms=BASE_TIME)
 
     class Replicas:
         class log_manager:
@@ -117,7 +123,7 @@ def test_the_broker_routes_it_to_the_partitions_offline_path(tmp_path: pathlib.P
     assert partition.is_offline and not candidate.is_current()
     assert len(sender.submitted) == 1  # the leader resigned (proposed an ISR without itself)
     with pytest.raises(KafkaError) as raised:
-        partition.append_records(batch(1, BASE_TIME), required_acks=1, now_ms=BASE_TIME)
+        partition.append_records(keyed_batch(1, BASE_TIME), required_acks=1, now_ms=BASE_TIME)
     assert raised.value.code == ErrorCode.KAFKA_STORAGE_ERROR
     assert list(led_compacted_logs(Replicas)()) == []  # type: ignore[arg-type]
     partition.close()
