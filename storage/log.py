@@ -153,6 +153,12 @@ class PartitionLog:
         self.truncations = 0
         """How many times the log was truncated: a cleaning round planned before one is not installed
         (a truncated segment can grow back to the same base and size with other records)."""
+        self.segment_generation = 0
+        """Counts the changes to the segment files other than appends and rolls: segments removed
+        (retention, truncation, a start-over, the cleaner's replacement), a segment or its
+        transaction index cut in place. A reader of the files from another process (a broker
+        serving the follower's log: storage/read_view.py) drops the files it holds when told this
+        moved."""
         self._truncation_ends: list[int] = []
         """The log end offset each truncation left, in order: the cleaner lowers a first dirty offset
         above one to it (Kafka's maybeTruncateCheckpoint), else the records written again there
@@ -571,6 +577,7 @@ class PartitionLog:
         """Remove the entries whose last offset (marker) is >= ``offset``: a replay of the producer
         state from ``offset`` writes them again."""
         self._check_open()
+        self.segment_generation += 1
         for segment in self._segments[self._floor_index(offset) :]:
             segment.txn_index.truncate_to(offset)
 
@@ -600,6 +607,7 @@ class PartitionLog:
             return True
         now = self._clock.time_ms()
         self.truncations += 1
+        self.segment_generation += 1
         keep = bisect_right(self._bases, offset)
         self._remove_segments(self._segments[keep:], now)
         del self._segments[keep:], self._bases[keep:]
@@ -704,6 +712,7 @@ class PartitionLog:
     def _remove_segments(self, segments: list[LogSegment], now: int) -> None:
         """Rename to .deleted now; remove the files after file.delete.delay.ms (readers may hold slices)."""
         delay = self.config.file_delete_delay_ms
+        self.segment_generation += 1
         for segment in segments:
             segment.change_file_suffix(DELETED_SUFFIX)
             if delay == 0:
@@ -804,6 +813,7 @@ class PartitionLog:
         os.utime(new.log_path, ns=(mtime, mtime))
         self._segments[first : first + len(old)] = [new]
         self._bases[first : first + len(old)] = [base]
+        self.segment_generation += 1
         return new
 
     # -- inspection --------------------------------------------------------------------------------

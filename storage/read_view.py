@@ -22,7 +22,23 @@ of what it reads, and of what it is told:
   Every listing also drops a held descriptor whose name now names another file (a cleaned segment
   may have merged the segments after it: the old file does not cover their range) and lists the
   base of a replacement in progress (``.log.swap``), whose range must not look like a gap.
-  An offset below the first segment left is out of range (the log start offset moved).
+  An offset below the first segment left is out of range (the log start offset moved). A
+  segment opened after a listing must be the file listed: one replaced since (whose neighbours held
+  here may be of the older layout) makes the view list again and retry.
+- **Records and their aborted transactions from the same files.** A read_committed read
+  (``read(..., with_aborted=True)``) takes the aborted transactions of its range in the same attempt
+  as its records, from the ``.txnindex`` of its segment and of the later ones, each taken with that
+  segment's held file: an index read by name counts only if the segment's ``.log`` still names the
+  held file afterwards (the owner renames a removed segment's ``.log`` before its index, and a
+  cleaned segment's index gets its name only after the old ``.log`` lost it); else the view lists
+  again and retries. Records from a file
+  the cleaner replaced meanwhile thus never go out with the new file's index (the second cleaning
+  drops the entries of aborted transactions whose records the first removed), nor with none during
+  the replacement. An inactive segment's index is read once per held file; the last segment's again
+  only once the bound passed the one it was read under (a bound's entries are indexed before the
+  owner announces it). The owner announces a new segment generation whenever it removes, replaces
+  or cuts segment files (not for a roll or an append): the caller then has the view :meth:`forget`
+  what it holds, so deleted files are not kept allocated and the next read sees the new layout.
 - **Copies, not slices.** A read returns the bytes themselves (one ``pread`` of exactly the batches
   found), not a :class:`~storage.slices.FileSlice`: the response then holds what was checked, and a
   short read (the file shrank meanwhile) is detected here (:class:`LogChangedError`) instead of
@@ -41,6 +57,7 @@ Synchronous, like the rest of storage; single-threaded (the broker's event loop)
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
 import struct
@@ -62,7 +79,7 @@ from storage.segment import (
     parse_base_offset,
     walk_batches,
 )
-from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
+from storage.txn_index import ENTRY_SIZE, TXN_INDEX_SUFFIX, AbortedTxn, collect_aborted_in
 
 __all__ = ["LogChangedError", "LogReadView", "ViewRead"]
 
@@ -83,6 +100,8 @@ class ViewRead(NamedTuple):
     records: bytes
     first_offset: int | None
     """Base offset of the first batch returned (None when nothing was returned)."""
+    aborted: tuple[AbortedTxn, ...] = ()
+    """With ``with_aborted``: the aborted transactions overlapping the read, from the same files."""
 
 
 _NOTHING = ViewRead(b"", None)
@@ -96,15 +115,22 @@ _MISMATCH = _Mismatch()
 
 
 class _Segment:
-    """What the view knows of one segment file: its descriptor (pooled) and some batch boundaries."""
+    """What the view knows of one segment file: its descriptor (pooled), some batch boundaries, and
+    its aborted transactions (the ``.txnindex`` that goes with that file)."""
 
-    __slots__ = ("base_offset", "file", "positions")
+    __slots__ = ("aborted", "aborted_bound", "aborted_final", "base_offset", "file", "positions")
 
     def __init__(self, base_offset: int, file: PooledFile) -> None:
         self.base_offset = base_offset
         self.file = file
         self.positions: dict[int, int] = {}
         """offset -> start of the first batch whose last offset is >= offset (batch boundaries)."""
+        self.aborted: bytes | None = None
+        """The whole entries of this file's ``.txnindex`` (empty: none), None until read."""
+        self.aborted_bound = -1
+        """The bound ``aborted`` was read under: it holds every entry a read below it needs."""
+        self.aborted_final = False
+        """Read while a later segment existed: the file's index no longer changes."""
 
     def remember(self, offset: int, position: int) -> None:
         if len(self.positions) >= _POSITION_CACHE_LIMIT:
@@ -119,6 +145,8 @@ class LogReadView:
         self.directory = pathlib.Path(directory)
         self._pool = pool
         self._bases: list[int] = []
+        self._inodes: dict[int, int] = {}
+        """base -> inode of its ``.log`` when listed (none for a ``.log.swap``)."""
         self._segments: dict[int, _Segment] = {}
         self._active_base: int | None = None
         self._listed = False
@@ -154,6 +182,7 @@ class LogReadView:
                     if base is not None:
                         bases.add(base)
         self._bases = sorted(bases)
+        self._inodes = inodes
         self._listed = True
         for base, segment in list(self._segments.items()):
             if inodes.get(base) != segment.file.identity[1]:
@@ -168,10 +197,12 @@ class LogReadView:
                 self._listed = False
 
     def forget(self) -> None:
-        """Drop every descriptor and remembered position, and list the files again before the next
-        read: the owner is about to cut the log below what was read (a fenced truncation), which
-        rewrites the active segment from the cut and replaces the segments above it, possibly under
-        the same names."""
+        """Drop every descriptor, remembered position and index read, and list the files again
+        before the next read: the owner is about to cut the log below what was read (a fenced
+        truncation), which rewrites the active segment from the cut and replaces the segments above
+        it, possibly under the same names; or it announced that it removed, replaced or cut segment
+        files (a new segment generation), whose descriptors held here would keep deleted files
+        allocated and whose layout the next read should see."""
         for base in list(self._segments):
             self._drop(base)
         self._listed = False
@@ -190,10 +221,16 @@ class LogReadView:
         return bisect_right(self._bases, offset) - 1
 
     def _segment(self, base: int) -> _Segment:
+        """The segment listed at ``base``, opened if not held. FileNotFoundError when its name
+        names no file, or another file than the one listed: the segments changed since the listing,
+        and the ones held may be of the older layout (the caller lists again and retries)."""
         segment = self._segments.get(base)
         if segment is None:
             path = self.directory / f"{base:020d}{LOG_SUFFIX}"
             file = PooledFile(path, os.O_RDONLY, pool=self._pool)
+            if file.identity[1] != self._inodes.get(base):
+                file.close()
+                raise FileNotFoundError(errno.ENOENT, f"{path} is not the file listed (the segments changed)")
             segment = self._segments[base] = _Segment(base, file)
         return segment
 
@@ -204,21 +241,35 @@ class LogReadView:
 
     # -- reads -------------------------------------------------------------------------------------
 
-    def read(self, fetch_offset: int, max_bytes: int, bound: int, *, min_one_batch: bool) -> ViewRead:
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        bound: int,
+        *,
+        min_one_batch: bool,
+        with_aborted: bool = False,
+    ) -> ViewRead:
         """Whole batches from the one holding ``fetch_offset``, all wholly below ``bound``.
 
         At most ``max_bytes``, except that with ``min_one_batch`` a first batch larger than that comes
         whole (KIP-74). Empty when nothing below ``bound`` is at or after ``fetch_offset``, or when
         the first batch does not fit and ``min_one_batch`` is false. Raises OffsetOutOfRangeError when
         ``fetch_offset`` is below every segment left, LogChangedError when the files changed under it.
+
+        ``with_aborted`` (read_committed, ``bound`` the announced last stable offset): the aborted
+        transactions overlapping [``fetch_offset``, ``bound``) come with the records, from the
+        indexes of the same segment files (see the module docstring).
         """
         self._check_open()
         if fetch_offset >= bound:
             return _NOTHING
         self._ensure_listed()
-        return self._retrying(lambda: self._read(fetch_offset, max_bytes, bound, min_one_batch))
+        return self._retrying(lambda: self._read(fetch_offset, max_bytes, bound, min_one_batch, with_aborted))
 
-    def _read(self, fetch_offset: int, max_bytes: int, bound: int, min_one_batch: bool) -> ViewRead:
+    def _read(
+        self, fetch_offset: int, max_bytes: int, bound: int, min_one_batch: bool, with_aborted: bool
+    ) -> ViewRead:
         located = self._locate(fetch_offset, bound)
         if located is None:
             return _NOTHING
@@ -246,8 +297,9 @@ class LogReadView:
             raise LogChangedError(
                 f"{segment.file.path}: read {len(data)} of {end - start} bytes at {start}: the file shrank"
             )
+        aborted = tuple(self._collect_aborted(fetch_offset, bound)) if with_aborted else ()
         segment.remember(next_offset, end)
-        return ViewRead(data, first.base_offset)
+        return ViewRead(data, first.base_offset, aborted)
 
     def bytes_available(self, fetch_offset: int, end_offset: int, max_bytes: int) -> int:
         """Bytes of whole batches from the one holding ``fetch_offset`` up to ``end_offset`` (the
@@ -429,19 +481,57 @@ class LogReadView:
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping [``start_offset``, ``upper_bound_offset``), from the
-        segments' ``.txnindex`` files (read whole; a trailing entry still being written is ignored),
-        as :meth:`storage.log.PartitionLog.collect_aborted_transactions` walks them."""
+        segments' ``.txnindex`` files, as :meth:`storage.log.PartitionLog.collect_aborted_transactions`
+        walks them. ``upper_bound_offset`` is a bound the owner announced. On its own, this may
+        describe other files than a read before it: records and their aborted transactions are read
+        together with ``read(..., with_aborted=True)``."""
         self._check_open()
         self._ensure_listed()
+        return self._retrying(lambda: self._collect_aborted(start_offset, upper_bound_offset))
+
+    def _collect_aborted(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The walk of :meth:`collect_aborted_transactions` over the listed segments, each index
+        taken with its segment's file (:meth:`_index_of`)."""
         found: list[AbortedTxn] = []
-        first = max(self._floor(start_offset), 0)
-        for base in self._bases[first:]:
-            path = self.directory / f"{base:020d}{TXN_INDEX_SUFFIX}"
-            result = TransactionIndex(path, base).collect_aborted(start_offset, upper_bound_offset)
+        last = len(self._bases) - 1
+        for i in range(max(self._floor(start_offset), 0), last + 1):
+            segment = self._segment(self._bases[i])
+            data = self._index_of(segment, upper_bound_offset, final=i < last)
+            result = collect_aborted_in(data, start_offset, upper_bound_offset)
             found.extend(result.aborted)
             if result.is_complete:
                 break
         return found
+
+    def _index_of(self, segment: _Segment, bound: int, *, final: bool) -> bytes:
+        """The whole entries of the ``.txnindex`` that goes with ``segment``'s held file.
+
+        Read again only when not read yet, or when read under a lower bound while the segment was
+        the last one (still appended to: a read below ``bound`` needs the entries indexed before the
+        owner announced it, which a read under a lower bound may have missed). The index read by
+        name is the held file's only if the ``.log`` still has that file's name afterwards (the
+        owner renames a removed segment's ``.log`` before its index; a cleaned segment's index takes
+        the name after the old ``.log`` left it); else FileNotFoundError, and the caller lists again.
+        ``final``: a later segment is listed, so this file's index no longer changes.
+        """
+        cached = segment.aborted
+        if cached is not None and (segment.aborted_final or segment.aborted_bound >= bound):
+            return cached
+        path = self.directory / f"{segment.base_offset:020d}{TXN_INDEX_SUFFIX}"
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            data = b""  # most segments never get one (created with the first entry)
+        log_path = segment.file.path
+        try:
+            named = os.stat(log_path)
+        except FileNotFoundError:
+            raise FileNotFoundError(errno.ENOENT, f"{log_path} went while its index was read") from None
+        if (named.st_dev, named.st_ino) != segment.file.identity:
+            raise FileNotFoundError(errno.ENOENT, f"{log_path} was replaced while its index was read")
+        data = data[: len(data) - len(data) % ENTRY_SIZE]  # an entry still being written is not one
+        segment.aborted, segment.aborted_bound, segment.aborted_final = data, bound, final
+        return data
 
     def end_offset_for_epoch(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch on the writer's ``leader-epoch-checkpoint`` (replaced atomically by

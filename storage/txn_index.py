@@ -173,13 +173,7 @@ class TransactionIndex:
         (Kafka's TransactionIndex.collectAbortedTxns): any aborted transaction that starts below the
         bound was decided no later than that entry's marker.
         """
-        found: list[AbortedTxn] = []
-        for _, producer_id, first, last, lso in _ENTRY.iter_unpack(self._data):
-            if last >= fetch_offset and first < upper_bound_offset:
-                found.append(AbortedTxn(producer_id, first, last, lso))
-            if lso >= upper_bound_offset:
-                return TxnIndexSearchResult(found, True)
-        return TxnIndexSearchResult(found, False)
+        return collect_aborted_in(self._data, fetch_offset, upper_bound_offset)
 
     # -- truncation --------------------------------------------------------------------------------
 
@@ -290,3 +284,17 @@ class TransactionIndex:
 
     def __repr__(self) -> str:
         return f"TransactionIndex({self.path}, base_offset={self.base_offset}, entries={self.entries})"
+
+
+def collect_aborted_in(
+    data: bytes | bytearray, fetch_offset: int, upper_bound_offset: int
+) -> TxnIndexSearchResult:
+    """:meth:`TransactionIndex.collect_aborted` on an index's bytes (whole entries), for a reader
+    that reads the file itself (storage/read_view.py)."""
+    found: list[AbortedTxn] = []
+    for _, producer_id, first, last, lso in _ENTRY.iter_unpack(data):
+        if last >= fetch_offset and first < upper_bound_offset:
+            found.append(AbortedTxn(producer_id, first, last, lso))
+        if lso >= upper_bound_offset:
+            return TxnIndexSearchResult(found, True)
+    return TxnIndexSearchResult(found, False)

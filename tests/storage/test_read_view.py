@@ -1,16 +1,18 @@
 """LogReadView: reading a log another owner writes, only below a bound, through rolls, retention,
-truncation, cleaning and stale indexes; compared with the owner's own reads."""
+truncation, cleaning and stale indexes; compared with the owner's own reads. Records and their
+aborted transactions always come from the same segment files, whatever the cleaner replaced."""
 
 from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
-from protocol.records import Record, build_batch
+from protocol.records import Record, build_batch, iter_batches
 from protocol.records.control import build_end_txn_marker_batch
+from protocol.records.reader import iter_records
 from storage.cleaner import plan_clean, write_cleaned_segments
 from storage.clock import FakeClock
 from storage.config import LogConfig
@@ -307,3 +309,168 @@ def test_a_listing_during_a_segment_swap_does_not_skip_its_range(tmp_path: pathl
         got = view.read(offset, 1 << 20, end, min_one_batch=True)
         assert got.records == owner_read(compacted, offset, 1 << 20, end), offset
     compacted.close()
+
+
+# -- aborted transactions: from the files the records come from --------------------------------------
+
+
+def committed_values(records: bytes, aborted: Sequence[AbortedTxn]) -> list[bytes | None]:
+    """The values a read_committed consumer keeps of ``records`` given ``aborted`` (Kafka's
+    consumer: a producer's transactional batches are skipped from the first offset of one of its
+    aborted transactions until its marker)."""
+    pending = sorted(aborted, key=lambda txn: txn.first_offset)
+    aborting: set[int] = set()
+    values: list[bytes | None] = []
+    for position, header in iter_batches(records):
+        while pending and pending[0].first_offset <= header.last_offset:
+            aborting.add(pending.pop(0).producer_id)
+        if header.is_control:
+            aborting.discard(header.producer_id)
+        elif not (header.is_transactional and header.producer_id in aborting):
+            values += [r.value for r in iter_records(records[position : position + header.size])]
+    return values
+
+
+def log_with_an_aborted_transaction(tmp_path: pathlib.Path) -> PartitionLog:
+    """Segment 0: producer 7's transactional record ``aborted``, a plain record ``1``, and the ABORT
+    marker (offsets 0..2, indexed in segment 0's .txnindex); segment 3: ``1``; active segment 4."""
+    compacted = open_cleaner_log(tmp_path, segment_bytes=300)
+    writer = Writer(compacted)
+    writer.put([(b"k", b"aborted")], producer_id=7)
+    writer.put([(b"x", b"1")])
+    writer.end_txn(7, commit=False)
+    compacted.roll()
+    writer.put([(b"y", b"1")])
+    compacted.roll()
+    writer.put([(b"z", b"1")])
+    compacted.update_high_watermark(compacted.log_end_offset)
+    assert compacted.collect_aborted_transactions(0, 5) == [AbortedTxn(7, 0, 2, 3)]
+    return compacted
+
+
+def clean_once(compacted: PartitionLog, step_hook: Callable[[str], None] | None = None, **plan: int) -> None:
+    """A cleaning round of every inactive segment with delete.retention.ms 0, as the owner runs it:
+    the first drops the aborted records (their marker and index entry stay), the second the index
+    entry (no record of the transaction is left; the marker gets its delete horizon)."""
+    task = plan_clean(
+        compacted,
+        first_dirty_offset=0,
+        first_uncleanable_offset=compacted.log_end_offset,
+        now_ms=BASE_TIME,
+        delete_retention_ms=0,
+        **plan,  # type: ignore[arg-type]
+    )
+    result = write_cleaned_segments(task)
+    for group in result.groups:
+        assert compacted.replace_segments(group.replaced, token=result.token, step_hook=step_hook)
+
+
+@pytest.mark.parametrize("index_read_first", [True, False], ids=["committed-first", "uncommitted-first"])
+def test_records_and_aborted_transactions_come_from_the_same_files_across_two_cleanings(
+    tmp_path: pathlib.Path, index_read_first: bool
+) -> None:
+    """The view holds segment 0's file, with the aborted record. Two cleanings replace it (the second
+    drops the transaction's index entry) and nothing lists the files again meanwhile: a
+    read_committed read answers the held file with its own index, or the new file with its own,
+    never the held file's aborted record with the new index, which no longer lists it."""
+    compacted = log_with_an_aborted_transaction(tmp_path)
+    end = compacted.log_end_offset
+    view = view_of(compacted)
+    before = view.read(0, 1 << 20, end, min_one_batch=True, with_aborted=index_read_first)
+    assert b"aborted" in committed_values(before.records, ())
+    if index_read_first:
+        assert before.aborted == (AbortedTxn(7, 0, 2, 3),)
+        assert committed_values(before.records, before.aborted) == [b"1"]
+    clean_once(compacted)
+    clean_once(compacted)
+    assert compacted.collect_aborted_transactions(0, end) == []
+    got = view.read(0, 1 << 20, end, min_one_batch=True, with_aborted=True)
+    now = owner_read(compacted, 0, 1 << 20, end)
+    assert (got.records, got.aborted) in [(before.records, (AbortedTxn(7, 0, 2, 3),)), (now, ())]
+    assert b"aborted" not in committed_values(got.records, got.aborted)
+    compacted.close()
+
+
+@pytest.mark.parametrize(
+    ("step", "expected"),
+    [
+        ("txnindex cleaned -> swap", [b"1"]),  # the old files, both still named
+        ("log cleaned -> swap", [b"1"]),
+        ("segment 0 -> deleted", None),  # the old index is gone, the new one not named yet
+        ("segment 3 -> deleted", None),
+        ("txnindex swap -> final", None),  # the new index is named, its .log not yet
+        ("log swap -> final", [b"1", b"1"]),  # the new file (3 merged into it) and its index
+    ],
+)
+def test_a_read_during_a_segment_replacement_never_goes_without_its_index(
+    tmp_path: pathlib.Path, step: str, expected: list[bytes] | None
+) -> None:
+    """While the cleaner installs the cleaned segment 0 (merging 3 into it), segment 0's .txnindex
+    is missing from the old segment's removal until the new index's rename. A read_committed read
+    of the held old file (its index not read before) at any step answers records with their own
+    aborted transactions, or nothing for now (LogChangedError)."""
+    compacted = log_with_an_aborted_transaction(tmp_path)
+    end = compacted.log_end_offset
+    view = view_of(compacted)
+    assert view.read(0, 1 << 20, end, min_one_batch=True).records  # held; its index not read yet
+    answers: list[list[bytes | None] | None] = []
+
+    def read_at(current: str) -> None:
+        if current != step:
+            return
+        try:
+            got = view.read(0, 1 << 20, end, min_one_batch=True, with_aborted=True)
+        except LogChangedError:
+            answers.append(None)
+        else:
+            answers.append(committed_values(got.records, got.aborted))
+
+    clean_once(compacted, read_at)
+    assert answers == [expected]
+    compacted.close()
+
+
+def test_a_segment_opened_after_the_listing_must_be_the_file_listed(tmp_path: pathlib.Path) -> None:
+    """Producer 7's aborted record is in segment 0, its marker (and index entry) in segment 4. The
+    view holds segment 0 and its index (read under a bound its entries completed), not segment 4.
+    After two cleanings (segments kept apart) segment 4 is another file, whose index lacks the
+    entry: opened now for a read of the held segment 0, it makes the view list again, and the read
+    answers the new files instead of the old aborted record without its entry."""
+    compacted = open_cleaner_log(tmp_path, file_delete_delay_ms=60_000)  # removed files stay a while
+    writer = Writer(compacted)
+    writer.put([(b"q", b"aborted too")], producer_id=8)  # 0
+    writer.put([(b"k", b"aborted")], producer_id=7)  # 1
+    writer.put([(b"x", b"1")])  # 2
+    writer.end_txn(8, commit=False)  # 3: entry (8, 0, 3, LSO 1) in segment 0
+    compacted.roll()
+    writer.end_txn(7, commit=False)  # 4: entry (7, 1, 4, LSO 5) in segment 4
+    writer.put([(b"y", b"1")])  # 5
+    compacted.roll()
+    writer.put([(b"z", b"1")])  # 6
+    compacted.update_high_watermark(compacted.log_end_offset)
+    end = compacted.log_end_offset
+    view = view_of(compacted)
+    # while producer 7 was open, the last stable offset was 1: segment 0's entry ends the search
+    first = view.read(0, 1 << 20, 1, min_one_batch=True, with_aborted=True)
+    assert first.aborted == (AbortedTxn(8, 0, 3, 1),) and committed_values(first.records, first.aborted) == []
+    clean_once(compacted, max_segment_bytes=1)  # one segment per group: 4 stays apart from 0
+    clean_once(compacted, max_segment_bytes=1)
+    assert [s.base_offset for s in compacted.segments()] == [0, 4, 6]
+    assert compacted.collect_aborted_transactions(0, end) == []
+    got = view.read(0, 1 << 20, end, min_one_batch=True, with_aborted=True)
+    assert b"aborted" not in committed_values(got.records, got.aborted)
+    assert (got.records, got.aborted) == (owner_read(compacted, 0, 1 << 20, end), ())
+    compacted.close()
+
+
+def test_forget_drops_every_file_held(log: PartitionLog) -> None:
+    """What the caller does on a new segment generation: nothing held afterwards, reads go on."""
+    fill(log, 40)
+    log.update_high_watermark(log.log_end_offset)
+    pool = FilePool(capacity=64)
+    view = view_of(log, pool)
+    view.read(0, 1 << 20, 80, min_one_batch=True, with_aborted=True)
+    assert pool.open_count > 0
+    view.forget()
+    assert pool.open_count == 0
+    assert view.read(0, 1 << 20, 80, min_one_batch=True).records == owner_read(log, 0, 1 << 20, 80)
