@@ -320,6 +320,8 @@ class LogCleaner:
                 try:
                     replaced = candidate.log.replace_segments(group.replaced, token=result.token)
                     installing = replaced is not None
+                    if installing:
+                        candidate.on_replaced()
                     continue
                 except OSError:
                     # the segment list may now be out of step with the files: the caller takes the

@@ -59,6 +59,9 @@ class CleanableLog:
     """Told of an I/O error while installing a cleaned round, which leaves the log's segment list
     out of step with its files: the owner's storage-error path (Kafka's LogDirFailureChannel) takes
     the log offline. The default (tests) only lets the driver mark the log uncleanable."""
+    on_replaced: Callable[[], None] = lambda: None
+    """Told after each cleaned segment installed (segment files were replaced): a follower process
+    announces the log's new segment generation to its broker, which reads the files too."""
 
 
 @dataclass(frozen=True, slots=True)

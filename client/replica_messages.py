@@ -18,9 +18,10 @@ Events, follower → broker (never answered):
   offsets moved, and for all of them at shutdown: the broker writes them into its checkpoints.
 * ``partition_failed`` — ``{"topic", "partition", "reason"}``: the fetcher gave the partition up.
 * ``read_offsets`` — ``{"partitions": [ReadOffsets rows...]}``: what the broker may serve consumers
-  from the followed logs (KIP-392), sent when partitions are added, after every fetch round and
-  retention pass for the partitions whose high watermark, last stable offset, log start offset, log
-  end offset or active segment changed (follower/read_offsets.py).
+  from the followed logs (KIP-392), sent when partitions are added, after every fetch round,
+  retention pass and cleaned segment installed, for the partitions whose high watermark, last stable
+  offset, log start offset, log end offset, active segment or segment generation changed
+  (follower/read_offsets.py).
 
 Requests, follower → broker (the broker answers each):
 
@@ -196,7 +197,12 @@ class ReadOffsets:
     log_start_offset: int
     log_end_offset: int
     active_segment_base: int
-    """Base offset of the log's active segment: a change means the segment files changed."""
+    """Base offset of the log's active segment: a change means a segment was added (a roll)."""
+    segment_generation: int = 0
+    """Changes whenever the follower removed, replaced or cut segment files (retention, the cleaner,
+    a truncation; not a roll or an append), and never comes back to an earlier value of the same
+    partition while the machine runs (a reopened log counts afresh, from a later value): the broker
+    then drops the files it holds of the log."""
 
     def to_row(self) -> list[Any]:
         return [
@@ -207,11 +213,14 @@ class ReadOffsets:
             self.log_start_offset,
             self.log_end_offset,
             self.active_segment_base,
+            self.segment_generation,
         ]
 
     @classmethod
     def from_row(cls, row: Any) -> ReadOffsets:
-        topic, partition, high_watermark, last_stable_offset, log_start, log_end, segment_base = row
+        topic, partition, high_watermark, last_stable_offset, log_start, log_end, segment_base, generation = (
+            row
+        )
         return cls(
             str(topic),
             int(partition),
@@ -220,6 +229,7 @@ class ReadOffsets:
             int(log_start),
             int(log_end),
             int(segment_base),
+            int(generation),
         )
 
     def fenced(self, offset: int) -> ReadOffsets:
@@ -232,6 +242,7 @@ class ReadOffsets:
             min(self.log_start_offset, offset),
             min(self.log_end_offset, offset),
             self.active_segment_base,
+            self.segment_generation,
         )
 
 

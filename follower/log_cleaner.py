@@ -28,6 +28,8 @@ from storage.clock import Clock
 
 StorageErrorHandler = Callable[[TopicPartition, OSError], None]
 """(partition, error): a followed log could not take a cleaned round (FollowerService gives it up)."""
+ReplacedHandler = Callable[[TopicPartition], None]
+"""(partition): a cleaned segment was installed in a followed log (FollowerService announces it)."""
 
 
 def build_follower_log_cleaner(
@@ -38,10 +40,12 @@ def build_follower_log_cleaner(
     fetcher_id: int,
     clock: Clock,
     on_storage_error: StorageErrorHandler | None = None,
+    on_replaced: ReplacedHandler | None = None,
 ) -> LogCleaner | None:
     """The cleaner over ``logs`` (the service's live map of followed logs), or None when the
     broker's settings (``FollowerSettings.log_cleaner``) turn cleaning off. ``on_storage_error``
-    is told of a log whose cleaned segments could not be installed (an I/O error)."""
+    is told of a log whose cleaned segments could not be installed (an I/O error), ``on_replaced``
+    of each cleaned segment installed (the broker reading the log must hear of it)."""
     if not settings:
         return None
     log_dirs = [pathlib.Path(d) for d in settings["log_dirs"]]
@@ -49,7 +53,7 @@ def build_follower_log_cleaner(
     return LogCleaner(
         broker_id=broker_id,
         manager=manager,
-        candidates=followed_compacted_logs(logs, on_storage_error),
+        candidates=followed_compacted_logs(logs, on_storage_error, on_replaced),
         clock=clock,
         settings=CleanerSettings.from_json(settings),
         backoff_ms=int(settings["backoff_ms"]),
@@ -58,7 +62,9 @@ def build_follower_log_cleaner(
 
 
 def followed_compacted_logs(
-    logs: Mapping[TopicPartition, ReplicaLog], on_storage_error: StorageErrorHandler | None = None
+    logs: Mapping[TopicPartition, ReplicaLog],
+    on_storage_error: StorageErrorHandler | None = None,
+    on_replaced: ReplacedHandler | None = None,
 ) -> Callable[[], Iterator[CleanableLog]]:
     def candidates() -> Iterator[CleanableLog]:
         for tp, replica in list(logs.items()):
@@ -73,6 +79,7 @@ def followed_compacted_logs(
                 _active_producers(replica),
                 _is_current(logs, tp, replica),
                 _storage_error(on_storage_error, tp),
+                _replaced(on_replaced, tp),
             )
 
     return candidates
@@ -88,6 +95,10 @@ def _last_stable_offset(replica: ReplicaLog) -> int:
     if first_unstable is None or first_unstable >= high_watermark:
         return high_watermark
     return max(first_unstable, replica.log.log_start_offset)
+
+
+def _replaced(handler: ReplacedHandler | None, tp: TopicPartition) -> Callable[[], None]:
+    return lambda: None if handler is None else handler(tp)
 
 
 def _active_producers(replica: ReplicaLog) -> Callable[[], Mapping[int, LastRecord]]:

@@ -11,14 +11,20 @@ them. :class:`ReadOffsetsAnnouncer` keeps the two in step with two rules:
   broker in one ``read_offsets`` event, so a consumer fetch parked on a followed partition is woken
   by the high watermark moving, never by polling, and an idle partition costs nothing. Partitions
   are announced when added too (before the ``add_partitions`` reply, so the broker reads a new
-  follower's log from the start), and after a retention pass (their log start offset moves).
+  follower's log from the start), after a retention pass (their log start offset moves), and after
+  the cleaner installed a cleaned segment. The offsets carry the log's segment generation, which
+  moves whenever segment files are removed, replaced or cut (retention, the cleaner, truncations):
+  the broker then drops the files it holds (deleted ones would stay allocated, and it reads the
+  new layout from then on).
 - **Cuts below the announced range wait for the broker.** Bytes below an announced high watermark
   never change, except when the log is truncated below it (an unclean election; a replica whose
   log lost committed records): before such a truncation :meth:`ReadOffsetsAnnouncer.fence` sends
   ``fence_reads`` and waits for the broker's answer, by which time the broker reads nothing at or
   above the cut (its reads are synchronous, so none is in progress). Only then is the log cut.
   Retention and the cleaner never change bytes in place (whole files are renamed), so they need no
-  fence: an open descriptor keeps its bytes, and a reopen by name sees the new files.
+  fence: an open descriptor keeps its bytes, a reopen by name sees the new files, and the broker
+  reads a segment's aborted transactions only from the index that goes with the file it read the
+  records from (storage/read_view.py).
 
 While a fence waits, nothing else announces the partition (a retention pass announces every log):
 the offsets of the log not cut yet would reach the broker after the fence and raise its bound
@@ -64,6 +70,7 @@ def read_offsets_of(tp: TopicPartition, log: ReplicaLog) -> ReadOffsets:
         partition_log.log_start_offset,
         partition_log.log_end_offset,
         partition_log.active_segment.base_offset,
+        log.segment_generation,
     )
 
 

@@ -22,6 +22,7 @@ fetches from its own index.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 
 import structlog
@@ -59,6 +60,7 @@ class ReplicaLog:
         ``clock`` gives the time producers expire against (the wall clock by default).
         """
         self.log = log
+        self._generation_base = time.monotonic_ns()
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._logger = _log.bind(topic=log.topic, partition=log.partition)
         self.producer_state = ProducerStateManager(log.directory, producer_id_expiration_ms)
@@ -68,6 +70,16 @@ class ReplicaLog:
             self._repair(exc)
 
     # -- offsets and epochs ------------------------------------------------------------------------
+
+    @property
+    def segment_generation(self) -> int:
+        """The log's segment generation (:attr:`PartitionLog.segment_generation`) as the broker is
+        told it: counted from the moment this log was opened (the machine's monotonic clock, in
+        nanoseconds), so a log opened again (a repair here, a restarted process) never announces a
+        value of an earlier opening, whose files the opening may have recovered, cut or rebuilt
+        (each change takes longer than a nanosecond, so a count never reaches a later opening's
+        start)."""
+        return self._generation_base + self.log.segment_generation
 
     @property
     def log_end_offset(self) -> Offset:
@@ -180,6 +192,7 @@ class ReplicaLog:
         config, clock = log.config, log.clock
         log.close()
         self.log = open_handed_over_log(handover, config, clock)
+        self._generation_base = time.monotonic_ns()
         try:
             self._rebuild_producer_state()
         except BaseException:

@@ -136,6 +136,7 @@ class FollowerService:
                 fetcher_id=self.fetcher_id,
                 clock=self._storage_clock,
                 on_storage_error=self._on_cleaner_storage_error,
+                on_replaced=self._on_segments_replaced,
             )
             if self._cleaner is not None:
                 self._cleaner.start()
@@ -329,6 +330,13 @@ class FollowerService:
         if fetcher is not None:
             fetcher.remove_partitions([tp])
         self._on_partition_failed(tp, f"installing a cleaned segment failed: {exc!r}")
+
+    def _on_segments_replaced(self, tp: TopicPartition) -> None:
+        """The cleaner installed a cleaned segment in ``tp``'s log: announce its new segment
+        generation, so the broker drops the replaced files it may hold (follower/read_offsets.py)."""
+        task = asyncio.create_task(self.read_offsets.announce(self._logs, [tp]))
+        self._event_tasks.add(task)
+        task.add_done_callback(self._event_tasks.discard)
 
     def _spawn_event(self, message_type: str, body: dict[str, Any]) -> None:
         task = asyncio.create_task(self._send_quietly(message_type, body))

@@ -1,7 +1,9 @@
 """KIP-392 on a follower: a consumer fetch (v11+) of a partition this broker follows is read from the
 follower process's log, up to the high watermark it announced and never past it, with Kafka's
 errors; a parked fetch is woken by high watermark announcements (not by log end moves, not by
-polling); fetch sessions see the changes; fences and removals stop reads at once.
+polling); fetch sessions see the changes; fences and removals stop reads at once; a read_committed
+read never pairs records and aborted transactions of two cleanings, and a new segment generation
+releases the files held.
 
 The follower process's log is a PartitionLog in its own directory, written directly by the test;
 its announcements are the ``read_offsets`` rows the process would send."""
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import pathlib
 import random
 from collections.abc import AsyncIterator
@@ -34,12 +37,15 @@ from protocol.records import iter_batches
 from protocol.sentinels import IsolationLevel
 from server_common.config import load_config, to_log_config
 from server_common.purgatory import DelayedOperationPurgatory
+from storage.cleaner import plan_clean, write_cleaned_segments
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.log import PartitionLog
 from storage.log_manager import LogManager
 from tests.broker.local_topics import LocalTopics
 from tests.broker.test_fetch_service import BIG, NOW, batch, by_key, key, records_of
+from tests.storage.cleaner.helpers import Writer
+from tests.storage.test_read_view import committed_values
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -70,6 +76,7 @@ class Env:
             log.log_start_offset,
             log.log_end_offset,
             log.active_segment.base_offset,
+            log.segment_generation,
         )
         self.followed.on_read_offsets([row.to_row()])
 
@@ -368,3 +375,59 @@ async def test_after_a_fenced_truncation_reads_see_only_the_new_batches(env: Env
     for start in range(20, end):
         got = records_of(await fetch_one(env, consumer(start)))
         assert got and got == env.owner_bytes(start, end)[: len(got)], start
+
+
+def removed_files_held(directory: pathlib.Path) -> list[str]:
+    """Files of ``directory`` this process still holds open though they were deleted."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(directory)) and target.endswith(" (deleted)"):
+            held.append(target)
+    return held
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+async def test_read_committed_never_pairs_records_and_aborted_transactions_of_two_cleanings(env: Env) -> None:
+    """A consumer's read_committed read made the broker hold segment 0's file, with an aborted
+    record. The follower's cleaner then replaced it twice (the second cleaning drops the aborted
+    transaction's index entry) and the broker has not heard of it yet: its reads answer the held
+    file with that file's index, never with the new one's. The announcement of the new segment
+    generation then makes it drop the replaced files (deleted: their space is freed) and read the
+    new ones."""
+    log = env.follower_log
+    log.reconfigure(dataclasses.replace(log.config, file_delete_delay_ms=0))  # only the view holds them
+    writer = Writer(log)
+    writer.put([(b"k", b"aborted")], producer_id=7)
+    writer.put([(b"x", b"1")])
+    writer.end_txn(7, commit=False)
+    log.roll()
+    writer.put([(b"y", b"1")])
+    log.roll()
+    writer.put([(b"z", b"1")])
+    end = log.log_end_offset
+    env.announce(end)
+    committed = consumer(0, isolation=IsolationLevel.READ_COMMITTED)
+    first = await fetch_one(env, committed)
+    assert first.aborted_transactions
+    assert committed_values(records_of(first), first.aborted_transactions) == [b"1"]
+    for _ in range(2):  # delete.retention.ms 0: the second round also drops the index entry
+        task = plan_clean(
+            log, first_dirty_offset=0, first_uncleanable_offset=end, now_ms=NOW, delete_retention_ms=0
+        )
+        result = write_cleaned_segments(task)
+        for group in result.groups:
+            assert log.replace_segments(group.replaced, token=result.token)
+    assert log.collect_aborted_transactions(0, end) == []
+    stale = await fetch_one(env, committed)  # the held file, not announced yet
+    assert b"aborted" not in committed_values(records_of(stale), stale.aborted_transactions)
+    directory = log.directory
+    assert removed_files_held(directory)  # the broker's view still holds the replaced file
+    env.announce(end)  # the follower announces after the cleaner installed: a new segment generation
+    assert removed_files_held(directory) == []
+    fresh = await fetch_one(env, committed)
+    assert records_of(fresh) == env.owner_bytes(0, end)
+    assert fresh.aborted_transactions == () and committed_values(records_of(fresh), ()) == [b"1", b"1"]

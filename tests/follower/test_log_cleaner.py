@@ -1,17 +1,24 @@
 """A follower process's cleaner candidates: its compacted logs, bounded by the last stable offset it
-knows (the leader's high watermark, an open transaction), no longer offered once handed back; and
-the cleaner is built from the broker's settings (none when cleaning is off)."""
+knows (the leader's high watermark, an open transaction), no longer offered once handed back; the
+cleaner is built from the broker's settings (none when cleaning is off); each cleaned segment
+installed is told (the follower announces the new segment generation to its broker)."""
 
 from __future__ import annotations
 
 import pathlib
 
+import pytest
+
+from cleaner.driver import LogCleaner
+from cleaner.manager import InMemoryOffsets, LogCleanerManager
 from follower.log_cleaner import build_follower_log_cleaner, followed_compacted_logs
 from follower.replica_log import ReplicaLog
 from protocol.records import Record, build_batch
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.log import PartitionLog
+from tests.broker.log_cleaner.test_cleaner_driver_supervision import SETTINGS, dirty_log, real_spawn
+from tests.storage.cleaner.helpers import BASE_TIME
 
 NOW = 1_700_000_000_000
 COMPACT = LogConfig(cleanup_policy=("compact",))
@@ -64,3 +71,29 @@ def test_built_from_the_broker_settings(tmp_path: pathlib.Path) -> None:
     }
     cleaner = build_follower_log_cleaner(settings, {}, broker_id=1, fetcher_id=2, clock=clock)
     assert cleaner is not None and cleaner.manager.log_dirs == [tmp_path]
+
+
+@pytest.mark.timeout(60)
+async def test_each_installed_segment_is_told(tmp_path: pathlib.Path) -> None:
+    clock = FakeClock(BASE_TIME)
+    log = dirty_log(tmp_path, clock)
+    replica = ReplicaLog(log, clock=clock)
+    before = replica.segment_generation
+    told: list[tuple[str, int]] = []
+    cleaner = LogCleaner(
+        broker_id=1,
+        manager=LogCleanerManager([tmp_path], clock, lambda _: InMemoryOffsets()),
+        candidates=followed_compacted_logs({("t", 0): replica}, on_replaced=told.append),
+        clock=clock,
+        settings=SETTINGS,
+        backoff_ms=20,
+        spawn=real_spawn,
+    )
+    cleaner.start()
+    try:
+        await cleaner.wait_for_round(30)
+    finally:
+        await cleaner.stop()
+    assert told and set(told) == {("t", 0)}
+    assert replica.segment_generation != before
+    log.close()

@@ -1,9 +1,11 @@
 """What a follower process tells its broker about the logs it follows (KIP-392): changed read
-offsets once per round, and the read fence awaited before any cut below an announced high watermark."""
+offsets once per round, the read fence awaited before any cut below an announced high watermark,
+and a segment generation that moves whenever segment files are removed, replaced or cut."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import pathlib
 from typing import Any
 
@@ -13,8 +15,13 @@ from client.replica_ipc import IpcClosedError
 from client.replica_messages import FENCE_READS, READ_OFFSETS, ReadOffsets
 from follower.fetcher import ReplicaFetcher
 from follower.read_offsets import ReadOffsetsAnnouncer, read_offsets_of
+from follower.replica_log import ReplicaLog
+from storage.cleaner import plan_clean, write_cleaned_segments
+from storage.log import PartitionLog
 from tests.follower.fake_leader import FakeLeader
 from tests.follower.helpers import CLIENT_ID, Harness
+from tests.follower.test_service import T0, World, until
+from tests.storage.cleaner.helpers import BASE_TIME, Writer, open_log
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -71,7 +78,7 @@ async def test_announces_only_changes_in_one_event(tmp_path: pathlib.Path) -> No
     log = h.replica(TP, [(0, 3)], high_watermark=2)
     await announcer.announce(h.logs, [TP, ("gone", 0)])
     assert broker.events == [(READ_OFFSETS, {"partitions": [read_offsets_of(TP, log).to_row()]})]
-    assert broker.rows()[0] == ReadOffsets("topic", 0, 2, 2, 0, 3, 0)
+    assert broker.rows()[0] == ReadOffsets("topic", 0, 2, 2, 0, 3, 0, log.segment_generation)
     await announcer.announce(h.logs, [TP])
     assert len(broker.events) == 1  # nothing moved: nothing sent
     log.update_high_watermark(3)
@@ -217,6 +224,76 @@ async def test_nothing_announces_a_partition_while_its_fence_waits(tmp_path: pat
     broker.hold.set()
     await work
     assert replica.log_end_offset == 2
-    # after the cut, what the fence told the broker is what the log has: nothing more to send
-    assert announcer.announced(TP) == read_offsets_of(TP, replica)
+    # after the cut, what the fence told the broker is what the log has, but for its segment
+    # generation (the cut moved it): the round's announcement carries it
+    announced, now = announcer.announced(TP), read_offsets_of(TP, replica)
+    assert announced is not None and announced.segment_generation != now.segment_generation
+    assert dataclasses.replace(announced, segment_generation=now.segment_generation) == now
     assert all(row.high_watermark == 4 for row in broker.rows())  # only the announcement before
+
+
+def test_the_segment_generation_moves_when_segment_files_are_removed_replaced_or_cut(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Not for appends and rolls (the broker's view sees those by itself), but for the cleaner's
+    installs, retention, truncations; and a log opened again never reuses an earlier value."""
+    compacted = open_log(tmp_path)
+    replica = ReplicaLog(compacted)
+    writer = Writer(compacted)
+    seen = [read_offsets_of(TP, replica).segment_generation]
+
+    def moved() -> bool:
+        seen.append(read_offsets_of(TP, replica).segment_generation)
+        return seen[-1] != seen[-2]
+
+    for key in (b"a", b"b", b"a", b"c"):
+        writer.put([(key, b"v")])
+        compacted.roll()
+    writer.put([(b"d", b"v")])
+    compacted.update_high_watermark(compacted.log_end_offset)
+    assert not moved()
+    task = plan_clean(compacted, first_dirty_offset=0, first_uncleanable_offset=5, now_ms=BASE_TIME)
+    result = write_cleaned_segments(task)
+    for group in result.groups:
+        assert compacted.replace_segments(group.replaced, token=result.token)
+    assert moved()
+    compacted.maybe_increment_log_start_offset(compacted.segments()[1].base_offset)
+    assert compacted.delete_old_segments() == 1 and moved()
+    replica.truncate_to(compacted.log_end_offset - 1)
+    assert moved()
+    directory = compacted.directory
+    compacted.close()
+    reopened = ReplicaLog(PartitionLog.open(directory, compacted.config, compacted.clock))
+    assert read_offsets_of(TP, reopened).segment_generation > max(seen)
+    reopened.log.close()
+
+
+async def test_a_cleaned_segment_installed_is_announced(tmp_path: pathlib.Path) -> None:
+    """The cleaner's install hook announces the partition: its new segment generation reaches the
+    broker without waiting for a fetch round that moves its offsets."""
+    world = World(tmp_path)
+    try:
+        leader = await world.leader(1)
+        leader.log(T0, [(0, 2)])
+        await world.service.add_partitions([world.assignment(world.release(T0), 1, 0)])
+        await until(lambda: world.replica(T0)["high_watermark"] == 2)
+        replica = world.service._logs[T0]
+        announced = world.service.read_offsets.announced(T0)
+        assert announced is not None
+        replica.log.segment_generation += 1  # what an install does to the log
+        world.service._on_segments_replaced(T0)
+        generation = replica.segment_generation
+
+        def told() -> bool:
+            rows = [
+                ReadOffsets.from_row(r)
+                for kind, b in world.events
+                if kind == READ_OFFSETS
+                for r in b["partitions"]
+            ]
+            return any(row.segment_generation == generation for row in rows)
+
+        await until(told)
+        assert generation != announced.segment_generation
+    finally:
+        await world.close()

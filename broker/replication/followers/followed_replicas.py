@@ -12,11 +12,13 @@ change in place, the follower asks (``fence_reads``) and waits before it truncat
 whole files that move are detected by the view.
 
 Life of one: created when the follower supervisor hands the partition to a process (readable once
-the process announces its offsets, which it does before answering), updated by every announcement,
-lowered by a fence, dropped before the partition is taken back (the broker leads it, or it is no
-longer a replica here, or its topic is deleted), so no read runs on files another owner is about to
-open. A follower process that dies leaves its files as they were: reads go on from the view until
-the restarted process announces again.
+the process announces its offsets, which it does before answering), updated by every announcement
+(one with a new segment generation, after the follower's retention, cleaner or a truncation changed
+its segment files, makes the view drop the files it holds), lowered by a fence, dropped before the
+partition is taken back (the broker leads it, or it is no longer a replica here, or its topic is
+deleted), so no read runs on files another owner is about to open. A follower process that dies
+leaves its files as they were: reads go on from the view until the restarted process announces
+again (its logs count segment generations afresh, from values no earlier opening used).
 
 A :class:`FollowedReplica` reads with Kafka's rules for a consumer on a follower
 (``Partition.fetchRecords`` with ``fetchOnlyFromLeader = false``, ``UnifiedLog.read``):
@@ -54,7 +56,6 @@ from protocol.sentinels import NO_LEADER_EPOCH, UNDEFINED_EPOCH_OFFSET, UNKNOWN_
 from storage.errors import OffsetOutOfRangeError, StorageError
 from storage.file_pool import FilePool
 from storage.read_view import LogChangedError, LogReadView
-from storage.txn_index import AbortedTxn
 
 __all__ = ["FollowedReplica", "FollowedReplicas"]
 
@@ -98,9 +99,16 @@ class FollowedReplica:
     # -- what the follower process says ------------------------------------------------------------
 
     def announce(self, offsets: ReadOffsets) -> bool:
-        """The follower process's latest offsets; True when what a consumer sees changed."""
+        """The follower process's latest offsets; True when what a consumer sees changed.
+
+        A new segment generation (the follower removed, replaced or cut segment files: retention,
+        the cleaner, a truncation) makes the view drop every descriptor and index it holds before
+        any read under these offsets: held files of deleted segments would stay allocated, and the
+        next read should see the files these offsets describe."""
         before = self.offsets
         self.offsets = offsets
+        if before is not None and before.segment_generation != offsets.segment_generation:
+            self.view.forget()
         self.view.note_active_segment(offsets.active_segment_base)
         return before is None or (
             before.high_watermark,
@@ -232,7 +240,13 @@ class FollowedReplica:
         if fetch_offset >= bound:
             return empty
         try:
-            found = self.view.read(fetch_offset, max_bytes, bound, min_one_batch=min_one_batch)
+            found = self.view.read(
+                fetch_offset,
+                max_bytes,
+                bound,
+                min_one_batch=min_one_batch,
+                with_aborted=isolation_level == IsolationLevel.READ_COMMITTED,
+            )
         except OffsetOutOfRangeError:
             return _error_read(ErrorCode.OFFSET_OUT_OF_RANGE)  # retention moved the start meanwhile
         except LogChangedError as exc:
@@ -243,18 +257,11 @@ class FollowedReplica:
             return _error_read(ErrorCode.KAFKA_STORAGE_ERROR)
         if not found.records:
             return empty
-        aborted: tuple[AbortedTxn, ...] = ()
-        if isolation_level == IsolationLevel.READ_COMMITTED:
-            try:
-                aborted = tuple(self.view.collect_aborted_transactions(fetch_offset, bound))
-            except (OSError, StorageError) as exc:
-                self._logger.warning("followed log's transaction index not readable", error=repr(exc))
-                return _error_read(ErrorCode.KAFKA_STORAGE_ERROR)
         return empty._replace(
             slice=found.records,
             records_size=len(found.records),
             first_offset=found.first_offset,
-            aborted_transactions=aborted,
+            aborted_transactions=found.aborted,  # read with the records, from the same files
         )
 
     def close(self) -> None:
