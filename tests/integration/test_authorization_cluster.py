@@ -9,6 +9,7 @@ requests forwarded to the controller are checked on the broker that receives the
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +25,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # exported, b
     ResourceType,
 )
 
-from tests.integration.cluster import FAST_FAILOVER, Cluster
+from client.connection import KafkaConnection
+from client.security import ClientSecurity
+from protocol.api_keys import ApiKey
+from tests.integration.cluster import FAST_FAILOVER, Cluster, wait_until
 
 pytestmark = [pytest.mark.timeout(240)]
 
@@ -46,6 +50,27 @@ def client(cluster: Cluster, user: str, **extra: Any) -> dict[str, Any]:
         "sasl.password": f"{user}-secret",
         **extra,
     }
+
+
+async def acls_held(port: int) -> int:
+    """How many ACLs the broker on ``port`` itself answers DescribeAcls with (asked directly)."""
+    login = ClientSecurity(None, None, "PLAIN", "broker", "broker-secret")
+    connection = await KafkaConnection.open("127.0.0.1", port, security=login, connect_timeout_s=TIMEOUT_S)
+    try:
+        any_acl = {
+            "resource_type_filter": 1,
+            "resource_name_filter": None,
+            "pattern_type_filter": 1,
+            "principal_filter": None,
+            "host_filter": None,
+            "operation": 1,
+            "permission_type": 1,
+        }
+        response = await connection.request(ApiKey.DESCRIBE_ACLS, 2, any_acl)
+        return sum(len(resource.acls) for resource in response.resources)
+    finally:
+        connection.close()
+        await connection.wait_closed()
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +111,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         ]
         for future in admin.create_acls(acls, request_timeout=TIMEOUT_S).values():
             future.result(timeout=TIMEOUT_S)
+        # CreateAcls is answered once the broker that took it holds the ACLs; the others hold them
+        # a metadata fetch later: alice's first requests may go to any broker
+        for node, process in nodes.brokers.items():
+            wait_until(
+                lambda port=process.port: asyncio.run(acls_held(port)) >= len(acls),
+                TIMEOUT_S,
+                f"broker {node} to hold alice's ACLs",
+            )
         yield nodes
     finally:
         nodes.stop()
