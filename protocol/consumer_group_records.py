@@ -15,8 +15,8 @@ tombstone, then its target assignment tombstone, then its subscription tombstone
 leaves, and the same kinds for every member, then the group's own keys, when a group is deleted.
 
 The member metadata value's ``ClassicMemberMetadata`` (tag 0) is set by Kafka only for classic
-members of a consumer group (the online migration of KIP-848); kipling never writes it and ignores
-it when reading a log Kafka wrote. ``PartitionMetadata`` in the partition metadata value is
+members of a consumer group (the online migration of KIP-848); kipling writes and reads it the
+same way. ``PartitionMetadata`` in the partition metadata value is
 deprecated in Kafka 4.0 and always written empty.
 """
 

@@ -29,6 +29,18 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 NO_PREVIOUS_EPOCH = -1
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a classic-protocol member of a consumer group brought in its JoinGroup (Kafka's
+    ClassicMemberMetadata of ConsumerGroupMemberMetadataValue, tag 0): its session timeout and its
+    (protocol name, metadata) pairs. Kafka 4.0 keeps it for the members of a classic group
+    converted into a consumer group (KIP-848's online migration), and needs it to convert the group
+    back; a member that speaks ConsumerGroupHeartbeat has none."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...] = ()
+
+
 class MemberState(IntEnum):
     """Where a member is in reconciling its assignment with its target (the record's int8)."""
 
@@ -70,6 +82,12 @@ class ConsumerGroupMember:
     server_assignor: str | None = None
     assigned_partitions: Assignment = field(default_factory=dict)
     partitions_pending_revocation: Assignment = field(default_factory=dict)
+    classic_member_metadata: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        """Kafka's ``useClassicProtocol``: the member joined with JoinGroup, not a consumer heartbeat."""
+        return self.classic_member_metadata is not None
 
     def is_reconciled_to(self, target_assignment_epoch: int) -> bool:
         """Stable at the target epoch: nothing left to reconcile."""
@@ -86,6 +104,7 @@ class ConsumerGroupMember:
             and self.subscribed_topic_names == other.subscribed_topic_names
             and self.subscribed_topic_regex == other.subscribed_topic_regex
             and self.server_assignor == other.server_assignor
+            and self.classic_member_metadata == other.classic_member_metadata
         )
 
     def same_current_assignment(self, other: ConsumerGroupMember) -> bool:

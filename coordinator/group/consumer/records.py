@@ -24,6 +24,7 @@ from coordinator.group.consumer.group import NO_ASSIGNMENT_EPOCH, ConsumerGroup,
 from coordinator.group.consumer.member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     Assignment,
+    ClassicMemberMetadata,
     ConsumerGroupMember,
     MemberState,
     assignment_of,
@@ -186,6 +187,7 @@ def _apply_subscription(group: ConsumerGroup, record: MemberSubscriptionRecord) 
             subscribed_topic_regex=new.subscribed_topic_regex,
             rebalance_timeout_ms=new.rebalance_timeout_ms,
             server_assignor=new.server_assignor,
+            classic_member_metadata=new.classic_member_metadata,
         )
     )
 
@@ -278,6 +280,7 @@ def _value_of(record: ConsumerGroupRecord) -> dict[str, Any] | None:
             "subscribed_topic_regex": member.subscribed_topic_regex,
             "rebalance_timeout_ms": member.rebalance_timeout_ms,
             "server_assignor": member.server_assignor,
+            "classic_member_metadata": _classic_value(member.classic_member_metadata),
         }
     return {
         "member_epoch": member.member_epoch,
@@ -286,6 +289,26 @@ def _value_of(record: ConsumerGroupRecord) -> dict[str, Any] | None:
         "assigned_partitions": _partitions(member.assigned_partitions),
         "partitions_pending_revocation": _partitions(member.partitions_pending_revocation),
     }
+
+
+def _classic_value(metadata: ClassicMemberMetadata | None) -> dict[str, Any] | None:
+    if metadata is None:
+        return None
+    return {
+        "session_timeout_ms": metadata.session_timeout_ms,
+        "supported_protocols": [
+            {"name": name, "metadata": data} for name, data in metadata.supported_protocols
+        ],
+    }
+
+
+def _classic_metadata(value: Any) -> ClassicMemberMetadata | None:
+    if value is None:
+        return None
+    return ClassicMemberMetadata(
+        value.session_timeout_ms,
+        tuple((protocol.name, bytes(protocol.metadata)) for protocol in value.supported_protocols),
+    )
 
 
 def _assignment(topic_partitions: list[Any]) -> Assignment:
@@ -325,6 +348,7 @@ def from_logged(key: cgr.ConsumerGroupKey, value: bytes | None) -> ConsumerGroup
             subscribed_topic_regex=data.subscribed_topic_regex or None,
             rebalance_timeout_ms=data.rebalance_timeout_ms,
             server_assignor=data.server_assignor,
+            classic_member_metadata=_classic_metadata(getattr(data, "classic_member_metadata", None)),
         )
         return MemberSubscriptionRecord(group_id, member_id, member)
     if data is None:
