@@ -7,7 +7,8 @@ configuration's attribute style; :data:`KAFKA_KEYS` maps each to its Kafka key, 
 The ``group.consumer.*`` keys are those of consumer-protocol groups (KIP-848), with Kafka 4.0's
 defaults and checks. ``group.consumer.migration.policy`` is accepted for compatibility, but kipling
 converts only empty groups between the two protocols (which Kafka does whatever the policy): a group
-with members keeps its protocol, as under Kafka's ``disabled`` policy.
+with members keeps its protocol, as under Kafka's ``disabled`` policy (classic consumers may still
+join a consumer group with members, which Kafka allows whatever the policy).
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ from coordinator.group.consumer.api import (
     ConsumerGroupHeartbeatResult,
     DescribedConsumerGroup,
 )
+from coordinator.group.consumer.classic_members import ClassicMembers
 from coordinator.group.consumer.group import CONSUMER_GROUP_TYPE, ConsumerGroup
 from coordinator.group.consumer.records import ConsumerGroupRecord, group_tombstones, to_offsets_record
 from coordinator.group.consumer.service import ConsumerGroupService, MemberIdGenerator, random_member_id
@@ -142,6 +143,7 @@ class GroupCoordinator:
             MemberTimers(heartbeat_purgatory, rebalance_purgatory),
             consumer_member_id,
         )
+        self._classic_members = ClassicMembers(self._consumer)
         self._membership = MembershipService(self._catalog, self._store, self._rebalancer)
         self._offsets = OffsetService(clock, self._catalog, self._store, self._rebalancer)
         self._markers_while_loading: dict[int, list[tuple[int, bool]]] = {}
@@ -154,14 +156,26 @@ class GroupCoordinator:
         self._join.join_group(request, callback)
 
     def sync_group(self, request: SyncGroupRequest, callback: SyncCallback) -> None:
+        consumer_group = self._consumer_group_with_classic_api(request.group_id, GroupApi.SYNC_GROUP)
+        if consumer_group is not None:
+            self._classic_members.sync(consumer_group, request, callback)
+            return
         self._membership.sync_group(request, callback)
 
     def heartbeat(
         self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None = None
     ) -> ErrorCode:
+        consumer_group = self._consumer_group_with_classic_api(group_id, GroupApi.HEARTBEAT)
+        if consumer_group is not None:
+            return self._classic_members.heartbeat(
+                consumer_group, member_id, generation_id, group_instance_id
+            )
         return self._membership.heartbeat(group_id, member_id, generation_id, group_instance_id)
 
     def leave_group(self, group_id: str, members: Sequence[MemberIdentity]) -> LeaveGroupResult:
+        consumer_group = self._consumer_group_with_classic_api(group_id, GroupApi.LEAVE_GROUP)
+        if consumer_group is not None:
+            return self._classic_members.leave(consumer_group, members)
         return self._membership.leave_group(group_id, members)
 
     # -- consumer-protocol groups (KIP-848) ----------------------------------------------------------
@@ -184,14 +198,17 @@ class GroupCoordinator:
         """The live consumer-protocol group (for inspection; not to be changed from outside)."""
         return self._catalog.consumer_group(group_id)
 
-    def _yield_consumer_group(self, group_id: str) -> ErrorCode | None:
-        """Before a JoinGroup: a consumer group with members refuses it; an empty one becomes an
-        empty classic group with its offsets (its records are deleted)."""
+    def _yield_consumer_group(self, request: JoinGroupRequest, callback: JoinCallback) -> bool:
+        """Before a JoinGroup: a consumer group with members takes it (a classic-protocol member
+        of the consumer group); an empty one becomes an empty classic group with its offsets (its
+        records are deleted)."""
+        group_id = request.group_id
         group = self._catalog.consumer_group(group_id)
         if group is None:
-            return None
+            return False
         if not group.is_empty:
-            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+            self._classic_members.join(group, request, callback)
+            return True
         tombstones = [to_offsets_record(r) for r in group_tombstones(group)]
         self._catalog.remove_consumer_group(group)
         self._consumer.on_group_unloaded(group)
@@ -200,7 +217,14 @@ class GroupCoordinator:
         self._catalog.add(classic)
         self._store.append_tombstones(group_id, tombstones, lambda: None)
         _log.info("empty consumer group converted to a classic group", group=group_id)
-        return None
+        return False
+
+    def _consumer_group_with_classic_api(self, group_id: str, api: GroupApi) -> ConsumerGroup | None:
+        """The consumer group that serves a classic SyncGroup/Heartbeat/LeaveGroup for ``group_id``
+        (once the coordinator checks pass), or None: the classic path answers."""
+        if self._catalog.validate(group_id, api) is not None:
+            return None
+        return self._catalog.consumer_group(group_id)
 
     # -- offsets ------------------------------------------------------------------------------------
 

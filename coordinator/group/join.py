@@ -9,10 +9,11 @@ member without an id may create the group; group.max.size is enforced; then:
   :mod:`~coordinator.group.static_members`);
 * a known member rejoins, which may or may not start a rebalance depending on the state.
 
-A consumer-protocol group (KIP-848) of the same id with members refuses the join
-(INCONSISTENT_GROUP_PROTOCOL: kipling does not let classic members into a consumer group, as Kafka
-does under its ``disabled`` migration policy); an empty one gives way to a classic group, which
-keeps its offsets, as Kafka converts empty groups whatever the policy.
+A consumer-protocol group (KIP-848) of the same id with members takes the join itself: the
+member becomes a classic-protocol member of the consumer group
+(:mod:`~coordinator.group.consumer.classic_members`), as in Kafka whatever the migration policy;
+an empty one gives way to a classic group, which keeps its offsets, as Kafka converts empty groups
+whatever the policy.
 
 The answer comes through the callback, usually when the join phase completes.
 """
@@ -40,13 +41,14 @@ from storage.clock import Clock
 _log = structlog.get_logger("kipling.groups.join")
 
 MemberIdSuffix = Callable[[], str]
-YieldConsumerGroup = Callable[[str], ErrorCode | None]
-"""Given a group id: None once no consumer-protocol group holds it (an empty one gives way to a
-classic group with its offsets), else the error a JoinGroup gets."""
+YieldConsumerGroup = Callable[[JoinGroupRequest, JoinCallback], bool]
+"""Given a checked JoinGroup: True if a consumer-protocol group with members took it (and answers
+it); False once no consumer-protocol group holds the id (an empty one gives way to a classic group
+with its offsets)."""
 
 
-def _no_consumer_groups(_group_id: str) -> ErrorCode | None:
-    return None
+def _no_consumer_groups(_request: JoinGroupRequest, _callback: JoinCallback) -> bool:
+    return False
 
 
 def random_member_id_suffix() -> str:
@@ -77,10 +79,10 @@ class JoinService:
         error = self._catalog.validate(request.group_id, GroupApi.JOIN_GROUP)
         if error is None and not self._session_timeout_allowed(request.session_timeout_ms):
             error = ErrorCode.INVALID_SESSION_TIMEOUT
-        if error is None:
-            error = self._yield_consumer_group(request.group_id)
         if error is not None:
             callback(JoinGroupResult.failure(request.member_id, error))
+            return
+        if self._yield_consumer_group(request, callback):
             return
         is_unknown_member = request.member_id == UNKNOWN_MEMBER_ID
         group = self._catalog.get(request.group_id)

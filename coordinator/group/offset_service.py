@@ -215,10 +215,16 @@ def _validate_consumer_commit(
     member = group.member(request.member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    if not transactional and request.api_version is not None and request.api_version < 9:
+    if (
+        not transactional
+        and not member.uses_classic_protocol
+        and request.api_version is not None
+        and request.api_version < 9
+    ):
         return ErrorCode.UNSUPPORTED_VERSION
     if request.generation_id != member.member_epoch:
-        return ErrorCode.STALE_MEMBER_EPOCH
+        # A classic-protocol member (KIP-848's online migration) knows only generations.
+        return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
     return None
 
 
@@ -233,5 +239,5 @@ def _validate_consumer_fetch(
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
     if member_epoch != member.member_epoch:
-        return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
     return None

@@ -35,6 +35,7 @@ import pytest
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.group_members import (
     POLL_S,
+    ConfluentMember,
     GroupMember,
     PacedProducer,
     create_topic,
@@ -363,3 +364,41 @@ def test_a_regex_subscription_picks_up_new_topics(broker: BrokerProcess) -> None
         )
     finally:
         consumer.close()
+
+
+def test_a_classic_and_a_consumer_protocol_member_share_a_consumer_group(broker: BrokerProcess) -> None:
+    """A ``group.protocol=classic`` librdkafka consumer joins a consumer group that has a KIP-848
+    member (Kafka 4.0's online migration: it becomes a classic-protocol member of the consumer
+    group, the server-side assignor decides and SyncGroup hands it its partitions). Both consume;
+    when the KIP-848 member leaves, the classic member is told to rejoin and takes every
+    partition. Each acknowledged record is consumed exactly once."""
+    topic, group = "kip848-mixed", "kip848-mixed-group"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    producer = PacedProducer(broker.bootstrap, topic, PARTITIONS, "v", rate=200).start()
+    modern = ConsumerProtocolMember("modern", broker.bootstrap, topic, group).start()
+    wait_for(lambda: len(modern.assigned) == PARTITIONS, TIMEOUT_S, "the KIP-848 member alone", [modern])
+    classic = ConfluentMember("classic", broker.bootstrap, topic, group).start()
+    members: list[GroupMember] = [modern, classic]
+    try:
+        wait_for(lambda: _split_evenly(members), TIMEOUT_S, "three partitions each", members)
+        producer.wait_for_more(200, "while both members consume")
+        modern.stop()
+        wait_for(
+            lambda: len(classic.assigned) == PARTITIONS, TIMEOUT_S, "the classic member alone", [classic]
+        )
+        producer.wait_for_more(200, "after the KIP-848 member left")
+        acked = producer.stop()
+        wait_for(
+            lambda: set(acked) <= {v for m in members for v in m.values()},
+            TIMEOUT_S,
+            "every acknowledged value consumed",
+            [classic],
+        )
+    finally:
+        producer.stop(check=False)
+        stop_all(members)
+    counts = Counter(v for m in members for v in m.values())
+    twice = [v for v, n in counts.items() if n > 1]
+    assert not twice, f"{len(twice)} values consumed twice, e.g. {twice[:5]}"
+    assert set(counts) == set(acked)
+    assert modern.values() and classic.values()

@@ -290,6 +290,38 @@ class ConsumerGroupService:
             client_id=request.client_id,
             client_host=request.client_host,
         )
+        reconciled = self.advance_member(group, member, updated, owned, records)
+        self._schedule_session_timeout(group_id, member_id)
+
+        full = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH or (
+            request.rebalance_timeout_ms != -1
+            and request.subscribed_topic_names is not None
+            and request.topic_partitions is not None
+        )
+        changed = reconciled.assigned_partitions != member.assigned_partitions
+        result = ConsumerGroupHeartbeatResult(
+            ErrorCode.NONE,
+            member_id=member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self._config.group_consumer_heartbeat_interval_ms,
+            assignment=reconciled.assigned_partitions if full or changed else None,
+        )
+        return group, records, result
+
+    def advance_member(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        updated: ConsumerGroupMember,
+        owned: Sequence[tuple[uuid.UUID, Iterable[int]]] | None,
+        records: list[ConsumerGroupRecord],
+    ) -> ConsumerGroupMember:
+        """The three steps of a heartbeat once the member is known (``member`` as the group holds
+        it, ``updated`` with what the request brought): the group epoch, the target assignment,
+        the reconciliation. Adds the records to ``records``, schedules or cancels the member's
+        rebalance timeout, and returns the member reconciled (Kafka's steps shared by
+        consumerGroupHeartbeat and classicGroupJoinToConsumerGroup)."""
+        group_id, member_id = group.group_id, updated.member_id
         bump = group.group_epoch == 0
         if not updated.same_subscription(member):
             records.append(MemberSubscriptionRecord(group_id, member_id, updated))
@@ -351,22 +383,7 @@ class ConsumerGroupService:
         if not reconciled.same_current_assignment(updated) or not group.has_member(member_id):
             records.append(CurrentAssignmentRecord(group_id, member_id, reconciled))
             self._schedule_rebalance_timeout(group_id, reconciled)
-        self._schedule_session_timeout(group_id, member_id)
-
-        full = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH or (
-            request.rebalance_timeout_ms != -1
-            and request.subscribed_topic_names is not None
-            and request.topic_partitions is not None
-        )
-        changed = reconciled.assigned_partitions != member.assigned_partitions
-        result = ConsumerGroupHeartbeatResult(
-            ErrorCode.NONE,
-            member_id=member_id,
-            member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self._config.group_consumer_heartbeat_interval_ms,
-            assignment=reconciled.assigned_partitions if full or changed else None,
-        )
-        return group, records, result
+        return reconciled
 
     def _group_for_heartbeat(self, group_id: str, create: bool) -> ConsumerGroup:
         """Kafka's ``getOrMaybeCreateConsumerGroup``: the consumer group, or a new one on a join
@@ -585,14 +602,18 @@ class ConsumerGroupService:
 
     # -- timers -------------------------------------------------------------------------------------
 
-    def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+    def _schedule_session_timeout(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
+        """The member is fenced if it is not heard from within ``timeout_ms``: a classic-protocol
+        member's own session timeout, else group.consumer.session.timeout.ms."""
         self._timers.schedule(
             SESSION,
             group_id,
             member_id,
-            self._config.group_consumer_session_timeout_ms,
+            self._config.group_consumer_session_timeout_ms if timeout_ms is None else timeout_ms,
             lambda: self.fence_member(group_id, member_id, "the member session expired"),
         )
+
+    schedule_session_timeout = _schedule_session_timeout
 
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
         if member.state is not MemberState.UNREVOKED_PARTITIONS:
@@ -617,7 +638,10 @@ class ConsumerGroupService:
         each member that must revoke partitions; regular expressions are resolved again."""
         self._refresh_regexes(group, None)
         for member_id, member in group.members.items():
-            self._schedule_session_timeout(group.group_id, member_id)
+            classic = member.classic_member_metadata
+            self._schedule_session_timeout(
+                group.group_id, member_id, None if classic is None else classic.session_timeout_ms
+            )
             if member.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance_timeout(group.group_id, member)
 
@@ -652,6 +676,28 @@ class ConsumerGroupService:
         group.restore(snapshot)
         if not existed and not group.offsets.has_offsets and group.is_empty:
             self._host.remove_consumer_group(group)
+
+    write = _write
+    """Shared with :mod:`~coordinator.group.consumer.classic_members`."""
+    fence = _fence
+    check_not_full = _check_not_full
+    subscription_metadata = _subscription_metadata
+    static_member = _static_member
+
+    def new_member_id(self) -> str:
+        return self._new_member_id()
+
+    @property
+    def timers(self) -> MemberTimers:
+        return self._timers
+
+    @property
+    def topics(self) -> TopicLookup:
+        return self._topics
+
+    @property
+    def config(self) -> GroupCoordinatorConfig:
+        return self._config
 
     # -- ConsumerGroupDescribe ----------------------------------------------------------------------
 

@@ -22,6 +22,10 @@ class MemberTimerKey(NamedTuple):
 
 SESSION = "consumer-session"
 REBALANCE = "consumer-rebalance"
+JOIN = "consumer-classic-join"
+"""A classic-protocol member told to rejoin must do so within its rebalance timeout."""
+SYNC = "consumer-classic-sync"
+"""A classic-protocol member that joined must send SyncGroup within its rebalance timeout."""
 
 
 class DelayedMemberTimeout(DelayedOperation):
@@ -45,7 +49,7 @@ class DelayedMemberTimeout(DelayedOperation):
 
 class MemberTimers:
     def __init__(self, sessions: DelayedOperationPurgatory, rebalances: DelayedOperationPurgatory) -> None:
-        self._purgatories = {SESSION: sessions, REBALANCE: rebalances}
+        self._purgatories = {SESSION: sessions, REBALANCE: rebalances, JOIN: rebalances, SYNC: rebalances}
 
     def schedule(
         self, kind: str, group_id: str, member_id: str, delay_ms: int, expire: Callable[[], None]
@@ -54,6 +58,9 @@ class MemberTimers:
         purgatory = self._purgatories[kind]
         purgatory.cancel_for_key(key)
         purgatory.try_complete_else_watch(DelayedMemberTimeout(delay_ms, expire, key), [key])
+
+    def is_scheduled(self, kind: str, group_id: str, member_id: str) -> bool:
+        return self._purgatories[kind].watchers_of(MemberTimerKey(kind, group_id, member_id)) > 0
 
     def cancel(self, kind: str, group_id: str, member_id: str) -> None:
         self._purgatories[kind].cancel_for_key(MemberTimerKey(kind, group_id, member_id))

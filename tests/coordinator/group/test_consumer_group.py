@@ -438,10 +438,14 @@ def test_offsets_of_unsubscribed_topics_expire_after_retention(h: ConsumerHarnes
 # -- the classic protocol --------------------------------------------------------------------------
 
 
-def test_classic_join_is_refused_while_the_consumer_group_has_members(h: ConsumerHarness) -> None:
+def test_a_classic_join_of_another_protocol_type_is_refused_while_the_consumer_group_has_members(
+    h: ConsumerHarness,
+) -> None:
+    """A consumer-protocol JoinGroup becomes a classic member of the group
+    (test_classic_members_of_consumer_groups); another protocol type is refused, as in Kafka."""
     a = consumer(h, "a")
     a.heartbeat()
-    refused = h.join("group", "m")
+    refused = h.join("group", "m", protocol_type="connect")
     assert refused.value.error is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     assert h.heartbeat("group", "m", 1) is ErrorCode.UNKNOWN_MEMBER_ID
     a.leave()
