@@ -56,6 +56,7 @@ from coordinator.group.loader import rebuild_groups
 from coordinator.group.log import GroupLog, LoggedEntry, TxnProducer
 from coordinator.group.member import JoinCallback, SyncCallback
 from coordinator.group.membership import MembershipService
+from coordinator.group.migration import can_downgrade, classic_group_from
 from coordinator.group.offset_service import OffsetService
 from coordinator.group.offsets import OffsetAndMetadata
 from coordinator.group.rebalance import Rebalancer
@@ -135,10 +136,12 @@ class GroupCoordinator:
             member_id_suffix,
             self._yield_consumer_group,
         )
+        host = _ConsumerGroupHost(self._catalog, self._store)
+        host.downgrade = self._downgrade
         self._consumer = ConsumerGroupService(
             config,
             clock,
-            _ConsumerGroupHost(self._catalog, self._store),
+            host,
             topics if topics is not None else _NoTopics(),
             MemberTimers(heartbeat_purgatory, rebalance_purgatory),
             consumer_member_id,
@@ -218,6 +221,35 @@ class GroupCoordinator:
         self._store.append_tombstones(group_id, tombstones, lambda: None)
         _log.info("empty consumer group converted to a classic group", group=group_id)
         return False
+
+    def _downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+        """KIP-848's online downgrade (:mod:`~coordinator.group.migration`): the consumer group's
+        records are deleted, the classic group written, and a rebalance starts."""
+        if not can_downgrade(self.config, group, leaving_member_id):
+            return False
+        group_id = group.group_id
+        classic, assignments = classic_group_from(
+            group, leaving_member_id, self._consumer.topics, self._clock
+        )
+        tombstones = [to_offsets_record(r) for r in group_tombstones(group)]
+        self._catalog.remove_consumer_group(group)
+        self._consumer.on_group_unloaded(group)
+        self._catalog.add(classic)
+        self._store.append_tombstones(group_id, tombstones, lambda: None)
+        self._store.store_group(classic, assignments, lambda _error: None)
+        for member in classic.members:
+            self._rebalancer.complete_and_schedule_next_heartbeat_expiration(classic, member)
+        self._rebalancer.maybe_prepare_rebalance(
+            classic, f"Downgrade group {group_id} from consumer to classic."
+        )
+        _log.info(
+            "consumer group converted to a classic group",
+            group=group_id,
+            left=leaving_member_id,
+            members=classic.size,
+            generation=classic.generation_id,
+        )
+        return True
 
     def _consumer_group_with_classic_api(self, group_id: str, api: GroupApi) -> ConsumerGroup | None:
         """The consumer group that serves a classic SyncGroup/Heartbeat/LeaveGroup for ``group_id``
@@ -533,6 +565,11 @@ class _ConsumerGroupHost:
     def __init__(self, catalog: GroupCatalog, store: GroupStore) -> None:
         self._catalog = catalog
         self._store = store
+        self.downgrade: Callable[[ConsumerGroup, str], bool] = lambda _group, _member_id: False
+        """Set by the coordinator, which holds what a classic group needs."""
+
+    def convert_to_classic_group(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+        return self.downgrade(group, leaving_member_id)
 
     @property
     def active(self) -> bool:

@@ -370,8 +370,18 @@ def test_a_classic_and_a_consumer_protocol_member_share_a_consumer_group(broker:
     """A ``group.protocol=classic`` librdkafka consumer joins a consumer group that has a KIP-848
     member (Kafka 4.0's online migration: it becomes a classic-protocol member of the consumer
     group, the server-side assignor decides and SyncGroup hands it its partitions). Both consume;
-    when the KIP-848 member leaves, the classic member is told to rejoin and takes every
-    partition. Each acknowledged record is consumed exactly once."""
+    when the KIP-848 member leaves, the group is downgraded to a classic group (Kafka 4.0's
+    default ``bidirectional`` policy), the classic member rejoins it and takes every partition.
+    Each acknowledged record is consumed exactly once."""
+    from confluent_kafka import ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def group_type() -> Any:
+        listed = admin.list_consumer_groups(request_timeout=15).result(timeout=30)
+        return {g.group_id: g.type for g in listed.valid}.get(group)
+
     topic, group = "kip848-mixed", "kip848-mixed-group"
     create_topic(broker.bootstrap, topic, PARTITIONS)
     producer = PacedProducer(broker.bootstrap, topic, PARTITIONS, "v", rate=200).start()
@@ -382,10 +392,12 @@ def test_a_classic_and_a_consumer_protocol_member_share_a_consumer_group(broker:
     try:
         wait_for(lambda: _split_evenly(members), TIMEOUT_S, "three partitions each", members)
         producer.wait_for_more(200, "while both members consume")
+        assert group_type() == ConsumerGroupType.CONSUMER
         modern.stop()
         wait_for(
             lambda: len(classic.assigned) == PARTITIONS, TIMEOUT_S, "the classic member alone", [classic]
         )
+        wait_for(lambda: group_type() == ConsumerGroupType.CLASSIC, TIMEOUT_S, "a classic group", [classic])
         producer.wait_for_more(200, "after the KIP-848 member left")
         acked = producer.stop()
         wait_for(

@@ -134,6 +134,12 @@ class ConsumerGroupHost(Protocol):
         with members raises KafkaError(GROUP_ID_NOT_FOUND)."""
         ...
 
+    def convert_to_classic_group(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+        """KIP-848's online downgrade: if ``leaving_member_id`` is the last member not using the
+        classic protocol and the policy allows it, turn the group into a classic group without it
+        (records written, rebalance started) and return True; else False, nothing done."""
+        ...
+
     def append(
         self, group_id: str, records: Sequence[ConsumerGroupRecord], done: Callable[[ErrorCode], None]
     ) -> None:
@@ -187,6 +193,11 @@ class ConsumerGroupService:
         try:
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 group, records, result = self._leave(request)
+                if result.member_epoch == LEAVE_GROUP_MEMBER_EPOCH and self._host.convert_to_classic_group(
+                    group, request.member_id
+                ):
+                    callback(result)
+                    return
             else:
                 group, records, result = self._heartbeat(request)
         except KafkaError as failure:
@@ -598,6 +609,9 @@ class ConsumerGroupService:
             )
             return
         _log.info("member fenced from the consumer group", group=group_id, member=member_id, reason=reason)
+        if self._host.convert_to_classic_group(group, member_id):
+            self._timers.cancel_all(group_id, member_id)
+            return
         self._write(group, self._fence(group, member), lambda _error: None)
 
     # -- timers -------------------------------------------------------------------------------------

@@ -242,3 +242,92 @@ def test_classic_members_survive_a_reload(h: ConsumerHarness) -> None:
     assert member is not None and member.uses_classic_protocol
     assert c.heartbeat() is ErrorCode.NONE
     assert c.partitions and not c.partitions & _partitions(a)
+
+
+# -- the online downgrade -----------------------------------------------------------------------------
+
+
+def _mixed_group(h: ConsumerHarness) -> tuple[Consumer, ClassicConsumer]:
+    a = Consumer(h, "a", ("t",))
+    a.heartbeat()
+    c = ClassicConsumer(h)
+    assert c.join() is ErrorCode.NONE
+    settle([a], [c])
+    return a, c
+
+
+def test_the_last_kip848_member_leaving_downgrades_the_group_to_classic(h: ConsumerHarness) -> None:
+    a, c = _mixed_group(h)
+    h.commit(member_id=c.member_id, generation=c.generation, offsets={("t", min(c.partitions)): 4})
+    epoch = h.coordinator.consumer_group("group").group_epoch  # type: ignore[union-attr]
+    assert a.leave().error is ErrorCode.NONE
+    assert h.coordinator.consumer_group("group") is None
+    classic = h.coordinator.group("group")
+    assert classic is not None and classic.state.value == "PreparingRebalance"
+    assert classic.generation_id == epoch and classic.member_ids == [c.member_id]
+    assert classic.protocol_name == "cooperative-sticky"
+    assert (
+        h.coordinator.fetch_offsets("group", [("t", min(c.partitions))])
+        .partitions[("t", min(c.partitions))]
+        .offset
+        == 4
+    )
+    # The classic member hears of the rebalance and rejoins the classic group, as its leader.
+    assert h.heartbeat("group", c.member_id, c.generation) is ErrorCode.REBALANCE_IN_PROGRESS
+    joined = h.join(
+        "group", c.member_id, protocols=c._protocols(), session_ms=SESSION_MS, rebalance_ms=REBALANCE_MS
+    )
+    h.settle()
+    assert joined.value.error is ErrorCode.NONE and joined.value.leader_id == c.member_id
+    assert joined.value.generation_id == epoch + 1
+    # The log holds the classic group, not the consumer group.
+    h.reload()
+    assert h.coordinator.consumer_group("group") is None
+    assert h.coordinator.group("group") is not None
+
+
+def test_a_fenced_kip848_member_downgrades_the_group_too(h: ConsumerHarness) -> None:
+    _a, c = _mixed_group(h)
+    for _ in range(12):
+        h.advance(SESSION_MS // 2)
+        assert c.harness.heartbeat("group", c.member_id, c.generation) in (
+            ErrorCode.NONE,
+            ErrorCode.REBALANCE_IN_PROGRESS,
+        )
+        if h.coordinator.group("group") is not None:
+            break
+    assert h.coordinator.consumer_group("group") is None
+    assert h.coordinator.group("group") is not None
+
+
+def test_no_downgrade_under_the_upgrade_or_disabled_policy(h: ConsumerHarness) -> None:
+    for policy in ("upgrade", "disabled"):
+        h = ConsumerHarness(config(group_consumer_migration_policy=policy))
+        h.topics.create("t", 4)
+        a, c = _mixed_group(h)
+        a.leave()
+        group = h.coordinator.consumer_group("group")
+        assert group is not None and list(group.members) == [c.member_id]
+        assert c.heartbeat() is ErrorCode.NONE
+        settle([], [c])
+        assert c.partitions == {0, 1, 2, 3}
+
+
+def test_no_downgrade_while_another_kip848_member_remains(h: ConsumerHarness) -> None:
+    a, _c = _mixed_group(h)
+    b = Consumer(h, "b", ("t",))
+    b.heartbeat()
+    a.leave()
+    assert h.coordinator.consumer_group("group") is not None
+    b.leave()
+    assert h.coordinator.consumer_group("group") is None and h.coordinator.group("group") is not None
+
+
+def test_no_downgrade_when_the_classic_members_exceed_group_max_size(h: ConsumerHarness) -> None:
+    h = ConsumerHarness(config(group_max_size=1))
+    h.topics.create("t", 4)
+    a, _c = _mixed_group(h)
+    d = ClassicConsumer(h)
+    assert d.join() is ErrorCode.NONE
+    a.leave()
+    assert h.coordinator.consumer_group("group") is not None

@@ -1,0 +1,96 @@
+"""The online downgrade of KIP-848 (Kafka 4.0's GroupMetadataManager ``validateOnlineDowngrade*``,
+``convertToClassicGroup`` and ClassicGroup ``fromConsumerGroup``).
+
+When the last member speaking ConsumerGroupHeartbeat leaves a consumer group (or is fenced) and
+every member left joined with the classic protocol, the group becomes a classic group again if
+``group.consumer.migration.policy`` is ``downgrade`` or ``bidirectional`` and the members left fit
+in ``group.max.size``. The classic group is Stable at a generation equal to the group epoch (the
+classic members' generation when reconciled), with protocol type ``consumer``, each member holding
+its target assignment serialized with the consumer protocol, and it keeps the group's offsets; the
+coordinator then writes the consumer group's tombstones and the classic group's record, and starts
+a rebalance, so the classic members rejoin and their leader assigns again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from coordinator.group.config import GroupCoordinatorConfig
+from coordinator.group.consumer.group import ConsumerGroup
+from coordinator.group.group import GroupMetadata
+from coordinator.group.member import MemberMetadata
+from coordinator.group.requests import JoinProtocol
+from coordinator.group.state import GroupState
+from coordinator.group.subscriptions import CONSUMER_PROTOCOL_TYPE
+from metadata.topics import TopicLookup
+from protocol import consumer_protocol
+from storage.clock import Clock
+
+DOWNGRADE_POLICIES = frozenset({"downgrade", "bidirectional"})
+
+
+def can_downgrade(config: GroupCoordinatorConfig, group: ConsumerGroup, leaving_member_id: str) -> bool:
+    """Kafka's ``validateOnlineDowngradeWithFencedMember``: the leaving member is the last one not
+    using the classic protocol, others remain, the policy allows it and they fit a classic group."""
+    leaving = group.member(leaving_member_id)
+    if leaving is None or leaving.uses_classic_protocol:
+        return False
+    others = [m for m in group.members.values() if m.member_id != leaving_member_id]
+    if not others or not all(m.uses_classic_protocol for m in others):
+        return False
+    if config.group_consumer_migration_policy.lower() not in DOWNGRADE_POLICIES:
+        return False
+    return len(others) <= config.group_max_size
+
+
+def classic_group_from(
+    group: ConsumerGroup, leaving_member_id: str, topics: TopicLookup, clock: Clock
+) -> tuple[GroupMetadata, Mapping[str, bytes]]:
+    """The classic group the consumer group becomes without ``leaving_member_id``, and each
+    member's assignment (the bytes the group record carries)."""
+    classic = GroupMetadata(group.group_id, GroupState.STABLE, clock)
+    classic.generation_id = group.group_epoch
+    classic.protocol_type = CONSUMER_PROTOCOL_TYPE
+    classic.current_state_timestamp = clock.time_ms()
+    for member in group.members.values():
+        metadata = member.classic_member_metadata
+        if member.member_id == leaving_member_id or metadata is None:
+            continue
+        classic.add(
+            MemberMetadata(
+                member_id=member.member_id,
+                group_instance_id=member.instance_id,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                rebalance_timeout_ms=member.rebalance_timeout_ms,
+                session_timeout_ms=metadata.session_timeout_ms,
+                protocol_type=CONSUMER_PROTOCOL_TYPE,
+                supported_protocols=tuple(JoinProtocol(n, d) for n, d in metadata.supported_protocols),
+            )
+        )
+    classic.protocol_name = classic.select_protocol()
+    classic.subscribed_topics = classic.compute_subscribed_topics()
+    assignments: dict[str, bytes] = {}
+    for classic_member in classic.members:
+        metadata_bytes = next(
+            (p.metadata for p in classic_member.supported_protocols if p.name == classic.protocol_name), b""
+        )
+        version = 0
+        if len(metadata_bytes) >= 2:
+            version = max(0, min(int.from_bytes(metadata_bytes[:2], "big", signed=True), 3))
+        partitions = []
+        for topic_id, parts in group.target_assignment_of(classic_member.member_id).items():
+            topic = topics.get_by_id(topic_id)
+            if topic is not None:
+                partitions.append(consumer_protocol.TopicPartitions(topic.name, tuple(sorted(parts))))
+        partitions.sort()
+        assignment = consumer_protocol.encode_assignment(
+            consumer_protocol.Assignment(tuple(partitions)), version
+        )
+        classic_member.assignment = assignment
+        assignments[classic_member.member_id] = assignment
+    classic.offsets = group.offsets
+    return classic, assignments
+
+
+__all__ = ["DOWNGRADE_POLICIES", "can_downgrade", "classic_group_from"]
