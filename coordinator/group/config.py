@@ -5,11 +5,12 @@ configuration's attribute style; :data:`KAFKA_KEYS` maps each to its Kafka key, 
 :meth:`GroupCoordinatorConfig.from_kafka_keys` builds one from values under those keys.
 
 The ``group.consumer.*`` keys are those of consumer-protocol groups (KIP-848), with Kafka 4.0's
-defaults and checks. ``group.consumer.migration.policy`` governs the online downgrade of a consumer
-group whose last KIP-848 member leaves (``downgrade``, ``bidirectional``:
-:mod:`~coordinator.group.migration`); the online upgrade of a classic group with members is not
-implemented (refused as under ``disabled``). Empty groups convert either way whatever the policy,
-and classic consumers may join a consumer group with members whatever the policy, as in Kafka.
+defaults and checks. ``group.consumer.migration.policy`` governs the online conversions of groups
+with members (:mod:`~coordinator.group.migration`): the upgrade of a classic group a KIP-848
+member joins (``upgrade``, ``bidirectional``) and the downgrade of a consumer group whose last
+KIP-848 member leaves (``downgrade``, ``bidirectional``). Empty groups convert either way whatever
+the policy, and classic consumers may join a consumer group with members whatever the policy, as
+in Kafka.
 """
 
 from __future__ import annotations

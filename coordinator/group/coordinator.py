@@ -56,7 +56,12 @@ from coordinator.group.loader import rebuild_groups
 from coordinator.group.log import GroupLog, LoggedEntry, TxnProducer
 from coordinator.group.member import JoinCallback, SyncCallback
 from coordinator.group.membership import MembershipService
-from coordinator.group.migration import can_downgrade, classic_group_from
+from coordinator.group.migration import (
+    can_downgrade,
+    can_upgrade,
+    classic_group_from,
+    consumer_group_records_from,
+)
 from coordinator.group.offset_service import OffsetService
 from coordinator.group.offsets import OffsetAndMetadata
 from coordinator.group.rebalance import Rebalancer
@@ -72,10 +77,12 @@ from coordinator.group.results import (
     CLASSIC_GROUP_TYPE,
     DescribedGroup,
     GroupOverview,
+    JoinGroupResult,
     LeaveGroupResult,
     ListGroupsResult,
     OffsetDeleteResult,
     OffsetFetchResult,
+    SyncGroupResult,
     TopicPartition,
 )
 from coordinator.group.state import GroupState
@@ -138,6 +145,7 @@ class GroupCoordinator:
         )
         host = _ConsumerGroupHost(self._catalog, self._store)
         host.downgrade = self._downgrade
+        host.upgrade = self._upgrade
         self._consumer = ConsumerGroupService(
             config,
             clock,
@@ -221,6 +229,46 @@ class GroupCoordinator:
         self._store.append_tombstones(group_id, tombstones, lambda: None)
         _log.info("empty consumer group converted to a classic group", group=group_id)
         return False
+
+    def _upgrade(self, group_id: str) -> tuple[ConsumerGroup, list[ConsumerGroupRecord]] | None:
+        """KIP-848's online upgrade (:mod:`~coordinator.group.migration`): a classic group with
+        members gives way to a consumer group holding them; whoever waits in JoinGroup or SyncGroup
+        is told to rejoin (REBALANCE_IN_PROGRESS), the classic group's timers stop and its record is
+        deleted. A group that may not be converted is refused with GROUP_ID_NOT_FOUND."""
+        classic = self._catalog.get(group_id)
+        if classic is None or classic.is_in(GroupState.DEAD) or classic.is_in(GroupState.EMPTY):
+            return None
+        refused = KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        if not can_upgrade(self.config, classic):
+            _log.info("cannot upgrade the classic group to a consumer group", group=group_id)
+            raise refused
+        try:
+            records = consumer_group_records_from(classic, self._consumer.topics)
+        except DecodeError as exc:
+            _log.warning("cannot upgrade the classic group: malformed consumer protocol", group=group_id)
+            raise KafkaError(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"Cannot upgrade the classic group {group_id} to consumer group because the embedded "
+                "consumer protocol is malformed.",
+            ) from exc
+        for member in classic.members:
+            classic.maybe_invoke_join_callback(
+                member, JoinGroupResult.failure(member.member_id, ErrorCode.REBALANCE_IN_PROGRESS)
+            )
+            classic.maybe_invoke_sync_callback(member, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        self._rebalancer.on_group_unloaded(classic)
+        self._catalog.remove(classic)
+        group = ConsumerGroup(group_id)
+        group.offsets = classic.offsets
+        self._catalog.add_consumer_group(group)
+        self._store.append_tombstones(group_id, [group_tombstone(group_id)], lambda: None)
+        _log.info(
+            "classic group converted to a consumer group",
+            group=group_id,
+            members=classic.size,
+            epoch=classic.generation_id,
+        )
+        return group, records
 
     def _downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
         """KIP-848's online downgrade (:mod:`~coordinator.group.migration`): the consumer group's
@@ -566,10 +614,16 @@ class _ConsumerGroupHost:
         self._catalog = catalog
         self._store = store
         self.downgrade: Callable[[ConsumerGroup, str], bool] = lambda _group, _member_id: False
+        self.upgrade: Callable[[str], tuple[ConsumerGroup, list[ConsumerGroupRecord]] | None] = (
+            lambda _group_id: None
+        )
         """Set by the coordinator, which holds what a classic group needs."""
 
     def convert_to_classic_group(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
         return self.downgrade(group, leaving_member_id)
+
+    def upgrade_classic_group(self, group_id: str) -> tuple[ConsumerGroup, list[ConsumerGroupRecord]] | None:
+        return self.upgrade(group_id)
 
     @property
     def active(self) -> bool:

@@ -1,4 +1,10 @@
-"""The online downgrade of KIP-848 (Kafka 4.0's GroupMetadataManager ``validateOnlineDowngrade*``,
+"""The online upgrade and downgrade of KIP-848 (upgrade: Kafka 4.0's ``validateOnlineUpgrade``,
+``convertToConsumerGroup`` and ConsumerGroup ``fromClassicGroup``; a ConsumerGroupHeartbeat that
+joins a classic group of protocol type ``consumer`` with members, under the ``upgrade`` or
+``bidirectional`` policy and within group.consumer.max.size, makes it a consumer group whose
+members are the classic ones, Stable at the generation with their last assignments).
+
+The online downgrade of KIP-848 (Kafka 4.0's GroupMetadataManager ``validateOnlineDowngrade*``,
 ``convertToClassicGroup`` and ClassicGroup ``fromConsumerGroup``).
 
 When the last member speaking ConsumerGroupHeartbeat leaves a consumer group (or is fenced) and
@@ -17,6 +23,20 @@ from collections.abc import Mapping
 
 from coordinator.group.config import GroupCoordinatorConfig
 from coordinator.group.consumer.group import ConsumerGroup
+from coordinator.group.consumer.member import (
+    ClassicMemberMetadata,
+    ConsumerGroupMember,
+    MemberState,
+    assignment_of,
+)
+from coordinator.group.consumer.records import (
+    ConsumerGroupRecord,
+    CurrentAssignmentRecord,
+    GroupEpochRecord,
+    MemberSubscriptionRecord,
+    TargetAssignmentEpochRecord,
+    TargetAssignmentMemberRecord,
+)
 from coordinator.group.group import GroupMetadata
 from coordinator.group.member import MemberMetadata
 from coordinator.group.requests import JoinProtocol
@@ -93,4 +113,70 @@ def classic_group_from(
     return classic, assignments
 
 
-__all__ = ["DOWNGRADE_POLICIES", "can_downgrade", "classic_group_from"]
+UPGRADE_POLICIES = frozenset({"upgrade", "bidirectional"})
+
+
+def can_upgrade(config: GroupCoordinatorConfig, classic: GroupMetadata) -> bool:
+    """Kafka's ``validateOnlineUpgrade``: the policy allows it, the group's members speak the
+    embedded consumer protocol, and they fit in group.consumer.max.size."""
+    if config.group_consumer_migration_policy.lower() not in UPGRADE_POLICIES:
+        return False
+    if classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        return False
+    return classic.size <= config.group_consumer_max_size
+
+
+def consumer_group_records_from(classic: GroupMetadata, topics: TopicLookup) -> list[ConsumerGroupRecord]:
+    """Kafka's ``ConsumerGroup.fromClassicGroup`` and ``createConsumerGroupRecords``: every classic
+    member becomes a Stable classic-protocol member at the generation, its last assignment both its
+    target and its current assignment; the group and assignment epochs are the generation. Raises
+    ConsumerProtocolError if a member's subscription or assignment is malformed."""
+    group_id = classic.group_id
+    generation = classic.generation_id
+    members: list[ConsumerGroupMember] = []
+    for member in classic.members:
+        metadata = next(
+            (p.metadata for p in member.supported_protocols if p.name == classic.protocol_name), b""
+        )
+        subscription = consumer_protocol.decode_subscription(metadata)
+        assignment = consumer_protocol.decode_assignment(member.assignment) if member.assignment else None
+        assigned = assignment_of(
+            (topic.topic_id, entry.partitions)
+            for entry in (assignment.partitions if assignment is not None else ())
+            if (topic := topics.get(entry.topic)) is not None
+        )
+        members.append(
+            ConsumerGroupMember(
+                member.member_id,
+                member_epoch=generation,
+                previous_member_epoch=generation,
+                state=MemberState.STABLE,
+                instance_id=member.group_instance_id,
+                rack_id=subscription.rack_id,
+                rebalance_timeout_ms=member.rebalance_timeout_ms,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                subscribed_topic_names=frozenset(subscription.topics),
+                assigned_partitions=assigned,
+                classic_member_metadata=ClassicMemberMetadata(
+                    member.session_timeout_ms,
+                    tuple((p.name, bytes(p.metadata)) for p in member.supported_protocols),
+                ),
+            )
+        )
+    records: list[ConsumerGroupRecord] = [MemberSubscriptionRecord(group_id, m.member_id, m) for m in members]
+    records.append(GroupEpochRecord(group_id, generation))
+    records += [TargetAssignmentMemberRecord(group_id, m.member_id, m.assigned_partitions) for m in members]
+    records.append(TargetAssignmentEpochRecord(group_id, generation))
+    records += [CurrentAssignmentRecord(group_id, m.member_id, m) for m in members]
+    return records
+
+
+__all__ = [
+    "DOWNGRADE_POLICIES",
+    "UPGRADE_POLICIES",
+    "can_downgrade",
+    "can_upgrade",
+    "classic_group_from",
+    "consumer_group_records_from",
+]

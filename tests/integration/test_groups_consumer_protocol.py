@@ -366,13 +366,18 @@ def test_a_regex_subscription_picks_up_new_topics(broker: BrokerProcess) -> None
         consumer.close()
 
 
-def test_a_classic_and_a_consumer_protocol_member_share_a_consumer_group(broker: BrokerProcess) -> None:
-    """A ``group.protocol=classic`` librdkafka consumer joins a consumer group that has a KIP-848
-    member (Kafka 4.0's online migration: it becomes a classic-protocol member of the consumer
-    group, the server-side assignor decides and SyncGroup hands it its partitions). Both consume;
-    when the KIP-848 member leaves, the group is downgraded to a classic group (Kafka 4.0's
-    default ``bidirectional`` policy), the classic member rejoins it and takes every partition.
-    Each acknowledged record is consumed exactly once."""
+@pytest.mark.parametrize("first", ["consumer", "classic"])
+def test_a_classic_and_a_consumer_protocol_member_share_a_consumer_group(
+    broker: BrokerProcess, first: str
+) -> None:
+    """A ``group.protocol=classic`` and a ``group.protocol=consumer`` librdkafka consumer share a
+    group (Kafka 4.0's online migration, default ``bidirectional`` policy). When the KIP-848 member
+    comes first, the classic one becomes a classic-protocol member of the consumer group (the
+    server-side assignor decides, SyncGroup hands it its partitions); when the classic one comes
+    first, the KIP-848 member's heartbeat upgrades the classic group into a consumer group keeping
+    it. Both consume; when the KIP-848 member leaves, the group is downgraded to a classic group,
+    the classic member rejoins it and takes every partition. Each acknowledged record is consumed
+    exactly once."""
     from confluent_kafka import ConsumerGroupType
     from confluent_kafka.admin import AdminClient
 
@@ -382,14 +387,20 @@ def test_a_classic_and_a_consumer_protocol_member_share_a_consumer_group(broker:
         listed = admin.list_consumer_groups(request_timeout=15).result(timeout=30)
         return {g.group_id: g.type for g in listed.valid}.get(group)
 
-    topic, group = "kip848-mixed", "kip848-mixed-group"
+    topic, group = f"kip848-mixed-{first}", f"kip848-mixed-{first}-group"
     create_topic(broker.bootstrap, topic, PARTITIONS)
     producer = PacedProducer(broker.bootstrap, topic, PARTITIONS, "v", rate=200).start()
-    modern = ConsumerProtocolMember("modern", broker.bootstrap, topic, group).start()
-    wait_for(lambda: len(modern.assigned) == PARTITIONS, TIMEOUT_S, "the KIP-848 member alone", [modern])
-    classic = ConfluentMember("classic", broker.bootstrap, topic, group).start()
+    modern = ConsumerProtocolMember("modern", broker.bootstrap, topic, group)
+    classic = ConfluentMember("classic", broker.bootstrap, topic, group)
     members: list[GroupMember] = [modern, classic]
+    leading, joining = (modern, classic) if first == "consumer" else (classic, modern)
+    leading.start()
     try:
+        wait_for(lambda: len(leading.assigned) == PARTITIONS, TIMEOUT_S, "the first member alone", [leading])
+        if first == "classic":
+            producer.wait_for_more(100, "while the classic group consumes")
+            assert group_type() == ConsumerGroupType.CLASSIC
+        joining.start()
         wait_for(lambda: _split_evenly(members), TIMEOUT_S, "three partitions each", members)
         producer.wait_for_more(200, "while both members consume")
         assert group_type() == ConsumerGroupType.CONSUMER

@@ -134,6 +134,13 @@ class ConsumerGroupHost(Protocol):
         with members raises KafkaError(GROUP_ID_NOT_FOUND)."""
         ...
 
+    def upgrade_classic_group(self, group_id: str) -> tuple[ConsumerGroup, list[ConsumerGroupRecord]] | None:
+        """KIP-848's online upgrade: if ``group_id`` is a classic group with members that may
+        become a consumer group, replace it by an empty consumer group (with its offsets) and return
+        that with the records that make its members; None if there is no such classic group. A
+        classic group with members that may not be converted raises KafkaError(GROUP_ID_NOT_FOUND)."""
+        ...
+
     def convert_to_classic_group(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
         """KIP-848's online downgrade: if ``leaving_member_id`` is the last member not using the
         classic protocol and the policy allows it, turn the group into a classic group without it
@@ -262,7 +269,7 @@ class ConsumerGroupService:
         group_id = request.group_id
         records: list[ConsumerGroupRecord] = []
         create = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH
-        group = self._group_for_heartbeat(group_id, create)
+        group = self._group_for_heartbeat(group_id, create, records)
         member_id = request.member_id
         self._check_not_full(group, member_id)
         if member_id == "":
@@ -396,15 +403,30 @@ class ConsumerGroupService:
             self._schedule_rebalance_timeout(group_id, reconciled)
         return reconciled
 
-    def _group_for_heartbeat(self, group_id: str, create: bool) -> ConsumerGroup:
+    def _group_for_heartbeat(
+        self, group_id: str, create: bool, records: list[ConsumerGroupRecord]
+    ) -> ConsumerGroup:
         """Kafka's ``getOrMaybeCreateConsumerGroup``: the consumer group, or a new one on a join
-        (an empty classic group of that id gives way, keeping its offsets; one with members does
-        not, as under Kafka's ``disabled`` migration policy)."""
+        (an empty classic group of that id gives way, keeping its offsets; one with members is
+        converted, its conversion records added to ``records`` and applied, when the migration
+        policy allows it: :mod:`~coordinator.group.migration`)."""
         group = self._host.consumer_group(group_id)
         if group is not None:
             return group
         if not create:
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        upgraded = self._host.upgrade_classic_group(group_id)
+        if upgraded is not None:
+            group, conversion = upgraded
+            for record in conversion:
+                apply(record, _Groups(self._host, group))
+                if isinstance(record, MemberSubscriptionRecord) and record.member is not None:
+                    classic = record.member.classic_member_metadata
+                    self._schedule_session_timeout(
+                        group_id, record.member_id, None if classic is None else classic.session_timeout_ms
+                    )
+            records += conversion
+            return group
         converted = self._host.replace_empty_classic_group(group_id)
         if converted is not None:
             return converted

@@ -12,7 +12,14 @@ import pytest
 from coordinator.group import OffsetCommitRequest, PartitionCommit
 from coordinator.group.consumer.member import MemberState
 from coordinator.group.requests import JoinProtocol, MemberIdentity
-from protocol.consumer_protocol import Subscription, TopicPartitions, decode_assignment, encode_subscription
+from protocol.consumer_protocol import (
+    Assignment,
+    Subscription,
+    TopicPartitions,
+    decode_assignment,
+    encode_assignment,
+    encode_subscription,
+)
 from protocol.error_codes import ErrorCode
 from tests.coordinator.group.consumer_helpers import Consumer, ConsumerHarness
 from tests.coordinator.group.helpers import config
@@ -331,3 +338,96 @@ def test_no_downgrade_when_the_classic_members_exceed_group_max_size(h: Consumer
     assert d.join() is ErrorCode.NONE
     a.leave()
     assert h.coordinator.consumer_group("group") is not None
+
+
+# -- the online upgrade -------------------------------------------------------------------------------
+
+
+def _classic_group(h: ConsumerHarness, count: int = 2) -> list[ClassicConsumer]:
+    """A Stable classic group whose leader gives each member two partitions of t."""
+    members = [ClassicConsumer(h) for _ in range(count)]
+    joins = []
+    for c in members:
+        first = h.join(
+            "group", "", protocols=c._protocols(), session_ms=SESSION_MS, rebalance_ms=REBALANCE_MS
+        )
+        c.member_id = first.value.member_id
+    for c in members:
+        joins.append(
+            h.join(
+                "group",
+                c.member_id,
+                protocols=c._protocols(),
+                session_ms=SESSION_MS,
+                rebalance_ms=REBALANCE_MS,
+            )
+        )
+    h.settle()
+    generation = joins[0].value.generation_id
+    assignments = {
+        c.member_id: encode_assignment(Assignment((TopicPartitions("t", (2 * i, 2 * i + 1)),)))
+        for i, c in enumerate(members)
+    }
+    leader = joins[0].value.leader_id
+    syncs = {}
+    for c in members:
+        c.generation = generation
+        syncs[c.member_id] = h.sync(
+            "group", c.member_id, generation, assignments if c.member_id == leader else None
+        )
+    for c in members:
+        result = syncs[c.member_id].value
+        assert result.error is ErrorCode.NONE
+        c.owned = {tp.topic: set(tp.partitions) for tp in decode_assignment(result.assignment).partitions}
+    return members
+
+
+def test_a_kip848_member_upgrades_a_classic_group_keeping_its_members(h: ConsumerHarness) -> None:
+    c1, c2 = _classic_group(h)
+    generation = c1.generation
+    a = Consumer(h, "a", ("t",))
+    assert a.heartbeat().error is ErrorCode.NONE
+    assert h.coordinator.group("group") is None
+    group = h.coordinator.consumer_group("group")
+    assert group is not None and set(group.members) == {c1.member_id, c2.member_id, "a"}
+    member = group.member(c1.member_id)
+    assert member is not None and member.uses_classic_protocol
+    assert member.classic_member_metadata is not None
+    assert member.classic_member_metadata.session_timeout_ms == SESSION_MS
+    assert group.group_epoch == generation + 1
+    # The classic members keep consuming what they had, are told to rejoin, and give some up.
+    assert c1.heartbeat() is ErrorCode.NONE  # rejoined through REBALANCE_IN_PROGRESS
+    settle([a], [c1, c2], rounds=10)
+    owners = [_partitions(a), c1.partitions, c2.partitions]
+    assert set().union(*owners) == {0, 1, 2, 3} and sum(map(len, owners)) == 4
+    assert _partitions(a)
+    # The log rebuilds the converted group.
+    h.reload()
+    assert h.coordinator.group("group") is None
+    reloaded = h.coordinator.consumer_group("group")
+    assert reloaded is not None and set(reloaded.members) == {c1.member_id, c2.member_id, "a"}
+
+
+def test_no_upgrade_under_the_downgrade_or_disabled_policy(h: ConsumerHarness) -> None:
+    for policy in ("downgrade", "disabled"):
+        h = ConsumerHarness(config(group_consumer_migration_policy=policy))
+        h.topics.create("t", 4)
+        _classic_group(h)
+        refused = Consumer(h, "a", ("t",)).heartbeat()
+        assert refused.error is ErrorCode.GROUP_ID_NOT_FOUND
+        assert h.coordinator.group("group") is not None
+
+
+def test_no_upgrade_of_a_group_larger_than_group_consumer_max_size(h: ConsumerHarness) -> None:
+    h = ConsumerHarness(config(group_consumer_max_size=1))
+    h.topics.create("t", 4)
+    _classic_group(h)
+    assert Consumer(h, "a", ("t",)).heartbeat().error is ErrorCode.GROUP_ID_NOT_FOUND
+    assert h.coordinator.group("group") is not None
+
+
+def test_no_upgrade_of_a_group_of_another_protocol_type(h: ConsumerHarness) -> None:
+    first = h.join("group", "", protocol_type="connect")
+    h.join("group", first.value.member_id, protocol_type="connect")
+    h.settle()
+    assert Consumer(h, "a", ("t",)).heartbeat().error is ErrorCode.GROUP_ID_NOT_FOUND

@@ -458,6 +458,10 @@ def test_a_classic_join_of_another_protocol_type_is_refused_while_the_consumer_g
 
 
 def test_consumer_heartbeat_is_refused_by_a_classic_group_with_members(h: ConsumerHarness) -> None:
+    """Under the ``disabled`` policy (the online upgrade of the default ``bidirectional`` is in
+    test_classic_members_of_consumer_groups)."""
+    h = ConsumerHarness(config(group_consumer_migration_policy="disabled"))
+    h.topics.create("t", 6)
     h.stable_group(1)
     refused = consumer(h, "a").heartbeat()
     assert (refused.error, refused.error_message) == (
