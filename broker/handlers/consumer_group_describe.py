@@ -6,8 +6,8 @@ GROUP_AUTHORIZATION_FAILED, and those answers come first, before the described g
 builds its response; a described group whose members subscribe to or are assigned a topic the
 requester may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED instead of showing it. Authorized
 operations (when asked) are the authorizer's, or every group operation without an authorizer (as
-DescribeGroups answers). v1's MemberType is 1 for every member: kipling's consumer groups have
-only consumer-protocol members.
+DescribeGroups answers). v1's MemberType is 0 for a classic consumer inside the group (KIP-848's
+online migration), 1 for a consumer-protocol member.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from protocol.error_codes import ErrorCode
 
 CONSUMER_MEMBER_TYPE = 1
 """KIP-1099's MemberType of a member using the consumer protocol."""
+CLASSIC_MEMBER_TYPE = 0
+"""KIP-1099's MemberType of a member using the classic protocol."""
 UNAUTHORIZED_TOPICS_MESSAGE = (
     "The group has described topic(s) that the client is not authorized to describe."
 )
@@ -123,7 +125,7 @@ def _group(described: DescribedConsumerGroup, operations: int) -> dict[str, Any]
                 "subscribed_topic_regex": m.subscribed_topic_regex,
                 "assignment": _assignment(m.assignment),
                 "target_assignment": _assignment(m.target_assignment),
-                "member_type": CONSUMER_MEMBER_TYPE,
+                "member_type": CLASSIC_MEMBER_TYPE if m.uses_classic_protocol else CONSUMER_MEMBER_TYPE,
             }
             for m in described.members
         ],

@@ -70,6 +70,8 @@ class DescribedMember:
     subscribed_topic_regex: str | None
     assignment: tuple[DescribedTopicPartitions, ...]
     target_assignment: tuple[DescribedTopicPartitions, ...]
+    uses_classic_protocol: bool = False
+    """A classic consumer inside the consumer group (KIP-848's online migration)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -761,6 +761,7 @@ class ConsumerGroupService:
                 subscribed_topic_regex=member.subscribed_topic_regex,
                 assignment=self._described(member.assigned_partitions),
                 target_assignment=self._described(group.target_assignment_of(member.member_id)),
+                uses_classic_protocol=member.uses_classic_protocol,
             )
             for member in group.members.values()
         )

@@ -431,3 +431,10 @@ def test_no_upgrade_of_a_group_of_another_protocol_type(h: ConsumerHarness) -> N
     h.join("group", first.value.member_id, protocol_type="connect")
     h.settle()
     assert Consumer(h, "a", ("t",)).heartbeat().error is ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_consumer_group_describe_tells_classic_members_apart(h: ConsumerHarness) -> None:
+    _a, c = _mixed_group(h)
+    described = h.coordinator.consumer_group_describe(["group"])[0]
+    kinds = {m.member_id: m.uses_classic_protocol for m in described.members}
+    assert kinds == {"a": False, c.member_id: True}
