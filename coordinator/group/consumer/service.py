@@ -307,6 +307,7 @@ class ConsumerGroupService:
             ),
             client_id=request.client_id,
             client_host=request.client_host,
+            classic_member_metadata=None,  # a ConsumerGroupHeartbeat speaks the consumer protocol
         )
         reconciled = self.advance_member(group, member, updated, owned, records)
         self._schedule_session_timeout(group_id, member_id)

@@ -438,3 +438,15 @@ def test_consumer_group_describe_tells_classic_members_apart(h: ConsumerHarness)
     described = h.coordinator.consumer_group_describe(["group"])[0]
     kinds = {m.member_id: m.uses_classic_protocol for m in described.members}
     assert kinds == {"a": False, c.member_id: True}
+
+
+def test_a_member_switching_to_consumer_group_heartbeat_is_no_longer_classic(h: ConsumerHarness) -> None:
+    """Kafka clears the ClassicMemberMetadata of a member that heartbeats with the consumer protocol."""
+    _a, c = _mixed_group(h)
+    switched = Consumer(h, c.member_id, ("t",))
+    assert switched.heartbeat().error is ErrorCode.NONE
+    group = h.coordinator.consumer_group("group")
+    assert group is not None
+    member = group.member(c.member_id)
+    assert member is not None and not member.uses_classic_protocol
+    assert h.heartbeat("group", c.member_id, member.member_epoch) is ErrorCode.UNKNOWN_MEMBER_ID
