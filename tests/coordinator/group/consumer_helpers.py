@@ -89,8 +89,9 @@ def owned_pairs(assignment: Assignment) -> tuple[tuple[uuid.UUID, tuple[int, ...
 
 @dataclass
 class Consumer:
-    """A KIP-848 consumer: it joins with epoch 0, sends its owned partitions on every heartbeat
-    (a "full" request: what a client that wants its assignment each time does), takes the
+    """A KIP-848 consumer: it joins with epoch 0, sends its whole subscription (names, and its
+    expression or "" for none) and its owned partitions on every heartbeat (a "full" request:
+    what a client that wants its assignment each time does), takes the
     assignment it is given (revoking at once what is no longer in it), rejoins when fenced."""
 
     harness: ConsumerHarness
@@ -114,7 +115,9 @@ class Consumer:
             instance_id=self.instance_id,
             rebalance_timeout_ms=REBALANCE_TIMEOUT_MS if (joining or full) else -1,
             subscribed_topic_names=self.topics if (joining or full) else None,
-            subscribed_topic_regex=self.regex if (joining or full) else None,
+            # The whole subscription: "" clears an expression the member id may still hold
+            # (SubscribedTopicRegex null keeps it, as Kafka's maybeUpdateSubscribedTopicRegex).
+            subscribed_topic_regex=(self.regex or "") if (joining or full) else None,
             server_assignor=self.server_assignor,
             topic_partitions=() if joining else (owned_pairs(self.owned) if full else None),
             client_id="client",

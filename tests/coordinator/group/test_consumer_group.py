@@ -135,7 +135,10 @@ def test_subscribing_to_a_topic_that_does_not_exist_yet(h: ConsumerHarness) -> N
         ({"rack_id": ""}, "RackId can't be empty."),
         ({"rebalance_timeout_ms": -1}, "RebalanceTimeoutMs must be provided in first request."),
         ({"topic_partitions": None}, "TopicPartitions must be empty when (re-)joining."),
-        ({"subscribed_topic_names": None}, "Either SubscribedTopicNames or SubscribedTopicRegex must be"),
+        (
+            {"subscribed_topic_names": None, "subscribed_topic_regex": None},
+            "Either SubscribedTopicNames or SubscribedTopicRegex must be",
+        ),
         ({"member_epoch": -3}, "MemberEpoch is invalid."),
     ],
 )
