@@ -52,7 +52,7 @@ from typing import NamedTuple, Protocol
 
 import structlog
 
-from broker.fetch.read_rules import diverging_epoch, visible_end_offset
+from broker.fetch.read_rules import EpochLookup, diverging_epoch, visible_end_offset
 from broker.produce.validation import check_records, conform_to_topic_codec, read_single_batch, verify_crc
 from broker.replication.replica_state import (
     DEFAULT_REPLICA_LAG_TIME_MAX_MS,
@@ -196,9 +196,27 @@ class TimestampAndOffset(NamedTuple):
 NOT_FOUND = TimestampAndOffset(NO_TIMESTAMP, UNKNOWN_OFFSET, NO_LEADER_EPOCH)
 
 
-def _error_read(code: ErrorCode) -> PartitionRead:
+def error_read(code: ErrorCode) -> PartitionRead:
     """Kafka reports -1 for every offset of a partition whose read failed."""
     return PartitionRead(code, UNKNOWN_OFFSET, UNKNOWN_OFFSET, UNKNOWN_OFFSET, None, 0, None)
+
+
+def position_answer(
+    epochs: EpochLookup, empty: PartitionRead, last_fetched_epoch: int, fetch_offset: int
+) -> PartitionRead | None:
+    """Kafka's checks of a fetch position before any record is read, on a led log or a followed
+    one: a diverging LastFetchedEpoch is answered with where the logs part (OFFSET_OUT_OF_RANGE when
+    the epoch cannot be placed or the fetch is below the log start), then a position outside
+    [log start, LEO] is OFFSET_OUT_OF_RANGE. None: read from ``fetch_offset``. ``empty`` is the
+    read's offsets without records."""
+    divergence = diverging_epoch(epochs, last_fetched_epoch, fetch_offset)
+    if divergence is not None:
+        if divergence.undefined or fetch_offset < empty.log_start_offset:
+            return error_read(ErrorCode.OFFSET_OUT_OF_RANGE)
+        return empty._replace(diverging_epoch=divergence)
+    if not empty.log_start_offset <= fetch_offset <= empty.log_end_offset:
+        return error_read(ErrorCode.OFFSET_OUT_OF_RANGE)
+    return None
 
 
 class Partition:
@@ -796,7 +814,7 @@ class Partition:
         """
         error = self.check_leader_epoch(current_leader_epoch)
         if error is not ErrorCode.NONE:
-            return _error_read(error)
+            return error_read(error)
         log = self.log
         empty = PartitionRead(
             ErrorCode.NONE,
@@ -808,13 +826,9 @@ class Partition:
             None,
             log.log_end_offset,
         )
-        divergence = diverging_epoch(self, last_fetched_epoch, fetch_offset)
-        if divergence is not None:
-            if divergence.undefined or fetch_offset < empty.log_start_offset:
-                return _error_read(ErrorCode.OFFSET_OUT_OF_RANGE)
-            return empty._replace(diverging_epoch=divergence)
-        if not empty.log_start_offset <= fetch_offset <= empty.log_end_offset:
-            return _error_read(ErrorCode.OFFSET_OUT_OF_RANGE)
+        answer = position_answer(self, empty, last_fetched_epoch, fetch_offset)
+        if answer is not None:
+            return answer
         max_offset = visible_end_offset(empty, isolation_level, is_follower)
         if fetch_offset >= max_offset:
             return empty
@@ -822,10 +836,10 @@ class Partition:
         try:
             result = log.read(fetch_offset, max_bytes, bound, min_one_batch)
         except OffsetOutOfRangeError:
-            return _error_read(ErrorCode.OFFSET_OUT_OF_RANGE)
+            return error_read(ErrorCode.OFFSET_OUT_OF_RANGE)
         except (OSError, KiplingStorageError) as exc:
             self._go_offline(exc)
-            return _error_read(ErrorCode.KAFKA_STORAGE_ERROR)
+            return error_read(ErrorCode.KAFKA_STORAGE_ERROR)
         if result.slice is None:
             return empty
         aborted: tuple[AbortedTxn, ...] = ()

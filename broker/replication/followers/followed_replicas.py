@@ -47,8 +47,8 @@ from collections.abc import Callable, Hashable, Iterable
 
 import structlog
 
-from broker.fetch.read_rules import diverging_epoch, visible_end_offset
-from broker.replication.partition import PartitionRead
+from broker.fetch.read_rules import visible_end_offset
+from broker.replication.partition import PartitionRead, error_read, position_answer
 from client.replica_messages import ReadOffsets
 from metadata.topics import PartitionState
 from protocol.error_codes import ErrorCode
@@ -64,10 +64,6 @@ _log = structlog.get_logger("kipling.followed_replicas")
 TopicPartition = tuple[str, int]
 PartitionStateLookup = Callable[[str, int], PartitionState | None]
 ReplicaListener = Callable[["FollowedReplica"], None]
-
-
-def _error_read(code: ErrorCode) -> PartitionRead:
-    return PartitionRead(code, UNKNOWN_OFFSET, UNKNOWN_OFFSET, UNKNOWN_OFFSET, None, 0, None)
 
 
 class FollowedReplica:
@@ -216,7 +212,7 @@ class FollowedReplica:
         """A consumer's read of this follower's log (the rules of the module docstring)."""
         error = self.check_leader_epoch(current_leader_epoch)
         if error != ErrorCode.NONE:
-            return _error_read(error)
+            return error_read(error)
         offsets = self.offsets
         assert offsets is not None  # readable
         empty = PartitionRead(
@@ -229,13 +225,9 @@ class FollowedReplica:
             None,
             offsets.log_end_offset,
         )
-        divergence = diverging_epoch(self, last_fetched_epoch, fetch_offset)
-        if divergence is not None:
-            if divergence.undefined or fetch_offset < empty.log_start_offset:
-                return _error_read(ErrorCode.OFFSET_OUT_OF_RANGE)
-            return empty._replace(diverging_epoch=divergence)
-        if not empty.log_start_offset <= fetch_offset <= empty.log_end_offset:
-            return _error_read(ErrorCode.OFFSET_OUT_OF_RANGE)
+        answer = position_answer(self, empty, last_fetched_epoch, fetch_offset)
+        if answer is not None:
+            return answer
         bound = visible_end_offset(empty, isolation_level, False)
         if fetch_offset >= bound:
             return empty
@@ -248,13 +240,13 @@ class FollowedReplica:
                 with_aborted=isolation_level == IsolationLevel.READ_COMMITTED,
             )
         except OffsetOutOfRangeError:
-            return _error_read(ErrorCode.OFFSET_OUT_OF_RANGE)  # retention moved the start meanwhile
+            return error_read(ErrorCode.OFFSET_OUT_OF_RANGE)  # retention moved the start meanwhile
         except LogChangedError as exc:
             self._logger.info("followed log changed under a read; answering without records", error=str(exc))
             return empty
         except (OSError, StorageError) as exc:
             self._logger.warning("followed log not readable", error=repr(exc))
-            return _error_read(ErrorCode.KAFKA_STORAGE_ERROR)
+            return error_read(ErrorCode.KAFKA_STORAGE_ERROR)
         if not found.records:
             return empty
         return empty._replace(
