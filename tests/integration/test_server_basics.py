@@ -110,13 +110,13 @@ def test_sigterm_shuts_down_cleanly(fresh_broker: BrokerProcess) -> None:
 
 
 def test_api_without_a_handler_answers_unsupported_version(broker: BrokerProcess) -> None:
-    """The classic group APIs are served; KIP-848's ConsumerGroupHeartbeat is not advertised (clients
-    fall back to the classic protocol), and an API this listener does not serve (BrokerHeartbeat is
-    for a controller) is answered with error 35 without closing the connection."""
+    """The classic group APIs and KIP-848's are served (group.coordinator.rebalance.protocols
+    defaults to classic,consumer), and an API this listener does not serve (BrokerHeartbeat is for
+    a controller) is answered with error 35 without closing the connection."""
     with WireClient(broker.port) as client:
         advertised = _advertised(client.request(ApiKey.API_VERSIONS, 0, {}))
         assert {ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.OFFSET_COMMIT} <= set(advertised)
-        assert ApiKey.CONSUMER_GROUP_HEARTBEAT not in advertised
+        assert {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE} <= set(advertised)
         assert ApiKey.BROKER_HEARTBEAT not in advertised
         body = {
             "broker_id": 1,
