@@ -392,7 +392,7 @@ def run_number(
 
 @contextlib.contextmanager
 def kipling_node(
-    scenario: str, settings: Iterable[str], processes: int, keep: bool
+    scenario: str, settings: Iterable[str], processes: int, keep: bool, log_dir: Path
 ) -> Iterator[KiplingProcess]:
     """A single kipling node for one scenario, in a directory of its own; ``processes`` above 1 makes
     it a node of that many broker processes (``kipling.node.processes``), each a broker of its own."""
@@ -408,7 +408,7 @@ def kipling_node(
         yield node
     finally:
         node.stop()
-        out = RESULTS_DIR / RESULT_NAME / f"kipling-{scenario}-{processes}.out"
+        out = log_dir / f"kipling-{scenario}-{processes}.out"
         with contextlib.suppress(OSError):
             shutil.copyfile(node.log_path, out)
         if keep:
@@ -493,6 +493,11 @@ def markdown_table(outcomes: Sequence[Outcome], allowlist: set[str], explained: 
     return "\n".join(lines) + "\n"
 
 
+def result_name(args: argparse.Namespace) -> str:
+    """``compat_librdkafka``, ``compat_librdkafka_consumer`` for a KIP-848 run: both can be kept."""
+    return RESULT_NAME if args.group_protocol in (None, "classic") else f"{RESULT_NAME}_{args.group_protocol}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--source", default=os.environ.get("LIBRDKAFKA_SRC"), help="librdkafka tree")
@@ -518,7 +523,7 @@ def main() -> None:
     parser.add_argument("--keep-dir", action="store_true", help="keep the kipling nodes' directories")
     args = parser.parse_args()
 
-    log_dir = RESULTS_DIR / RESULT_NAME
+    log_dir = RESULTS_DIR / result_name(args)
     log_dir.mkdir(parents=True, exist_ok=True)
     tree = obtain_sources(args.source, args.repo, args.tag)
     runner = build(tree, args.jobs, args.rebuild, log_dir / "build.log")
@@ -537,7 +542,7 @@ def main() -> None:
             continue
         for processes in sorted({node_processes(t, args.processes) for t in tests}):
             group = [t for t in tests if node_processes(t, args.processes) == processes]
-            with kipling_node(scenario, args.broker_set, processes, args.keep_dir) as node:
+            with kipling_node(scenario, args.broker_set, processes, args.keep_dir, log_dir) as node:
                 found = run_scenario(runner, group, scenario, node.bootstrap, args, log_dir)
             for outcome in found:
                 outcome.brokers = processes
@@ -589,10 +594,11 @@ def report(
         + ".\n\n"
         + markdown_table(outcomes, allowlist, explained)
     )
-    md = RESULTS_DIR / f"{RESULT_NAME}.md"
+    name = result_name(args)
+    md = RESULTS_DIR / f"{name}.md"
     md.write_text(text)
     out = write_results(
-        RESULT_NAME,
+        name,
         {
             "setup": setup,
             "figures": figures,
@@ -617,7 +623,7 @@ def report(
         print(f"neither on the allowlist nor in findings.md: {', '.join(unexplained)}")
     if not_run:
         print(f"selected but without an outcome: {', '.join(not_run)}")
-    print(f"wrote {md} and {out}; logs in {RESULTS_DIR / RESULT_NAME}")
+    print(f"wrote {md} and {out}; logs in {RESULTS_DIR / name}")
     if regressions:
         print(f"allowlisted tests that did not pass: {', '.join(o.name for o in regressions)}")
         sys.exit(1)
