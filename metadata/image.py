@@ -134,6 +134,9 @@ class MetadataDelta:
     partitions_changed: tuple[PartitionChange, ...] = ()
     topic_configs_changed: tuple[str, ...] = ()
     broker_configs_changed: tuple[str, ...] = ()
+    """The BROKER resources (a broker id as text, ``""`` the cluster default) whose overrides changed."""
+    group_configs_changed: tuple[str, ...] = ()
+    """The groups whose group-config overrides (the GROUP resource) changed."""
     brokers_registered: tuple[BrokerRegistration, ...] = ()
     brokers_fenced: tuple[int, ...] = ()
     brokers_unfenced: tuple[int, ...] = ()
@@ -156,6 +159,7 @@ class MetadataImage:
         self._by_name: dict[str, TopicState] = {}
         self._by_id: dict[uuid.UUID, TopicState] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}
+        self._group_configs: dict[str, dict[str, str]] = {}
         self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._scram = ScramCredentials()
         self._acls = AclCache()
@@ -288,6 +292,14 @@ class MetadataImage:
         """The resource names that have broker config overrides (``""`` the cluster default), sorted."""
         return sorted(self._broker_configs)
 
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        """The group-config overrides of one group (empty for a group without any, existing or not)."""
+        return dict(self._group_configs.get(group_id, {}))
+
+    def group_config_resources(self) -> list[str]:
+        """The groups that have group-config overrides, sorted."""
+        return sorted(self._group_configs)
+
     def partition(self, topic_id: uuid.UUID, index: int) -> PartitionState | None:
         topic = self._by_id.get(topic_id)
         return None if topic is None else topic.partitions.get(index)
@@ -347,6 +359,7 @@ class MetadataImage:
             self._by_name,
             self._by_id,
             self._broker_configs,
+            self._group_configs,
             self._client_quotas,
             self._scram,
             self._acls,
@@ -449,10 +462,12 @@ class MetadataImage:
             _set_or_delete(topic.configs, record.name, record.value)
             return None
         if record.resource_type == ConfigResourceType.BROKER:
-            configs = self._broker_configs.setdefault(record.resource_name, {})
-            _set_or_delete(configs, record.name, record.value)
-            if not configs:
-                del self._broker_configs[record.resource_name]
+            _set_resource_config(self._broker_configs, record)
+            return None
+        if record.resource_type == ConfigResourceType.GROUP:
+            if record.resource_name == "":
+                return "a group config without a group"
+            _set_resource_config(self._group_configs, record)
             return None
         return f"unsupported config resource type {record.resource_type}"
 
@@ -566,6 +581,14 @@ def _invalid_epochs(old: PartitionState, record: PartitionChangeRecord) -> str |
     return None
 
 
+def _set_resource_config(resources: dict[str, dict[str, str]], record: ConfigRecord) -> None:
+    """Set or delete one key of a resource's overrides; a resource left without any is dropped."""
+    configs = resources.setdefault(record.resource_name, {})
+    _set_or_delete(configs, record.name, record.value)
+    if not configs:
+        del resources[record.resource_name]
+
+
 def _set_or_delete(configs: dict[str, str], name: str, value: str | None) -> None:
     if value is None:
         configs.pop(name, None)
@@ -585,6 +608,7 @@ class _DeltaBuilder:
         self._partitions_before: dict[tuple[uuid.UUID, int], PartitionState | None] = {}
         self._topic_configs_before: dict[str, tuple[uuid.UUID, dict[str, str]]] = {}
         self._broker_configs_before: dict[str, dict[str, str]] = {}
+        self._group_configs_before: dict[str, dict[str, str]] = {}
         self._producer_id_before: int | None = None
 
     def note(self, record: MetadataRecord) -> None:
@@ -613,7 +637,11 @@ class _DeltaBuilder:
                 topic = image.get(record.resource_name)
                 if topic is not None and record.resource_name not in self._topic_configs_before:
                     self._topic_configs_before[record.resource_name] = (topic.topic_id, dict(topic.configs))
-            case ConfigRecord():
+            case ConfigRecord(resource_type=ConfigResourceType.GROUP):
+                self._group_configs_before.setdefault(
+                    record.resource_name, image.group_configs(record.resource_name)
+                )
+            case ConfigRecord(resource_type=ConfigResourceType.BROKER):
                 self._broker_configs_before.setdefault(
                     record.resource_name, image.broker_configs(record.resource_name)
                 )
@@ -637,6 +665,11 @@ class _DeltaBuilder:
                 name
                 for name, before in sorted(self._broker_configs_before.items())
                 if self._image.broker_configs(name) != before
+            ),
+            group_configs_changed=tuple(
+                name
+                for name, before in sorted(self._group_configs_before.items())
+                if self._image.group_configs(name) != before
             ),
             brokers_registered=registered,
             brokers_fenced=fenced,

@@ -33,6 +33,8 @@ class ConfigResourceType(IntEnum):
 
     TOPIC = 2
     BROKER = 4
+    GROUP = 32
+    """A consumer group's overrides of the group configs (Kafka 4.0, KIP-848)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +105,8 @@ class PartitionRecord:
 
 @dataclass(frozen=True, slots=True)
 class ConfigRecord:
-    """A config override of a topic or broker; ``value`` None deletes the override."""
+    """A config override of a topic, a broker or a group (:class:`ConfigResourceType`); ``value`` None
+    deletes the override."""
 
     RECORD_TYPE: ClassVar[int] = 4
 

@@ -217,6 +217,9 @@ def image_records(image: MetadataImage) -> list[tuple[int, MetadataRecord]]:
     for resource in image.broker_config_resources():
         for name, value in sorted(image.broker_configs(resource).items()):
             records.append((at, ConfigRecord(ConfigResourceType.BROKER, resource, name, value)))
+    for group in image.group_config_resources():
+        for name, value in sorted(image.group_configs(group).items()):
+            records.append((at, ConfigRecord(ConfigResourceType.GROUP, group, name, value)))
     for entity, quotas in sorted(image.client_quotas().items(), key=lambda item: repr(item[0])):
         for key, quota in sorted(quotas.items()):
             records.append((at, ClientQuotaRecord(entity, key, quota, False)))

@@ -136,6 +136,8 @@ class ConfigSource(StrEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = "DYNAMIC_DEFAULT_BROKER_CONFIG"
     STATIC_BROKER_CONFIG = "STATIC_BROKER_CONFIG"
     DEFAULT_CONFIG = "DEFAULT_CONFIG"
+    GROUP_CONFIG = "GROUP_CONFIG"
+    """A group's override of a group config (Kafka 4.0, the GROUP resource)."""
 
     @property
     def code(self) -> int:
@@ -149,6 +151,7 @@ _SOURCE_CODES = {
     ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: 3,
     ConfigSource.STATIC_BROKER_CONFIG: 4,
     ConfigSource.DEFAULT_CONFIG: 5,
+    ConfigSource.GROUP_CONFIG: 8,
 }
 
 
