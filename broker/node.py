@@ -125,6 +125,7 @@ from protocol.error_codes import ErrorCode, KafkaError
 from security.scram import ScramCredential, ScramMechanism
 from server_common.config import BrokerConfig, to_log_config
 from server_common.config.broker_config import INTERNAL_CONTROLLER_LISTENER, Listener
+from server_common.config.group_config import GroupConfigBounds
 from server_common.periodic import PeriodicTask
 from server_common.purgatory import DelayedOperationPurgatory
 from storage.clock import Clock, SystemClock
@@ -525,7 +526,14 @@ def _build_broker(
     )
     brokers = _live_brokers(image)
     groups = build_group_coordination(
-        config, clock, replicas, plane, image, brokers, _offsets_topic_creator(channel, loader, config)
+        config,
+        clock,
+        replicas,
+        plane,
+        image,
+        brokers,
+        _offsets_topic_creator(channel, loader, config),
+        group_configs=image.group_configs,
     )
     transactions = build_transaction_coordination(
         config,
@@ -694,6 +702,7 @@ def _build_controller(
         default_replication_factor=config.default_replication_factor,
         unclean_leader_election_enable=config.unclean_leader_election_enable,
         node_id=config.node_id,
+        group_config_bounds=GroupConfigBounds.of(config),
         lost_connection_grace_ms=config.broker_heartbeat_interval_ms,
         # a broker may first try a dead or paused voter for one request timeout before it finds us
         takeover_grace_ms=max(

@@ -1,4 +1,4 @@
-"""IncrementalAlterConfigs (44): change single config overrides of topics and brokers (KIP-339).
+"""IncrementalAlterConfigs (44): change single config overrides of topics, brokers and groups (KIP-339).
 
 On the controller listener :class:`IncrementalAlterConfigsHandler` hands the request to the active
 controller (metadata/controller/config_control.py has the rules, codes and messages) and answers
@@ -36,6 +36,7 @@ from protocol.data import MessageData
 from protocol.error_codes import ErrorCode, KafkaError
 from server_common.config.definitions import TOPIC_BY_NAME, ConfigError, format_value
 from server_common.config.dynamic import broker_definition
+from server_common.config.group_config import parse_group_value
 
 __all__ = ["ForwardedAlterConfigsHandler", "IncrementalAlterConfigsHandler", "error_body"]
 
@@ -228,30 +229,32 @@ def _shows(changes: Sequence[ConfigResourceChange], *, incremental: bool) -> Cal
 
     def effect(image: MetadataImage) -> bool:
         for change in changes:
-            topic = change.resource_type == ConfigResourceType.TOPIC
-            if topic:
+            kind = change.resource_type
+            if kind == ConfigResourceType.TOPIC:
                 state = image.get(change.resource_name)
                 if state is None:
                     return False
                 current = state.configs
+            elif kind == ConfigResourceType.GROUP:
+                current = image.group_configs(change.resource_name)
             else:
                 current = image.broker_configs(change.resource_name)
             named = {config.name for config in change.configs}
             if not incremental and any(key not in named for key in current):
                 return False
-            if not all(_holds(current, config, topic) for config in change.configs):
+            if not all(_holds(current, config, kind) for config in change.configs):
                 return False
         return True
 
     return effect
 
 
-def _holds(current: dict[str, str], config: AlterableConfig, topic: bool) -> bool:
+def _holds(current: dict[str, str], config: AlterableConfig, kind: int) -> bool:
     value = current.get(config.name)
     if config.operation == OpType.DELETE:
         return value is None
     if config.operation == OpType.SET:
-        return value == _canonical(config.name, config.value, topic)
+        return value == _canonical(config.name, config.value, kind)
     items = value.split(",") if value else []
     given = [item.strip() for item in (config.value or "").split(",") if item.strip()]
     if config.operation == OpType.APPEND:
@@ -259,12 +262,17 @@ def _holds(current: dict[str, str], config: AlterableConfig, topic: bool) -> boo
     return not any(item in items for item in given)
 
 
-def _canonical(key: str, value: str | None, topic: bool) -> str | None:
+def _canonical(key: str, value: str | None, kind: int) -> str | None:
     """The text the controller stores for ``value`` (the key's type's canonical form)."""
-    definition: Any = TOPIC_BY_NAME.get(key) if topic else broker_definition(key)
-    if definition is None or value is None:
+    if value is None:
         return value
     try:
+        if kind == ConfigResourceType.GROUP:
+            return str(parse_group_value(key, value))
+        topic = kind == ConfigResourceType.TOPIC
+        definition: Any = TOPIC_BY_NAME.get(key) if topic else broker_definition(key)
+        if definition is None:
+            return value
         return format_value(definition.parse(value))
     except ConfigError:
         return value

@@ -15,10 +15,17 @@ Resources:
   controller accepts). Only the keys of :data:`~server_common.config.DYNAMIC_BROKER_KEYS` may be set;
   any other real broker key is INVALID_REQUEST "Cannot update these configs dynamically: Set(...)",
   and so is an unknown key or a bad value (Kafka's broker-side check answers INVALID_REQUEST).
-- anything else (BROKER_LOGGER, CLIENT_METRICS, GROUP, UNKNOWN): INVALID_REQUEST naming the type.
+- GROUP (Kafka 4.0, KIP-848): a consumer group's overrides of the group configs
+  (:mod:`server_common.config.group_config`); the group need not exist, but ``""`` is
+  INVALID_REQUEST "Default group resources are not allowed.". The resulting overrides, over the
+  defaults, are validated with the bounds of the controller's ``group.consumer.*`` settings
+  (INVALID_CONFIG with Kafka's GroupConfig messages; ``share.*`` keys are refused, kipling has no
+  share groups).
+- anything else (BROKER_LOGGER, CLIENT_METRICS, UNKNOWN): INVALID_REQUEST naming the type.
 
 Operations (IncrementalAlterConfigs): SET (0), DELETE (1), APPEND (2) and SUBTRACT (3); APPEND and
-SUBTRACT apply only to LIST keys and start from the current override, else the key's default.
+SUBTRACT apply only to LIST keys (no group key is one) and start from the current override, else
+the key's default.
 AlterConfigs replaces the resource's whole override set: every key not named loses its override.
 """
 
@@ -38,6 +45,7 @@ from metadata.records import ConfigRecord, ConfigResourceType, MetadataRecord
 from protocol.error_codes import ErrorCode, KafkaError
 from server_common.config import ConfigError, validate_broker_configs
 from server_common.config.dynamic import default_list_value, is_list_key
+from server_common.config.group_config import GroupConfigBounds, validate_group_configs
 
 __all__ = [
     "AlterConfigsResult",
@@ -104,11 +112,17 @@ class ConfigControl:
     """Validates config changes against the image and writes them through the controller's writer."""
 
     def __init__(
-        self, image: MetadataImage, writer: MetadataWriter, topic_validator: TopicConfigValidator
+        self,
+        image: MetadataImage,
+        writer: MetadataWriter,
+        topic_validator: TopicConfigValidator,
+        group_bounds: GroupConfigBounds | None = None,
     ) -> None:
         self._image = image
         self._writer = writer
         self._validate_topic = topic_validator
+        self._group_bounds = group_bounds if group_bounds is not None else GroupConfigBounds()
+        """The controller's group.consumer.* settings: the defaults and bounds of group configs."""
 
     def incremental_alter_configs(
         self, resources: Sequence[ConfigResourceChange], *, validate_only: bool = False
@@ -147,7 +161,7 @@ class ConfigControl:
         _check_shape(resource, incremental)
         if resource.resource_type == ConfigResourceType.TOPIC:
             current = self._topic_overrides(resource.resource_name)
-            wanted = _apply(current, resource.configs, topic=True, incremental=incremental)
+            wanted = _apply(current, resource.configs, kind=_TOPIC, incremental=incremental)
             try:
                 canonical = self._validate_topic(wanted)
             except ConfigError as exc:
@@ -156,7 +170,7 @@ class ConfigControl:
         elif resource.resource_type == ConfigResourceType.BROKER:
             _check_broker_name(resource.resource_name)
             current = self._image.broker_configs(resource.resource_name)
-            wanted = _apply(current, resource.configs, topic=False, incremental=incremental)
+            wanted = _apply(current, resource.configs, kind=_BROKER, incremental=incremental)
             try:
                 canonical = validate_broker_configs(wanted, per_broker=resource.resource_name != "")
             except ConfigError as exc:
@@ -164,6 +178,16 @@ class ConfigControl:
                 # .validate) before forwarding it and answers every failure INVALID_REQUEST (KAFKA-13609)
                 raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
             record_type = ConfigResourceType.BROKER
+        elif resource.resource_type == ConfigResourceType.GROUP:
+            if resource.resource_name == "":
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+            current = self._image.group_configs(resource.resource_name)
+            wanted = _apply(current, resource.configs, kind=_GROUP, incremental=incremental)
+            try:
+                canonical = validate_group_configs(wanted, self._group_bounds)
+            except ConfigError as exc:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+            record_type = ConfigResourceType.GROUP
         else:
             raise KafkaError(
                 ErrorCode.INVALID_REQUEST,
@@ -219,8 +243,12 @@ def _check_broker_name(name: str) -> None:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid negative broker ID.")
 
 
+_TOPIC, _BROKER, _GROUP = "topic", "broker", "group"
+"""Which keys a resource holds, for APPEND and SUBTRACT (no group key is a LIST)."""
+
+
 def _apply(
-    current: Mapping[str, str], configs: Sequence[AlterableConfig], *, topic: bool, incremental: bool
+    current: Mapping[str, str], configs: Sequence[AlterableConfig], *, kind: str, incremental: bool
 ) -> dict[str, str | None]:
     """The resource's overrides after the request's operations (not yet validated)."""
     result: dict[str, str | None] = dict(current) if incremental else {}
@@ -231,12 +259,13 @@ def _apply(
         elif op is OpType.DELETE:
             result.pop(config.name, None)
         else:
-            if not is_list_key(config.name, topic=topic):
+            topic = kind == _TOPIC
+            if kind == _GROUP or not is_list_key(config.name, topic=topic):
                 # a BROKER resource meets Kafka's broker-side check (prepareIncrementalConfigs)
-                # first, a TOPIC resource the controller's
+                # first, a TOPIC or GROUP resource the controller's
                 message = (
                     f"Can't {op.name} to key {config.name} because its type is not LIST."
-                    if topic
+                    if kind != _BROKER
                     else f"Config value {op.name.lower()} is not allowed for config key: {config.name}"
                 )
                 raise KafkaError(ErrorCode.INVALID_CONFIG, message)

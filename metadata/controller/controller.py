@@ -46,7 +46,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -96,6 +96,7 @@ from metadata.records import BrokerEndpointRecord, MetadataRecord
 from metadata.topics import NO_LEADER
 from protocol.acl_bindings import AclBinding, AclBindingFilter
 from server_common.config import validate_topic_configs
+from server_common.config.group_config import GroupConfigBounds
 from storage.clock import Clock
 
 _log = structlog.get_logger("kipling.controller")
@@ -113,6 +114,9 @@ class ControllerConfig:
     """This controller's node id: its per-node dynamic ``unclean.leader.election.enable`` (BROKER
     resource named after it) beats the cluster-wide default, as Kafka's active controller reads it."""
     config_validator: ConfigValidator = validate_topic_configs
+    group_config_bounds: GroupConfigBounds = field(default_factory=GroupConfigBounds)
+    """The broker's group.consumer.* settings: the defaults and bounds a GROUP resource's group
+    configs are validated against."""
     lost_connection_grace_ms: int = 2000
     """How long a broker whose heartbeat connection closed keeps its session without a heartbeat:
     one broker.heartbeat.interval.ms (Kafka's default 2000). A live broker retries a failed heartbeat
@@ -166,7 +170,9 @@ class QuorumController:
         self._cluster = ClusterControl(
             self._image, self._writer, self._replication, self._sessions, cluster_id
         )
-        self._configs = ConfigControl(self._image, self._writer, self._config.config_validator)
+        self._configs = ConfigControl(
+            self._image, self._writer, self._config.config_validator, self._config.group_config_bounds
+        )
         self._reassignments = ReassignmentControl(self._image, self._writer, self._replication)
         self.replay(records)
         if log_end_offset is not None:

@@ -223,12 +223,9 @@ def test_throttle_rates_are_dynamic_broker_keys() -> None:
 
 def test_other_resource_types_are_invalid_requests() -> None:
     cluster = _cluster()
-    results = cluster.controller.incremental_alter_configs(
-        [_set(8, "1", root="INFO"), _set(32, "g", x="1"), _set(16, "m", x="1")]
-    )
+    results = cluster.controller.incremental_alter_configs([_set(8, "1", root="INFO"), _set(16, "m", x="1")])
     assert _errors(results) == [
         (ErrorCode.INVALID_REQUEST, "Unsupported resource type: BROKER_LOGGER"),
-        (ErrorCode.INVALID_REQUEST, "Unsupported resource type: GROUP"),
         (ErrorCode.INVALID_REQUEST, "Unsupported resource type: CLIENT_METRICS"),
     ]
 
