@@ -14,7 +14,13 @@ Resources, each answered on its own (an error in one never fails the others):
   the others are read-only. The empty name lists the cluster-wide dynamic defaults, as in Kafka
   (``kafka-configs --entity-default``). Another id, or a name that is not a number, is
   INVALID_REQUEST with Kafka's message.
-- any other type (BROKER_LOGGER, GROUP, CLIENT_METRICS, ...): INVALID_REQUEST.
+- GROUP (32, Kafka 4.0): the name is a consumer group's id, which need not exist (a group without
+  overrides shows the defaults); ``""`` is INVALID_REQUEST. Every group config kipling applies
+  (:mod:`server_common.config.group_config`, no ``share.*`` key: kipling has no share groups), INT,
+  writable: a group's override is GROUP_CONFIG, else the value of the broker key behind it
+  (``group.consumer.session.timeout.ms``) as DEFAULT_CONFIG. Synonyms list the override, then the
+  broker key with its own source.
+- any other type (BROKER_LOGGER, CLIENT_METRICS, ...): INVALID_REQUEST.
 
 ``configuration_keys`` (null = all) filters by name; synonyms are sent only when asked for; v3+
 adds each key's type, and its documentation when asked for.
@@ -43,6 +49,7 @@ from server_common.config import (
     describe_topic_configs,
     layers_of,
 )
+from server_common.config.group_config import describe_group_configs
 
 
 class ResourceType(IntEnum):
@@ -70,6 +77,7 @@ class DescribeConfigsHandler(Handler):
         self._describers: dict[int, Callable[[str], list[ConfigEntry]]] = {
             ResourceType.TOPIC: self._topic_entries,
             ResourceType.BROKER: self._broker_entries,
+            ResourceType.GROUP: self._group_entries,
         }
 
     async def handle(self, ctx: RequestContext, request: MessageData) -> Any:
@@ -133,6 +141,13 @@ class DescribeConfigsHandler(Handler):
             return BrokerConfigLayers(self._config)
         names = ("", str(self._config.node_id))
         return layers_of(self._config, {name: broker_configs(name) for name in names}, self._config.node_id)
+
+    def _group_entries(self, name: str) -> list[ConfigEntry]:
+        if name == "":
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+        group_configs = getattr(self._topics, "group_configs", None)
+        overrides: dict[str, str] = group_configs(name) if group_configs is not None else {}
+        return describe_group_configs(overrides, self._layers())
 
     def _broker_entries(self, name: str) -> list[ConfigEntry]:
         if name == "":

@@ -640,6 +640,7 @@ async def test_describe_configs_errors_per_resource(env: Env) -> None:
             resource(ResourceType.BROKER, ""),
             resource(ResourceType.BROKER_LOGGER, str(NODE)),
             resource(ResourceType.GROUP, "g"),
+            resource(ResourceType.GROUP, ""),
         ]
     }
     response = await call(DescribeConfigsHandler(env.topics, env.config), 4, body)
@@ -652,7 +653,8 @@ async def test_describe_configs_errors_per_resource(env: Env) -> None:
         ("one", invalid, "Broker id must be an integer, but it is: one", 0),
         ("", NONE, None, 0),
         (str(NODE), invalid, "Unsupported resource type: BROKER_LOGGER", 0),
-        ("g", invalid, "Unsupported resource type: GROUP", 0),
+        ("g", NONE, None, 2),  # a group that does not exist: its defaults (Kafka 4.0)
+        ("", invalid, "Group name must not be empty", 0),
     ]
 
 
