@@ -58,6 +58,7 @@ from broker.transactions.runtime import TransactionCoordinatorRuntime, Transacti
 from broker.transactions.verification import TransactionVerifier
 from client.connection_pool import ConnectionPool
 from coordinator.group import GroupCoordinator, GroupCoordinatorConfig
+from coordinator.group.consumer.service import no_group_configs
 from coordinator.transaction import ProducerIdUnavailableError, TransactionConfig, TransactionCoordinator
 from metadata.authorizer.standard import Authorizer
 from metadata.topic_names import GROUP_METADATA_TOPIC
@@ -208,8 +209,11 @@ def build_group_coordination(
     topics: TopicLookup,
     brokers: Callable[[str], Sequence[BrokerEndpoint]],
     create_offsets_topic: OffsetsTopicCreator,
+    group_configs: Callable[[str], Mapping[str, str]] | None = None,
 ) -> GroupCoordination:
-    """The coordinator on ``__consumer_offsets`` through the produce path, told of its leadership."""
+    """The coordinator on ``__consumer_offsets`` through the produce path, told of its leadership;
+    ``group_configs`` gives a group's overrides of the group configs (the metadata image's GROUP
+    resources), which the consumer-group coordinator applies over the broker's settings."""
     loop = asyncio.get_running_loop()
     heartbeat = DelayedOperationPurgatory("Heartbeat", loop)
     rebalance = DelayedOperationPurgatory("Rebalance", loop)
@@ -241,6 +245,7 @@ def build_group_coordination(
         heartbeat,
         rebalance,
         topics=topics,
+        group_configs=group_configs if group_configs is not None else no_group_configs,
     )
     runtime = GroupCoordinatorRuntime(coordinator, topics, brokers, create_offsets_topic)
     replicas.add_leadership_listener(runtime.on_leadership)

@@ -48,7 +48,13 @@ from coordinator.group.consumer.api import (
 from coordinator.group.consumer.classic_members import ClassicMembers
 from coordinator.group.consumer.group import CONSUMER_GROUP_TYPE, ConsumerGroup
 from coordinator.group.consumer.records import ConsumerGroupRecord, group_tombstones, to_offsets_record
-from coordinator.group.consumer.service import ConsumerGroupService, MemberIdGenerator, random_member_id
+from coordinator.group.consumer.service import (
+    ConsumerGroupService,
+    GroupConfigProvider,
+    MemberIdGenerator,
+    no_group_configs,
+    random_member_id,
+)
 from coordinator.group.consumer.timers import MemberTimers
 from coordinator.group.group import GroupMetadata
 from coordinator.group.join import JoinService, MemberIdSuffix, random_member_id_suffix
@@ -127,6 +133,7 @@ class GroupCoordinator:
         member_id_suffix: MemberIdSuffix = random_member_id_suffix,
         topics: TopicLookup | None = None,
         consumer_member_id: MemberIdGenerator = random_member_id,
+        group_configs: GroupConfigProvider = no_group_configs,
     ) -> None:
         self.config = config
         self._clock = clock
@@ -153,6 +160,7 @@ class GroupCoordinator:
             topics if topics is not None else _NoTopics(),
             MemberTimers(heartbeat_purgatory, rebalance_purgatory),
             consumer_member_id,
+            group_configs,
         )
         self._classic_members = ClassicMembers(self._consumer)
         self._membership = MembershipService(self._catalog, self._store, self._rebalancer)

@@ -14,7 +14,8 @@ they are written:
 
 Joining is epoch 0, leaving -1, and -2 for a static member that will come back (its instance id
 and partitions stay reserved until its session expires or it rejoins under a new member id). A
-member that misses its session (``group.consumer.session.timeout.ms``) is fenced: removed, which
+member that misses its session (the group's ``consumer.session.timeout.ms`` group config, else
+``group.consumer.session.timeout.ms``) is fenced: removed, which
 bumps the group epoch; one that does not revoke its partitions within its rebalance timeout is
 fenced too. A member answered FENCED_MEMBER_EPOCH rejoins with epoch 0 and may keep its member id
 (as Kafka allows since KAFKA-19233).
@@ -48,7 +49,7 @@ import base64
 import re
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -94,6 +95,7 @@ from coordinator.group.consumer.timers import REBALANCE, SESSION, MemberTimers
 from coordinator.group.consumer.writes import PendingWrites, WriteDone, write_error
 from metadata.topics import TopicLookup
 from protocol.error_codes import ErrorCode, KafkaError
+from server_common.config.group_config import GroupConfigBounds, GroupConsumerSettings, effective_group_config
 from storage.clock import Clock
 
 _log = structlog.get_logger("kipling.groups.consumer")
@@ -104,6 +106,13 @@ CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
 REGEX_REFRESH_INTERVAL_MS = 10_000
 HeartbeatCallback = Callable[[ConsumerGroupHeartbeatResult], None]
 MemberIdGenerator = Callable[[], str]
+GroupConfigProvider = Callable[[str], Mapping[str, str]]
+"""A group's group-config overrides (the GROUP config resource), by group id; empty when none."""
+
+
+def no_group_configs(group_id: str) -> Mapping[str, str]:
+    """The provider of a coordinator without metadata: no group has overrides."""
+    return {}
 
 
 def random_member_id() -> str:
@@ -163,8 +172,11 @@ class ConsumerGroupService:
         topics: TopicLookup,
         timers: MemberTimers,
         member_id_generator: MemberIdGenerator = random_member_id,
+        group_configs: GroupConfigProvider = no_group_configs,
     ) -> None:
         self._config = config
+        self._group_configs = group_configs
+        self._group_config_bounds = GroupConfigBounds.of(config)
         self._clock = clock
         self._host = host
         self._topics = topics
@@ -180,6 +192,12 @@ class ConsumerGroupService:
     @property
     def default_assignor(self) -> str:
         return self._default_assignor.name
+
+    def group_settings(self, group_id: str) -> GroupConsumerSettings:
+        """The session timeout and heartbeat interval of ``group_id``: its group-config overrides,
+        else the broker's (Kafka's consumerGroupSessionTimeoutMs / consumerGroupHeartbeatIntervalMs).
+        Read on every use, so a changed override applies from the member's next heartbeat on."""
+        return effective_group_config(self._group_configs(group_id), self._group_config_bounds)
 
     # -- ConsumerGroupHeartbeat ---------------------------------------------------------------------
 
@@ -322,7 +340,7 @@ class ConsumerGroupService:
             ErrorCode.NONE,
             member_id=member_id,
             member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self._config.group_consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self.group_settings(group_id).heartbeat_interval_ms,
             assignment=reconciled.assigned_partitions if full or changed else None,
         )
         return group, records, result
@@ -641,12 +659,13 @@ class ConsumerGroupService:
 
     def _schedule_session_timeout(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
         """The member is fenced if it is not heard from within ``timeout_ms``: a classic-protocol
-        member's own session timeout, else group.consumer.session.timeout.ms."""
+        member's own session timeout, else the group's consumer.session.timeout.ms (its override,
+        or group.consumer.session.timeout.ms)."""
         self._timers.schedule(
             SESSION,
             group_id,
             member_id,
-            self._config.group_consumer_session_timeout_ms if timeout_ms is None else timeout_ms,
+            self.group_settings(group_id).session_timeout_ms if timeout_ms is None else timeout_ms,
             lambda: self.fence_member(group_id, member_id, "the member session expired"),
         )
 
@@ -832,4 +851,11 @@ class _Groups:
         self._host.remove_consumer_group(group)
 
 
-__all__ = ["ConsumerGroupHost", "ConsumerGroupService", "random_member_id", "write_error"]
+__all__ = [
+    "ConsumerGroupHost",
+    "ConsumerGroupService",
+    "GroupConfigProvider",
+    "no_group_configs",
+    "random_member_id",
+    "write_error",
+]

@@ -55,6 +55,8 @@ class ConsumerHarness(Harness):
 
     def __init__(self, cfg: GroupCoordinatorConfig | None = None, **kwargs: Any) -> None:
         self.topics = FakeTopics()
+        self.group_configs: dict[str, dict[str, str]] = {}
+        """Group-config overrides by group id, as the broker's metadata image would give them."""
         self._consumer_ids = itertools.count(1)
         super().__init__(cfg or config(), **kwargs)
 
@@ -68,6 +70,7 @@ class ConsumerHarness(Harness):
             member_id_suffix=lambda: f"id{next(self._ids)}",
             topics=self.topics,
             consumer_member_id=lambda: f"generated-{next(self._consumer_ids)}",
+            group_configs=lambda group_id: self.group_configs.get(group_id, {}),
         )
 
     def reload(self) -> None:
