@@ -39,6 +39,8 @@ def test_headers_lines_and_completion_messages_are_kafkas() -> None:
     assert completed("topics", "t") == "Completed updating config for topic t."
     assert completed("brokers", "2") == "Completed updating config for broker 2."
     assert completed("brokers", "") == "Completed updating default config for brokers in the cluster."
+    assert header("groups", "g", False) == "Dynamic configs for group g are:"
+    assert completed("groups", "g") == "Completed updating config for group g."
     entry = ConfigEntryDescription(
         "retention.ms",
         "1000",
@@ -73,6 +75,9 @@ def test_errors_before_any_request() -> None:
     )
     assert run("--entity-type", "topics", "--entity-default", "--describe")[2] == (
         "--entity-default is not supported for topics\n"
+    )
+    assert run("--entity-type", "groups", "--entity-default", "--describe")[2] == (
+        "--entity-default is not supported for groups\n"
     )
     assert run("--entity-type", "broker-loggers", "--entity-name", "1", "--describe")[2] == (
         "Entity type broker-loggers is not supported by kipling\n"

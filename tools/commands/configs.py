@@ -1,4 +1,4 @@
-"""`kipling configs`: describe and alter dynamic configs of topics and brokers, as Kafka's
+"""`kipling configs`: describe and alter dynamic configs of topics, brokers and groups, as Kafka's
 kafka-configs.sh (``ConfigCommand``) does.
 
 ``--describe`` prints, per entity, Kafka's header and one line per config::
@@ -8,7 +8,12 @@ kafka-configs.sh (``ConfigCommand``) does.
 
 (``All configs for ...`` with ``--all``; ``Default configs for brokers in the cluster are:`` for
 ``--entity-default``). Without ``--all`` only the entity's own dynamic overrides are listed.
-Without ``--entity-name`` every topic, or every broker and then the cluster defaults, is described.
+Without ``--entity-name`` every topic, or every broker and then the cluster defaults, or every
+consumer group, is described.
+
+``--entity-type groups`` (Kafka 4.0) holds a consumer group's group configs
+(``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``); the group need not exist,
+and ``Dynamic configs for group g are:`` lists its overrides (GROUP_CONFIG).
 
 ``--alter`` sends IncrementalAlterConfigs: ``--add-config 'k1=v1,k2=[a,b]'`` (a value with commas
 in brackets) and ``--add-config-file FILE`` (a properties file) are SETs, ``--delete-config k1,k2``
@@ -49,6 +54,7 @@ from client.errors import ClientError, KafkaResponseError
 from protocol.error_codes import ErrorCode
 from server_common.config.properties import PropertiesError, read_properties_file
 from tools.commands.arguments import add_command_config_argument, command_security
+from tools.commands.groups import GroupAdmin
 from tools.commands.scram_credentials import (
     describes_scram,
     run_scram_alter,
@@ -71,9 +77,14 @@ SOURCE_NAMES = {
     4: "STATIC_BROKER_CONFIG",
     5: "DEFAULT_CONFIG",
     6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    7: "CLIENT_METRICS_CONFIG",
+    8: "GROUP_CONFIG",
 }
 """Kafka's ConfigEntry.ConfigSource names, by DescribeConfigs' source id."""
-DYNAMIC_SOURCE = {TOPIC_RESOURCE: 1, BROKER_RESOURCE: 2}
+GROUP_RESOURCE = 32
+"""Kafka's ConfigResource.Type.GROUP (4.0)."""
+RESOURCE_TYPES = {"topics": TOPIC_RESOURCE, "brokers": BROKER_RESOURCE, "groups": GROUP_RESOURCE}
+DYNAMIC_SOURCE = {TOPIC_RESOURCE: 1, BROKER_RESOURCE: 2, GROUP_RESOURCE: 8}
 DEFAULT_SOURCE = 3
 QUOTA_ENTITY_TYPES = ("clients", "users")
 QUOTA_MODULE = "tools.commands.client_quotas"
@@ -145,7 +156,7 @@ class ConfigTool:
     def __init__(self, cluster: ClusterConnections, entity_type: str) -> None:
         self._cluster = cluster
         self._entity_type = entity_type
-        self._resource_type = TOPIC_RESOURCE if entity_type == "topics" else BROKER_RESOURCE
+        self._resource_type = RESOURCE_TYPES[entity_type]
 
     async def _admin_for(self, name: str) -> AdminClient:
         """A per-broker resource goes to that broker; the rest to any broker."""
@@ -164,6 +175,8 @@ class ConfigTool:
         (or every broker, then the cluster defaults)."""
         if name is not None:
             return [name]
+        if self._entity_type == "groups":
+            return await GroupAdmin(self._cluster).list_groups()
         metadata = await self._cluster.metadata(None if self._entity_type == "topics" else [])
         if self._entity_type == "topics":
             return sorted(t.name for t in metadata.topics.values())
@@ -242,13 +255,13 @@ async def configs_command(args: argparse.Namespace, out: TextIO, err: TextIO) ->
         _resolve_entity_type(args)
         if args.entity_type in QUOTA_ENTITY_TYPES:
             return await _users_and_clients(args, out, err)
-        if args.entity_type not in ("topics", "brokers"):
+        if args.entity_type not in RESOURCE_TYPES:
             raise ConfigCommandError(f"Entity type {args.entity_type} is not supported by kipling")
         if args.describe == args.alter:
             raise ConfigCommandError("Command must include exactly one action: --describe, --alter")
         name = _entity_name(args)
-        if args.entity_type == "topics" and name == "":
-            raise ConfigCommandError("--entity-default is not supported for topics")
+        if args.entity_type in ("topics", "groups") and name == "":
+            raise ConfigCommandError(f"--entity-default is not supported for {args.entity_type}")
         add = dict(args.add_config or {})
         if args.add_config_file is not None:
             try:
@@ -314,7 +327,7 @@ async def _client_quotas(args: argparse.Namespace, out: TextIO, err: TextIO) -> 
 
 
 CONFIGS_DESCRIPTION = """\
-Describe or alter the dynamic configs of topics and brokers, client quotas and users' SCRAM
+Describe or alter the dynamic configs of topics, brokers and groups, client quotas and users' SCRAM
 credentials, as Kafka's kafka-configs.sh does.
 Changes are stored in the cluster metadata and take effect on every broker without a restart.
 """
@@ -328,6 +341,8 @@ Examples:
       --add-config log.retention.ms=3600000
   kipling configs --bootstrap-server 127.0.0.1:9092 --entity-type brokers --entity-name 1 --alter \\
       --delete-config message.max.bytes
+  kipling configs --bootstrap-server 127.0.0.1:9092 --entity-type groups --entity-name g --alter \\
+      --add-config consumer.session.timeout.ms=50000
   kipling configs --bootstrap-server 127.0.0.1:9092 --entity-type users --entity-name alice --alter \\
       --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
   kipling configs --bootstrap-server 127.0.0.1:9092 --entity-type users --describe
@@ -337,7 +352,7 @@ Examples:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "configs",
-        help="describe or alter dynamic configs of topics and brokers (like kafka-configs.sh)",
+        help="describe or alter dynamic configs of topics, brokers and groups (like kafka-configs.sh)",
         description=CONFIGS_DESCRIPTION,
         epilog=CONFIGS_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -352,10 +367,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_command_config_argument(p)
     p.add_argument(
         "--entity-type",
-        choices=("topics", "brokers", "broker-loggers", *QUOTA_ENTITY_TYPES),
-        help="type of entity (topics, brokers; clients and users: client quotas, users' SCRAM credentials)",
+        choices=("topics", "brokers", "groups", "broker-loggers", *QUOTA_ENTITY_TYPES),
+        help="type of entity (topics, brokers, groups; clients and users: client quotas, users' SCRAM "
+        "credentials)",
     )
-    p.add_argument("--entity-name", help="name of entity (topic name, broker id, user, client id)")
+    p.add_argument("--entity-name", help="name of entity (topic name, broker id, group id, user, client id)")
     p.add_argument("--entity-default", action="store_true", help="the cluster-wide default (brokers)")
     p.add_argument("--topic", help="the topic's name (--entity-type topics --entity-name TOPIC)")
     p.add_argument("--broker", help="the broker's id (--entity-type brokers --entity-name ID)")
