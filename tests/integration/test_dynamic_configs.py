@@ -21,7 +21,7 @@ from aiokafka.admin.config_resource import ConfigResource as AioConfigResource
 from aiokafka.admin.config_resource import ConfigResourceType as AioResourceType
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType as KpResourceType
@@ -257,6 +257,53 @@ def test_confluent_per_broker_and_tool_cluster_default(node: BrokerProcess, admi
         == configs["retention.ms"]["config_source"]
         == "DEFAULT_CONFIG"
     )
+
+
+def test_confluent_group_configs_and_the_tool(node: BrokerProcess) -> None:
+    """Kafka 4.0's GROUP resource: a group's consumer.session.timeout.ms set, described as
+    GROUP_CONFIG, deleted back to the broker's default; the group need not exist."""
+    client = confluent(node)
+
+    def alter(*entries: ConfigEntry) -> None:
+        resource = ConfigResource(ResourceType.GROUP, "cfg-group", incremental_configs=list(entries))
+        for future in client.incremental_alter_configs([resource]).values():
+            future.result(timeout=TIMEOUT_S)
+
+    def described() -> dict[str, tuple[str | None, ConfigSource]]:
+        """Each key's value and source (confluent-kafka hands the source over as a plain int)."""
+        futures = client.describe_configs([ConfigResource(ResourceType.GROUP, "cfg-group")])
+        [entries] = [future.result(timeout=TIMEOUT_S) for future in futures.values()]
+        return {name: (entry.value, ConfigSource(entry.source)) for name, entry in entries.items()}
+
+    session = "consumer.session.timeout.ms"
+    alter(ConfigEntry(session, "50000", incremental_operation=AlterConfigOpType.SET))
+    entries = described()
+    assert sorted(entries) == ["consumer.heartbeat.interval.ms", session]
+    assert entries[session] == ("50000", ConfigSource.GROUP_CONFIG)
+    assert entries["consumer.heartbeat.interval.ms"] == ("5000", ConfigSource.DEFAULT_CONFIG)
+    with pytest.raises(KafkaException) as info:
+        alter(ConfigEntry(session, "1000", incremental_operation=AlterConfigOpType.SET))
+    assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert "group.consumer.min.session.timeout.ms" in info.value.args[0].str()
+    alter(ConfigEntry(session, None, incremental_operation=AlterConfigOpType.DELETE))
+    entries = described()
+    assert entries[session] == ("45000", ConfigSource.DEFAULT_CONFIG)
+
+    base = ("--bootstrap-server", node.bootstrap, "--entity-type", "groups", "--entity-name", "cfg-group")
+    assert run_tool(*base, "--alter", "--add-config", f"{session}=50000") == (
+        0,
+        "Completed updating config for group cfg-group.\n",
+        "",
+    )
+    status, out, _ = run_tool(*base, "--describe")
+    assert status == 0
+    assert out.splitlines() == [
+        "Dynamic configs for group cfg-group are:",
+        f"  {session}=50000 sensitive=false synonyms={{GROUP_CONFIG:{session}=50000, "
+        "DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}",
+    ]
+    assert run_tool(*base, "--alter", "--delete-config", session)[0] == 0
+    assert described()[session] == ("45000", ConfigSource.DEFAULT_CONFIG)
 
 
 def test_aiokafka_alter_configs(node: BrokerProcess, admin: KafkaAdminClient) -> None:

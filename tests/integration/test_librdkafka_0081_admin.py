@@ -8,8 +8,9 @@ sub-tests that need a SASL login (authorized operations after an ACL change) are
 
 Where the Python binding lacks a call 0081 makes, the closest client does it: DeleteConsumerGroupOffsets
 (OffsetDelete) through kafka-python, as confluent-kafka 2.16 has no ``delete_consumer_group_offsets``.
-0081's version-dependent expectations are taken for a Kafka 3.x broker as far as groups go: kipling has
-no KIP-848 group configs, so a GROUP config resource is INVALID_REQUEST, what 0081 expects below 4.0.
+0081's version-dependent expectations are taken for a Kafka 4.0 broker as far as group configs go: a
+GROUP config resource (KIP-848's consumer.session.timeout.ms) is altered and described without error,
+the group need not exist.
 """
 
 from __future__ import annotations
@@ -404,8 +405,9 @@ def incremental(restype: ResourceType, name: str, *ops: tuple[str, str, str]) ->
 def test_incremental_alter_configs(admin: AdminClient) -> None:
     """do_test_IncrementalAlterConfigs, with its test-helper round first: SET/APPEND then
     DELETE/SUBTRACT on a topic and on the broker (background.threads, a Kafka key kipling stores
-    without use, and log.cleanup.policy), and on a GROUP (INVALID_REQUEST: no group configs, as
-    0081 expects below Kafka 4.0). Then a topic, the broker, a missing topic and a group at once."""
+    without use, and log.cleanup.policy), and on a GROUP (SET then DELETE of
+    consumer.session.timeout.ms, as 0081 expects at Kafka 4.0). Then a topic, the broker, a missing
+    topic and a group at once."""
     topics = names("IncrementalAlterConfigs", 4)
     create_topics(admin, topics[:1], 1)
     broker_id = str(NODE_ID)
@@ -448,11 +450,11 @@ def test_incremental_alter_configs(admin: AdminClient) -> None:
         ),
         (
             incremental(ResourceType.GROUP, topics[0], ("consumer.session.timeout.ms", "SET", "50000")),
-            "INVALID_REQUEST",
+            "OK",
         ),
         (
             incremental(ResourceType.GROUP, topics[0], ("consumer.session.timeout.ms", "DELETE", "")),
-            "INVALID_REQUEST",
+            "OK",
         ),
     ]
     for resource, expected in helper_rounds:
@@ -487,13 +489,14 @@ def test_incremental_alter_configs(admin: AdminClient) -> None:
         ("TOPIC", topics[0], "OK"),
         ("BROKER", broker_id, "OK"),
         ("TOPIC", topics[2], "UNKNOWN_TOPIC_OR_PART"),
-        ("GROUP", "my-group", "INVALID_REQUEST"),
+        ("GROUP", "my-group", "OK"),
     ]
 
 
 def test_describe_configs(admin: AdminClient) -> None:
     """do_test_DescribeConfigs and do_test_DescribeConfigs_groups: a topic and the broker with
-    every key, a missing topic UNKNOWN_TOPIC_OR_PARTITION, a group INVALID_REQUEST (below 4.0)."""
+    every key, a missing topic UNKNOWN_TOPIC_OR_PARTITION, a group that does not exist without
+    error (Kafka 4.0: its group configs' defaults)."""
     [existing] = names("DescribeConfigs_exist", 1)
     [missing] = names("DescribeConfigs_notexist", 1)
     create_topics(admin, [existing], 1)
@@ -514,7 +517,7 @@ def test_describe_configs(admin: AdminClient) -> None:
     assert "compression.type" in topic_entries and "log.retention.ms" in broker_entries
     [group] = names("DescribeConfigs_groups", 1)
     assert config_errors(admin.describe_configs([ConfigResource(ResourceType.GROUP, group)])) == [
-        ("GROUP", group, "INVALID_REQUEST")
+        ("GROUP", group, "OK")
     ]
 
 
