@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
@@ -29,7 +31,10 @@ from kafka.admin import NewTopic
 from kafka.errors import InvalidConfigurationError
 from kafka.errors import KafkaError as KpKafkaError
 
+from protocol.api_keys import ApiKey
+from protocol.error_codes import ErrorCode
 from tests.integration.broker_process import BrokerProcess
+from tests.integration.wire_client import WireClient
 from tools.cli import build_parser
 from tools.commands.configs import configs_command
 from tools.commands.topics import run_async
@@ -304,6 +309,45 @@ def test_confluent_group_configs_and_the_tool(node: BrokerProcess) -> None:
     ]
     assert run_tool(*base, "--alter", "--delete-config", session)[0] == 0
     assert described()[session] == ("45000", ConfigSource.DEFAULT_CONFIG)
+
+
+def test_a_groups_heartbeat_interval_is_what_a_kip848_heartbeat_answers(node: BrokerProcess) -> None:
+    """A group's consumer.heartbeat.interval.ms override is the interval its members are given."""
+    resource = ConfigResource(
+        ResourceType.GROUP,
+        "hb-group",
+        incremental_configs=[
+            ConfigEntry("consumer.heartbeat.interval.ms", "7000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    client = confluent(node)  # held: a dropped client fails its futures
+    for future in client.incremental_alter_configs([resource]).values():
+        future.result(timeout=TIMEOUT_S)
+    with WireClient(node.port) as wire:
+
+        def joined(group: str) -> Any:
+            """A first heartbeat of ``group``, retried while its coordinator is not ready yet
+            (FindCoordinator creates __consumer_offsets; its partitions then load)."""
+            join = {
+                "group_id": group,
+                "member_id": "hb-member",
+                "member_epoch": 0,
+                "rebalance_timeout_ms": 30_000,
+                "subscribed_topic_names": ["hb-topic"],
+                "topic_partitions": [],
+            }
+            deadline = time.monotonic() + TIMEOUT_S
+            while True:
+                wire.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
+                body = wire.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, join).body
+                if body.error_code == ErrorCode.NONE or time.monotonic() > deadline:
+                    return body
+                time.sleep(0.2)
+
+        body = joined("hb-group")
+        assert (body.error_code, body.heartbeat_interval_ms) == (ErrorCode.NONE, 7000)
+        other = joined("hb-other")  # another group keeps the broker's interval
+        assert (other.error_code, other.heartbeat_interval_ms) == (ErrorCode.NONE, 5000)
 
 
 def test_aiokafka_alter_configs(node: BrokerProcess, admin: KafkaAdminClient) -> None:
