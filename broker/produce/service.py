@@ -20,6 +20,9 @@ Request-level rules, as Kafka's KafkaApis applies them before any append:
 A partition the metadata names this broker leader of, while the broker is still taking the lead
 (its follower process is handing the log back), waits for that first, for at most half the
 request's timeout, rather than answering NOT_LEADER_OR_FOLLOWER (see ``_wait_for_leadership``).
+An idempotent producer's batch refused without an append leaves a gap in its sequences; a later
+batch of that producer whose gap is exactly the refused batch is answered the refused batch's error,
+not OUT_OF_ORDER_SEQUENCE_NUMBER (:mod:`broker.produce.refused_batches`).
 
 acks=-1 is refused with NOT_ENOUGH_REPLICAS, nothing appended, while the committed ISR is below
 ``min(min.insync.replicas, replication factor)`` (the partition checks it). Otherwise it waits in
@@ -40,6 +43,7 @@ from typing import Any, Protocol
 import structlog
 
 from broker.produce.delayed import DelayedProduce, ProducePartitionStatus
+from broker.produce.refused_batches import RefusedBatches
 from broker.produce.validation import RecordError, RecordValidationError
 from broker.replication.partition import AppendResult, Partition
 from broker.replication.replica_manager import ReplicaManager
@@ -131,6 +135,7 @@ class ProduceService:
         self._clock = clock
         self._expiration_meter = expiration_meter
         self.verifier = verifier
+        self._refused = RefusedBatches()
 
     def on_partition_changed(self, partition: Partition) -> None:
         """A partition listener: every HW move re-checks the acks=-1 produces parked on it."""
@@ -268,10 +273,11 @@ class ProduceService:
     ) -> PartitionOutcome:
         outcome = PartitionOutcome(data.topic, data.index, key=(data.topic, data.index))
         partition: Partition | None = None
+        header = _peek_header(data.records)
         try:
             if isinstance(verification, KafkaError):
                 raise verification
-            partition = self._partition_for_append(request, data)
+            partition = self._partition_for_append(request, data, header)
             outcome.key = partition.key
             outcome.result = partition.append_records(
                 data.records,
@@ -288,19 +294,42 @@ class ProduceService:
         except Exception:
             _log.exception("produce failed", topic=data.topic, partition=data.index)
             outcome.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+        if header is not None and request.origin == "leader":
+            self._track_sequence_gap(data, header, partition, outcome, now_ms)
         refused_here = outcome.result is None and outcome.error_code not in _NO_LOG_START_OFFSET
         if partition is not None and refused_here:
             outcome.log_start_offset = partition.log_start_offset  # Kafka's processFailedRecord
         return outcome
 
-    def _partition_for_append(self, request: ProduceRequest, data: ProducePartitionData) -> Any:
+    def _track_sequence_gap(
+        self,
+        data: ProducePartitionData,
+        header: RecordBatchHeader,
+        partition: Partition | None,
+        outcome: PartitionOutcome,
+        now_ms: int,
+    ) -> None:
+        """Remember a producer's batch refused without an append; answer a later batch whose
+        sequence gap is exactly that batch with its error (see :mod:`broker.produce.refused_batches`)."""
+        if outcome.result is not None:
+            self._refused.appended(data.topic, data.index, header)
+        elif outcome.error_code is not ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            self._refused.refused(data.topic, data.index, header, outcome.error_code, now_ms)
+        elif partition is not None:
+            entry = partition.producer_state.last_entry(header.producer_id)
+            explained = self._refused.explain_gap(data.topic, data.index, header, entry, now_ms)
+            if explained is not None:
+                outcome.error_code, outcome.message = explained
+
+    def _partition_for_append(
+        self, request: ProduceRequest, data: ProducePartitionData, header: RecordBatchHeader | None
+    ) -> Any:
         topic = data.topic
         if topic_names.is_internal(topic) and request.client_id != ADMIN_CLIENT_ID:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
         partition = self._replicas.get_partition(topic, data.index)
         if partition is None:
             raise KafkaError(self._replicas.partition_error(topic, data.index))
-        header = _peek_header(data.records)
         zstd = header is not None and header.compression == CompressionType.ZSTD
         if zstd and request.version < ZSTD_MIN_VERSION:
             raise KafkaError(
