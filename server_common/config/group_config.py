@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from server_common.config.definitions import (
+    BY_NAME,
     INT_MAX,
     INT_MIN,
     ConfigEntry,
@@ -77,16 +78,28 @@ GROUP_CONFIG_DEFINITIONS: tuple[GroupConfigDef, ...] = (
 GROUP_BY_NAME: Mapping[str, GroupConfigDef] = {d.name: d for d in GROUP_CONFIG_DEFINITIONS}
 
 
+def _broker_default(key: str) -> int:
+    """A broker key's default, from its one definition."""
+    default = BY_NAME[key].default
+    assert isinstance(default, int), key
+    return default
+
+
 @dataclass(frozen=True, slots=True)
 class GroupConfigBounds:
-    """The broker settings group configs default to and are bounded by, with Kafka's defaults."""
+    """The broker settings group configs default to and are bounded by (the broker keys' defaults
+    unless given)."""
 
-    group_consumer_session_timeout_ms: int = 45_000
-    group_consumer_min_session_timeout_ms: int = 45_000
-    group_consumer_max_session_timeout_ms: int = 60_000
-    group_consumer_heartbeat_interval_ms: int = 5_000
-    group_consumer_min_heartbeat_interval_ms: int = 5_000
-    group_consumer_max_heartbeat_interval_ms: int = 15_000
+    group_consumer_session_timeout_ms: int = _broker_default("group.consumer.session.timeout.ms")
+    group_consumer_min_session_timeout_ms: int = _broker_default("group.consumer.min.session.timeout.ms")
+    group_consumer_max_session_timeout_ms: int = _broker_default("group.consumer.max.session.timeout.ms")
+    group_consumer_heartbeat_interval_ms: int = _broker_default("group.consumer.heartbeat.interval.ms")
+    group_consumer_min_heartbeat_interval_ms: int = _broker_default(
+        "group.consumer.min.heartbeat.interval.ms"
+    )
+    group_consumer_max_heartbeat_interval_ms: int = _broker_default(
+        "group.consumer.max.heartbeat.interval.ms"
+    )
 
     @classmethod
     def of(cls, config: object) -> GroupConfigBounds:
