@@ -30,12 +30,14 @@ KIPLING_PACKAGES = {
 }
 THIRD_PARTY_IO = {"uvloop", "prometheus_client", "structlog", "pyspark", "pyarrow"}
 COMPRESSION = {"construct", "crc32c", "lz4", "zstandard", "cramjam"}
+COMPILED = {"numpy", "numba"}
+"""The compiled record decoder's (protocol.records.columnar_kernel), used by the pipeline."""
 NETWORK_STDLIB = {"asyncio", "socket", "selectors", "ssl", "socketserver", "http", "urllib"}
 EVERY_PACKAGE = KIPLING_PACKAGES - {"bench"}
 
 # package -> (kipling packages it may import, third-party packages it may import, stdlib it must not import)
 RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
-    "protocol": (set(), COMPRESSION, NETWORK_STDLIB | {"threading", "multiprocessing", "logging"}),
+    "protocol": (set(), COMPRESSION | COMPILED, NETWORK_STDLIB | {"threading", "multiprocessing", "logging"}),
     "storage": ({"protocol"}, COMPRESSION | {"structlog"}, NETWORK_STDLIB),
     "server_common": (
         {"protocol", "storage", "security"},
@@ -66,7 +68,11 @@ RULES: dict[str, tuple[set[str], set[str], set[str]]] = {
     ),
     "cleaner": ({"protocol", "storage", "client", "security"}, COMPRESSION | {"structlog", "uvloop"}, set()),
     "tools": (EVERY_PACKAGE, COMPRESSION | THIRD_PARTY_IO - {"pyspark", "pyarrow"}, set()),
-    "pipeline": ({"protocol", "client", "storage", "security"}, COMPRESSION | THIRD_PARTY_IO, set()),
+    "pipeline": (
+        {"protocol", "client", "storage", "security"},
+        COMPRESSION | THIRD_PARTY_IO | COMPILED,
+        set(),
+    ),
 }
 
 
