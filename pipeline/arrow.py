@@ -15,20 +15,22 @@ UTC timestamp, ``timestampType`` 0 for CreateTime and 1 for LogAppendTime, and `
 Two ways in. :meth:`RecordBatchBuilder.append` takes one :class:`DecodedRecord` at a time into Python
 lists (simple; for offline readers). The fast path, :meth:`RecordBatchBuilder.append_batch` (and
 :meth:`~RecordBatchBuilder.append_record_batches` for a fetched slice), takes whole record batches
-decoded by :mod:`protocol.records.columnar` into flat int columns of deltas and (start, length) spans,
-and builds every Arrow column with a handful of vectorized calls per output batch: no Python object
-per record at all after the decode loop. Records of several small batches are pooled before any Arrow
-call, because each Arrow call costs microseconds: building per batch cost ~90 µs, which for
-16 KiB batches (~140 records of 100 bytes, the Java producer's default) doubled the cost per record.
+decoded by :mod:`protocol.records.columnar_arrays` into int64 numpy columns of deltas and
+(start, length) spans (the compiled kernel walks the records), and builds every Arrow column with a
+handful of vectorized calls per output batch: no Python work per record at all. Keys and values are
+copied once, by the compiled gather, from the fetched (or decompressed) buffers straight into the
+Arrow data buffers. Records of several small batches are pooled before any Arrow call, because each
+Arrow call costs microseconds: building per batch cost ~90 µs, which for 16 KiB batches (~140 records
+of 100 bytes, the Java producer's default) doubled the cost per record.
 """
 
 from __future__ import annotations
 
-import struct
-from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -36,7 +38,6 @@ from protocol.records import DEFAULT_MAX_DECOMPRESSED_SIZE, DecodedRecord, Recor
 from protocol.records.aborted import AbortedTransactionFilter
 from protocol.records.columnar import (
     FIELDS_PER_HEADER,
-    FIELDS_PER_RECORD,
     KEY_LENGTH,
     KEY_START,
     OFFSET_DELTA,
@@ -44,7 +45,14 @@ from protocol.records.columnar import (
     VALUE_LENGTH,
     VALUE_START,
     RecordColumns,
-    decode_batch_columns,
+)
+from protocol.records.columnar_arrays import (
+    Int64Array,
+    RecordArrays,
+    arrays_from_columns,
+    as_uint8,
+    decode_batch_arrays,
+    gather_spans,
 )
 
 HEADER_STRUCT = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
@@ -84,7 +92,9 @@ class RecordBatchBuilder:
     converts what is held first, so that order always holds).
     """
 
-    def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
+    def __init__(self, topic: str, partition: int, include_headers: bool, *, compiled: bool = True) -> None:
+        """``compiled``: decode and gather with the compiled kernel (when numba is installed; see
+        :mod:`protocol.records.columnar_arrays`), else with the pure-Python walk and numpy."""
         self.topic = topic
         self.partition = partition
         self.include_headers = include_headers
@@ -92,7 +102,7 @@ class RecordBatchBuilder:
         self._ready: list[pa.RecordBatch] = []
         """Rows already converted, oldest first."""
         self._ready_rows = 0
-        self._pool = _ColumnPool()
+        self._pool = _ColumnPool(compiled)
         self._reset()
 
     def _reset(self) -> None:
@@ -118,14 +128,15 @@ class RecordBatchBuilder:
     def append_batch(
         self,
         header: RecordBatchHeader,
-        columns: RecordColumns,
+        columns: RecordArrays | RecordColumns,
         first_offset: int | None = None,
         end_offset: int | None = None,
     ) -> int | None:
         """Add the records of one decoded batch whose offsets lie in [first_offset, end_offset).
 
-        ``columns`` comes from :func:`protocol.records.columnar.decode_batch_columns` for the batch
-        whose header is ``header``. A control batch (transaction markers) adds nothing, as Spark's
+        ``columns`` comes from :func:`protocol.records.columnar_arrays.decode_batch_arrays` (or
+        :func:`protocol.records.columnar.decode_batch_columns`) for the batch whose header is
+        ``header``. A control batch (transaction markers) adds nothing, as Spark's
         Kafka source skips them. Returns the offset of the first record added, or None.
 
         A batch is taken whole when its header's offset range lies inside the bounds (record offsets
@@ -136,6 +147,8 @@ class RecordBatchBuilder:
             return None
         if self.offsets:
             self._seal()  # listed rows came first: convert them before pooling later ones
+        if isinstance(columns, RecordColumns):
+            columns = arrays_from_columns(columns)
         return self._pool.add(header, columns, first_offset, end_offset, self.include_headers)
 
     def append_record_batches(
@@ -168,7 +181,7 @@ class RecordBatchBuilder:
                 continue
             if end_offset is not None and header.base_offset >= end_offset:
                 continue
-            _, columns = decode_batch_columns(buf, pos, max_decompressed_size)
+            _, columns = decode_batch_arrays(buf, pos, max_decompressed_size, compiled=self._pool.compiled)
             added = self.append_batch(header, columns, first_offset, end_offset)
             if first is None:
                 first = added
@@ -240,274 +253,269 @@ class RecordBatchBuilder:
 # -- the fast path's pool -----------------------------------------------------------------------
 
 _Buffer = bytes | bytearray | memoryview
-_Run = tuple[int, int, int, int, int, int]
-"""Per pooled batch: (rows, base offset, timestamp base, delta factor, timestamp type, segment index)."""
 _INT64 = pa.int64()
+_EMPTY: Int64Array = np.empty(0, np.int64)
+_MAX_BINARY_BYTES = 2**31 - 1
+"""A ``binary`` column's 32-bit offsets bound its bytes."""
 
 
 class _Segment:
-    """A buffer and the part of it [start, end) that the spans of some pooled batches lie in."""
+    """A buffer, the part of it [start, end) that the spans of some pooled batches lie in, and a
+    uint8 view of it for the gather."""
 
-    __slots__ = ("buffer", "end", "start")
+    __slots__ = ("buffer", "end", "start", "view")
 
     def __init__(self, buffer: _Buffer, start: int, end: int) -> None:
         self.buffer = buffer
         self.start = start
         self.end = end
+        self.view = as_uint8(buffer)
+
+
+class _Pooled:
+    """One pooled batch: its kept records' fields (as decoded: a (6, rows) int64 array, spans into
+    its segment), their headers (rows numbered within the batch) and what the header says per batch."""
+
+    __slots__ = (
+        "base",
+        "columns",
+        "factor",
+        "header_counts",
+        "header_fields",
+        "header_rows",
+        "rows",
+        "segment",
+        "timestamp_base",
+        "timestamp_type",
+    )
+
+    def __init__(
+        self,
+        columns: Int64Array,
+        header_rows: Int64Array,
+        header_counts: Int64Array,
+        header_fields: Int64Array,
+        header: RecordBatchHeader,
+        segment: int,
+    ) -> None:
+        self.columns = columns
+        self.rows = columns.shape[1]
+        self.header_rows = header_rows
+        self.header_counts = header_counts
+        self.header_fields = header_fields
+        self.base = header.base_offset
+        if header.is_log_append_time:  # every record's timestamp is the batch's MaxTimestamp
+            self.timestamp_base, self.factor, self.timestamp_type = header.max_timestamp, 0, 1
+        else:
+            self.timestamp_base, self.factor, self.timestamp_type = header.base_timestamp, 1, 0
+        self.segment = segment
 
 
 class _ColumnPool:
-    """Records of several batches as one flat int list, plus the buffers their spans index.
+    """Records of several batches as numpy columns, plus the buffers their spans index.
 
-    Everything per record stays in C-level containers: the decoder's flat fields are concatenated
-    (sliced for a straddling batch), and what is per batch (base offset, timestamp base, timestamp
-    type, where its buffer lands) is kept as one *run* per batch and expanded to per-row columns by
-    ``array`` repetition at :meth:`build`. Spans index *segments*: consecutive batches decoded in
-    place in one fetched buffer share a segment (nothing is copied before the gather); a
-    decompressed batch is its own segment, and several segments are joined into one buffer at build.
+    Nothing is per record in Python: each batch's decoded (6, rows) array is kept as it is (sliced by
+    a numpy mask for a batch straddling a bound), with what its header says per batch (base offset,
+    timestamp base, timestamp type). :meth:`build` concatenates them, expands the per-batch values
+    with ``numpy.repeat``, and gathers keys and values into Arrow's offsets and data buffers with the
+    compiled gather, once per *segment*: consecutive batches decoded in place in one fetched buffer
+    share a segment, a decompressed batch is its own.
     """
 
-    __slots__ = ("fields", "header_counts", "header_fields", "header_rows", "rows", "runs", "segments")
+    __slots__ = ("batches", "compiled", "rows", "segments")
 
-    def __init__(self) -> None:
+    def __init__(self, compiled: bool) -> None:
+        self.compiled = compiled
         self.clear()
 
     def clear(self) -> None:
         self.rows = 0
-        self.fields: list[int] = []
+        self.batches: list[_Pooled] = []
         self.segments: list[_Segment] = []
-        self.runs: list[_Run] = []
-        """(rows, base offset, timestamp base, delta factor, timestamp type, segment index)."""
-        self.header_rows: list[int] = []
-        self.header_counts: list[int] = []
-        self.header_fields: list[int] = []
-        """As RecordColumns.header_fields, plus the segment index: FIELDS_PER_HEADER + 1 ints each."""
 
     def add(
         self,
         header: RecordBatchHeader,
-        columns: RecordColumns,
+        records: RecordArrays,
         first_offset: int | None,
         end_offset: int | None,
         include_headers: bool,
     ) -> int | None:
-        fields = columns.fields
-        count = columns.count
+        columns = records.columns
         base = header.base_offset
         lo = base if first_offset is None else first_offset
         hi = header.last_offset + 1 if end_offset is None else end_offset
-        header_rows, header_counts, header_fields = (
-            (columns.header_rows, columns.header_counts, columns.header_fields)
-            if include_headers
-            else ((), (), ())
-        )
+        if include_headers:
+            header_rows, header_counts, header_fields = (
+                records.header_rows,
+                records.header_counts,
+                records.header_fields,
+            )
+        else:
+            header_rows = header_counts = header_fields = _EMPTY
         if base < lo or header.last_offset >= hi:
-            keep = [i for i, d in enumerate(fields[OFFSET_DELTA::FIELDS_PER_RECORD]) if lo <= base + d < hi]
-            if not keep:
+            offsets = columns[OFFSET_DELTA] + base
+            keep = (offsets >= lo) & (offsets < hi)
+            if not keep.any():
                 return None
-            width = FIELDS_PER_RECORD
-            if keep[-1] - keep[0] + 1 == len(keep):
-                fields = fields[keep[0] * width : (keep[-1] + 1) * width]
-            else:
-                fields = [v for i in keep for v in fields[i * width : (i + 1) * width]]
-            if header_rows:
+            columns = np.ascontiguousarray(columns[:, keep])  # fancy indexing may give Fortran order
+            if len(header_rows):
                 header_rows, header_counts, header_fields = _select_headers(
                     keep, header_rows, header_counts, header_fields
                 )
-            count = len(keep)
-        segment = self._segment(columns)
-        row_base = self.rows
-        self.fields += fields
-        self.rows += count
-        if header.is_log_append_time:
-            self.runs.append((count, base, header.max_timestamp, 0, 1, segment))
-        else:
-            self.runs.append((count, base, header.base_timestamp, 1, 0, segment))
-        if header_rows:
-            self.header_rows.extend(row + row_base for row in header_rows)
-            self.header_counts.extend(header_counts)
-            spans = self.header_fields
-            for i in range(0, len(header_fields), FIELDS_PER_HEADER):
-                spans.extend(header_fields[i : i + FIELDS_PER_HEADER])
-                spans.append(segment)
-        return base + fields[OFFSET_DELTA]
+        segment = self._segment(records)
+        self.batches.append(_Pooled(columns, header_rows, header_counts, header_fields, header, segment))
+        self.rows += columns.shape[1]
+        return base + int(columns[OFFSET_DELTA, 0])
 
-    def _segment(self, columns: RecordColumns) -> int:
-        """The segment holding ``columns``' spans: the last one when the batch follows it in the same
-        buffer (spans then keep increasing, which the gather needs), else a new one."""
+    def _segment(self, records: RecordArrays) -> int:
+        """The segment holding ``records``' spans: the last one when the batch follows it in the same
+        buffer (spans then keep increasing), else a new one."""
         if self.segments:
             last = self.segments[-1]
-            if last.buffer is columns.buffer and columns.start >= last.end:
-                last.end = columns.end
+            if last.buffer is records.buffer and records.start >= last.end:
+                last.end = records.end
                 return len(self.segments) - 1
-        self.segments.append(_Segment(columns.buffer, columns.start, columns.end))
+        self.segments.append(_Segment(records.buffer, records.start, records.end))
         return len(self.segments) - 1
 
     def build(self, topic: str, partition: int, schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
         """All pooled rows as one RecordBatch; the pool is emptied."""
         n = self.rows
-        runs = self.runs
-        data, shifts = self._data()
-        packed = memoryview(struct.pack(f"{len(self.fields)}q", *self.fields)).cast("q")
-        column = [packed[k::FIELDS_PER_RECORD].tobytes() for k in range(FIELDS_PER_RECORD)]
-        offset_deltas = _int64(column[OFFSET_DELTA], n)
-        offsets = pc.add_checked(offset_deltas, _per_row(runs, 1, n))
-        timestamp_deltas = _int64(column[TIMESTAMP_DELTA], n)
-        if any(run[3] != 1 for run in runs):
-            timestamp_deltas = pc.multiply(timestamp_deltas, _per_row(runs, 3, n))
-        millis = pc.add_checked(timestamp_deltas, _per_row(runs, 2, n))
+        batches = self.batches
+        if len(batches) == 1:
+            columns = np.ascontiguousarray(batches[0].columns)
+        else:
+            columns = np.ascontiguousarray(np.concatenate([pooled.columns for pooled in batches], axis=1))
+        counts = [pooled.rows for pooled in batches]
+        offsets = pc.add_checked(
+            _int64(columns[OFFSET_DELTA]), _per_row([p.base for p in batches], counts, np.int64)
+        )
+        timestamp_deltas = _int64(columns[TIMESTAMP_DELTA])
+        if any(pooled.factor != 1 for pooled in batches):
+            timestamp_deltas = pc.multiply(
+                timestamp_deltas, _per_row([p.factor for p in batches], counts, np.int64)
+            )
+        millis = pc.add_checked(
+            timestamp_deltas, _per_row([p.timestamp_base for p in batches], counts, np.int64)
+        )
         timestamps = pc.multiply_checked(millis, US_PER_MS).view(TIMESTAMP_TYPE)
-        span_shift = _per_row_shift(runs, shifts, n)
-        columns = [
-            _gather(data, column[KEY_START], column[KEY_LENGTH], span_shift, n, pa.binary()),
-            _gather(data, column[VALUE_START], column[VALUE_LENGTH], span_shift, n, pa.binary()),
+        timestamp_types = _per_row([p.timestamp_type for p in batches], counts, np.int32)
+        segment_rows = self._segment_ranges([(p.segment, p.rows) for p in batches])
+        arrays = [
+            self._gather(columns[KEY_START], columns[KEY_LENGTH], segment_rows, pa.binary()),
+            self._gather(columns[VALUE_START], columns[VALUE_LENGTH], segment_rows, pa.binary()),
             pa.repeat(pa.scalar(topic, pa.string()), n),
             pa.repeat(pa.scalar(partition, pa.int32()), n),
             offsets,
             timestamps,
-            _per_row(runs, 4, n, pa.int32()),
+            timestamp_types if isinstance(timestamp_types, pa.Array) else pa.repeat(timestamp_types, n),
         ]
         if include_headers:
-            columns.append(self._headers(data, shifts, n))
-        batch = pa.RecordBatch.from_arrays(columns, schema=schema)
+            arrays.append(self._headers(n))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
         self.clear()
         return batch
 
-    def _data(self) -> tuple[pa.Buffer, list[int]]:
-        """One Arrow buffer holding every segment, and each segment's shift (buffer position minus
-        position in that buffer). A single segment is used in place, without a copy."""
-        if len(self.segments) == 1:
-            return pa.py_buffer(self.segments[0].buffer), [0]
-        parts: list[memoryview] = []
-        shifts: list[int] = []
-        size = 0
-        for segment in self.segments:
-            parts.append(memoryview(segment.buffer)[segment.start : segment.end])
-            shifts.append(size - segment.start)
-            size += segment.end - segment.start
-        return pa.py_buffer(b"".join(parts)), shifts
+    def _segment_ranges(self, sizes: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+        """(segment, first, end) ranges of consecutive items, from (segment, size) per batch."""
+        ranges: list[tuple[int, int, int]] = []
+        position = 0
+        for segment, size in sizes:
+            if ranges and ranges[-1][0] == segment:
+                ranges[-1] = (segment, ranges[-1][1], position + size)
+            else:
+                ranges.append((segment, position, position + size))
+            position += size
+        return ranges
 
-    def _headers(self, data: pa.Buffer, shifts: list[int], n: int) -> pa.Array:
+    def _gather(
+        self,
+        starts: Int64Array,
+        lengths: Int64Array,
+        ranges: list[tuple[int, int, int]],
+        type_: pa.DataType,
+    ) -> pa.Array:
+        """A binary (or string) column of the spans (start, length; -1 null) of the segments' buffers:
+        the bytes copied once, straight into Arrow's data buffer."""
+        n = len(starts)
+        sizes = np.maximum(lengths, 0)
+        total = int(sizes.sum())
+        if total > _MAX_BINARY_BYTES:
+            raise ValueError(f"{total} bytes of {type_} in one batch: more than a binary column holds")
+        offsets = np.empty(n + 1, np.int32)
+        offsets[0] = 0
+        data = np.empty(total, np.uint8)
+        position = 0
+        for segment, first, end in ranges:
+            position = gather_spans(
+                self.segments[segment].view,
+                starts[first:end],
+                lengths[first:end],
+                offsets,
+                data,
+                first,
+                position,
+                compiled=self.compiled,
+            )
+        validity = None
+        if n and int(lengths.min()) < 0:
+            validity = pa.py_buffer(np.packbits(lengths >= 0, bitorder="little"))
+        return pa.Array.from_buffers(type_, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+    def _headers(self, n: int) -> pa.Array:
         """The headers column: list<struct<key, value>> per row, null for a row without headers."""
-        if not self.header_rows:
+        batches = self.batches
+        rows: list[Int64Array] = []
+        row_base = 0
+        for pooled in batches:
+            if len(pooled.header_rows):
+                rows.append(pooled.header_rows + row_base)
+            row_base += pooled.rows
+        if not rows:
             return pa.nulls(n, HEADERS_TYPE)
-        counts = array("i", bytes(4 * (n + 1)))
-        for row, count in zip(self.header_rows, self.header_counts):
-            counts[row + 1] = count
-        list_offsets = pc.cumulative_sum(
-            pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(counts)])
+        counts = np.zeros(n + 1, np.int32)
+        counts[np.concatenate(rows) + 1] = np.concatenate([p.header_counts for p in batches])
+        list_offsets = np.cumsum(counts, dtype=np.int32)
+        spans = np.concatenate([p.header_fields for p in batches]).reshape(-1, FIELDS_PER_HEADER).T
+        spans = np.ascontiguousarray(spans)
+        ranges = self._segment_ranges(
+            [(p.segment, len(p.header_fields) // FIELDS_PER_HEADER) for p in batches]
         )
-        has_headers = pc.greater(
-            pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(counts)], offset=1), 0
-        )
-        width = FIELDS_PER_HEADER + 1
-        flat = self.header_fields
-        total = len(flat) // width
-        key_starts = array("q", (flat[i] + shifts[flat[i + 4]] for i in range(0, len(flat), width)))
-        key_lengths = array("q", flat[1::width])
-        value_starts = array("q", (flat[i + 2] + shifts[flat[i + 4]] for i in range(0, len(flat), width)))
-        value_lengths = array("q", flat[3::width])
         pairs = pa.StructArray.from_arrays(
             [
-                _gather(data, key_starts.tobytes(), key_lengths.tobytes(), 0, total, pa.string()),
-                _gather(data, value_starts.tobytes(), value_lengths.tobytes(), 0, total, pa.binary()),
+                self._gather(spans[0], spans[1], ranges, pa.string()),
+                self._gather(spans[2], spans[3], ranges, pa.binary()),
             ],
             fields=list(HEADER_STRUCT),
         )
-        return pa.ListArray.from_arrays(list_offsets, pairs, type=HEADERS_TYPE, mask=pc.invert(has_headers))
+        no_headers = pa.array(counts[1:] == 0)
+        return pa.ListArray.from_arrays(pa.array(list_offsets), pairs, type=HEADERS_TYPE, mask=no_headers)
 
 
 def _select_headers(
-    keep: list[int], rows: Sequence[int], counts: Sequence[int], fields: Sequence[int]
-) -> tuple[list[int], list[int], list[int]]:
+    keep: npt.NDArray[np.bool_], rows: Int64Array, counts: Int64Array, fields: Int64Array
+) -> tuple[Int64Array, Int64Array, Int64Array]:
     """The headers of the kept records, with row indexes renumbered among the kept ones."""
-    renumber = {row: i for i, row in enumerate(keep)}
-    new_rows: list[int] = []
-    new_counts: list[int] = []
-    new_fields: list[int] = []
-    pos = 0
-    for row, count in zip(rows, counts):
-        width = count * FIELDS_PER_HEADER
-        if row in renumber:
-            new_rows.append(renumber[row])
-            new_counts.append(count)
-            new_fields.extend(fields[pos : pos + width])
-        pos += width
-    return new_rows, new_counts, new_fields
+    kept = keep[rows]
+    renumber = np.cumsum(keep) - 1
+    spans = fields.reshape(-1, FIELDS_PER_HEADER)[np.repeat(kept, counts)].reshape(-1)
+    return renumber[rows[kept]], counts[kept], spans
 
 
-def _int64(data: bytes, n: int) -> pa.Array:
-    return pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(data)])
+def _int64(values: Int64Array) -> pa.Array:
+    return pa.Array.from_buffers(_INT64, len(values), [None, pa.py_buffer(values)])
 
 
-def _per_row(runs: list[_Run], index: int, n: int, type_: pa.DataType = _INT64) -> pa.Array | pa.Scalar:
-    """Run field ``index`` for every row: a scalar when all runs agree (the usual case), else an
-    array built by ``array`` repetition (C speed, one step per run)."""
-    first = runs[0][index]
-    if all(run[index] == first for run in runs):
-        if type_ == _INT64:
-            return pa.scalar(first, type_)
-        return pa.repeat(pa.scalar(first, type_), n)
-    typecode = "q" if type_ == _INT64 else "i"
-    values = array(typecode)
-    for run in runs:
-        values += array(typecode, [run[index]]) * run[0]
-    return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(values)])
-
-
-def _per_row_shift(runs: list[_Run], shifts: list[int], n: int) -> pa.Array | int:
-    if len(shifts) == 1:
-        return shifts[0]
-    values = array("q")
-    for run in runs:
-        values += array("q", [shifts[run[5]]]) * run[0]
-    return pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(values)])
-
-
-_EVEN_INDICES: list[pa.Array] = [pa.array(range(0, 2 * 16_384, 2), pa.int64())]
-
-
-def _even_indices(n: int) -> pa.Array:
-    """0, 2, 4, ... (n of them), sliced from a cached array that grows as needed."""
-    if len(_EVEN_INDICES[0]) < n:
-        _EVEN_INDICES[0] = pa.array(range(0, 4 * n, 2), pa.int64())
-    return _EVEN_INDICES[0].slice(0, n)
-
-
-def _gather(
-    data: pa.Buffer, starts: bytes, lengths: bytes, shift: pa.Array | int, n: int, type_: pa.DataType
-) -> pa.Array:
-    """A binary (or string) column of ``n`` spans of ``data``: (start + shift, length), -1 null.
-
-    Arrow has no gather-by-span kernel, but ``take`` on a binary array is one: the spans, written as
-    consecutive offsets [start0, end0, start1, end1, ...] over ``data``, are a valid large_binary
-    array whose even elements are the wanted values (and odd ones the bytes between them); taking the
-    even elements copies exactly the values, in C. Spans must not decrease, which is why the pool
-    keeps them in buffer order.
-    """
-    start_array = _int64(starts, n)
-    length_array = _int64(lengths, n)
-    nulls = pc.min(length_array).as_py() < 0
-    if nulls:
-        valid = pc.greater_equal(length_array, 0)
-        length_array = pc.max_element_wise(length_array, pa.scalar(0, pa.int64()))
-    if not isinstance(shift, int) or shift:
-        start_array = pc.add(start_array, shift)
-    end_array = pc.add(start_array, length_array)
-    bounds = array("q", bytes(16 * n))
-    bounds[0::2] = _as_array(start_array, n)
-    bounds[1::2] = _as_array(end_array, n)
-    spans = pa.Array.from_buffers(pa.large_binary(), 2 * n - 1, [None, pa.py_buffer(bounds), data])
-    gathered = spans.take(_even_indices(n)).cast(pa.binary())
-    offsets_buffer, data_buffer = gathered.buffers()[1:3]
-    validity = valid.buffers()[1] if nulls else None
-    return pa.Array.from_buffers(type_, n, [validity, offsets_buffer, data_buffer])
-
-
-def _as_array(values: pa.Array, n: int) -> array[int]:
-    out = array("q")
-    out.frombytes(memoryview(values.buffers()[1])[values.offset * 8 : (values.offset + n) * 8])
-    return out
+def _per_row(values: list[int], counts: list[int], dtype: type[np.generic]) -> pa.Array | pa.Scalar:
+    """A per-batch value for every row: a scalar when all batches agree (the usual case), else an
+    array (``numpy.repeat``)."""
+    type_ = pa.from_numpy_dtype(dtype)
+    first = values[0]
+    if all(value == first for value in values):
+        return pa.scalar(first, type_)
+    repeated = np.repeat(np.array(values, dtype), counts)
+    return pa.Array.from_buffers(type_, len(repeated), [None, pa.py_buffer(repeated)])
 
 
 # -- the sink's side -------------------------------------------------------------------------------

@@ -20,13 +20,17 @@ What a fetched slice may contain, and what is done with it:
 * a gap above the log start (compaction, markers): not data loss;
 * no progress at all for ``kafkaConsumer.pollTimeoutMs``: the task fails with a timeout, as Spark's does.
 
-Records are decoded batch by batch into columns (:mod:`protocol.records.columnar`) and turned into
-Arrow by :meth:`RecordBatchBuilder.append_record_batches`, with no Python object per record: about
-five times the records per second of decoding each record into a :class:`DecodedRecord` and
-appending it, in one task, and three to four times the rows per second in Spark (bench/README.md,
-"Reading into Spark"). The per-record path stays in :meth:`RangeReader.next_records`;
-``KIPLING_PIPELINE_DECODER=records`` in the environment of Spark's Python workers makes
-:func:`read_range` use it, only so that ``bench.spark_read`` can measure the difference.
+Records are decoded batch by batch into numpy columns (:mod:`protocol.records.columnar_arrays`, whose
+compiled kernel walks the records) and turned into Arrow by
+:meth:`RecordBatchBuilder.append_record_batches`, with no Python work per record (bench/README.md,
+"Reading into Spark", and ``bench.decoder``). One switch, ``KIPLING_PIPELINE_DECODER`` in the
+environment of Spark's Python workers, chooses :func:`read_range`'s decoder:
+
+* ``columnar`` (the default): the compiled kernel, or the pure-Python walk where numba is not installed;
+* ``python``: the pure-Python walk of :mod:`protocol.records.columnar` (the kernel's reference) and
+  numpy's gather, whether numba is installed or not;
+* ``records``: one :class:`DecodedRecord` per record (:meth:`RangeReader.next_records`), the path
+  before the columnar one, only so that ``bench.spark_read`` can measure the difference.
 """
 
 from __future__ import annotations
@@ -57,9 +61,10 @@ from protocol.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, IsolationLe
 _log = structlog.get_logger("kipling.pipeline.fetch")
 
 DECODER_ENV = "KIPLING_PIPELINE_DECODER"
-"""Environment variable choosing :func:`read_range`'s decoder: ``columnar`` (the default) or ``records``
-(one :class:`DecodedRecord` per record, the path before the columnar one; for benchmarks only)."""
-DECODERS = ("columnar", "records")
+"""Environment variable choosing :func:`read_range`'s decoder: ``columnar`` (the default: compiled
+when numba is installed), ``python`` (the pure-Python walk) or ``records`` (one :class:`DecodedRecord`
+per record, the path before the columnar one; for benchmarks only)."""
+DECODERS = ("columnar", "python", "records")
 
 _Taken = TypeVar("_Taken")
 
@@ -301,7 +306,9 @@ def read_range(
     decoder = os.environ.get(DECODER_ENV, "columnar")
     if decoder not in DECODERS:
         raise ValueError(f"{DECODER_ENV}={decoder!r}: expected one of {', '.join(DECODERS)}")
-    builder = RecordBatchBuilder(task.range.topic, task.range.partition, task.include_headers)
+    builder = RecordBatchBuilder(
+        task.range.topic, task.range.partition, task.include_headers, compiled=decoder == "columnar"
+    )
     with BrokerSession(
         task.connection,
         retries=task.retries,
@@ -311,7 +318,7 @@ def read_range(
         client = session.client
         reader = RangeReader(task, _consumer_opener(client, task), _range_lookup(client, task.range.tp))
         try:
-            if decoder == "columnar":
+            if decoder != "records":
                 while session.run(reader.append_next(builder)) is not None:
                     while len(builder) >= max_rows_per_batch:
                         batch = builder.take_batch(max_rows_per_batch)

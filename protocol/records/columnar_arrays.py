@@ -20,7 +20,12 @@ import numpy.typing as npt
 
 from protocol.errors import CorruptRecordError
 from protocol.records.batch import HEADER_SIZE, RecordBatchHeader, read_header, verify_batch
-from protocol.records.columnar import FIELDS_PER_HEADER, FIELDS_PER_RECORD, decode_record_columns
+from protocol.records.columnar import (
+    FIELDS_PER_HEADER,
+    FIELDS_PER_RECORD,
+    RecordColumns,
+    decode_record_columns,
+)
 from protocol.records.compression import CompressionType, decompress
 from protocol.records.reader import DEFAULT_MAX_DECOMPRESSED_SIZE
 
@@ -32,6 +37,7 @@ except ImportError:  # numba (or numpy) not installed: the Python walk only
 __all__ = [
     "KERNEL_AVAILABLE",
     "RecordArrays",
+    "arrays_from_columns",
     "as_uint8",
     "decode_batch_arrays",
     "decode_record_arrays",
@@ -112,7 +118,7 @@ def decode_record_arrays(
     :func:`~protocol.records.columnar.decode_record_columns` rejects.
     """
     if not compiled or _kernel is None:
-        return _from_columns(buf, decode_record_columns(buf, pos, end, count))
+        return arrays_from_columns(decode_record_columns(buf, pos, end, count))
     if count < 0 or count > (end - pos) // _MIN_RECORD_SIZE:
         raise CorruptRecordError(
             f"record batch declares {count} records but holds only {end - pos} bytes of records"
@@ -140,13 +146,13 @@ def _check_header_keys(buf: Buffer, header_fields: Int64Array) -> None:
             raise CorruptRecordError(f"record header key is not valid UTF-8: {exc}") from exc
 
 
-def _from_columns(buf: Buffer, decoded: Any) -> RecordArrays:
+def arrays_from_columns(decoded: RecordColumns) -> RecordArrays:
     """The Python walk's flat lists as arrays."""
     count = decoded.count
     flat = np.array(decoded.fields, np.int64) if count else _EMPTY
     columns = np.ascontiguousarray(flat.reshape(count, FIELDS_PER_RECORD).T)
     return RecordArrays(
-        buf,
+        decoded.buffer,
         decoded.start,
         decoded.end,
         count,

@@ -94,10 +94,16 @@ def old_batches(
 
 
 def new_batches(
-    pieces: list[bytes], lo: int | None, hi: int | None, include_headers: bool, max_rows: int
+    pieces: list[bytes],
+    lo: int | None,
+    hi: int | None,
+    include_headers: bool,
+    max_rows: int,
+    compiled: bool = True,
 ) -> list[pa.RecordBatch]:
-    """The columnar path as read_range uses it, fed one fetched slice at a time."""
-    builder = RecordBatchBuilder("topic", 7, include_headers)
+    """The columnar path as read_range uses it, fed one fetched slice at a time (decoded by the
+    compiled kernel, or by the pure-Python walk with numpy's gather)."""
+    builder = RecordBatchBuilder("topic", 7, include_headers, compiled=compiled)
     out = []
     for piece in pieces:
         builder.append_record_batches(piece, lo, hi)
@@ -123,6 +129,7 @@ def assert_same(old: list[pa.RecordBatch], new: list[pa.RecordBatch], include_he
     include_headers=st.booleans(),
     max_rows=st.sampled_from([1, 3, 10_000]),
     split=st.integers(0, 6),
+    compiled=st.booleans(),
 )
 def test_the_fast_path_builds_the_same_batches_as_the_record_path(
     specs: list[tuple[list[Record], CompressionType, str]],
@@ -131,6 +138,7 @@ def test_the_fast_path_builds_the_same_batches_as_the_record_path(
     include_headers: bool,
     max_rows: int,
     split: int,
+    compiled: bool,
 ) -> None:
     raw = encode_log(specs)
     lo, hi = (None, None) if unbounded else (bounds[0], bounds[0] + bounds[1])
@@ -139,7 +147,7 @@ def test_the_fast_path_builds_the_same_batches_as_the_record_path(
     pieces = [raw[:cut], raw[cut:]]  # two fetches: pooled rows span separate buffers
     assert_same(
         old_batches(raw, lo, hi, include_headers, max_rows),
-        new_batches(pieces, lo, hi, include_headers, max_rows),
+        new_batches(pieces, lo, hi, include_headers, max_rows, compiled),
         include_headers,
     )
 
@@ -287,11 +295,12 @@ def test_read_range_yields_the_same_batches_with_either_decoder(
     monkeypatch.setattr(pipeline.fetch, "_range_lookup", lambda client, tp: harness.available_range)
     task = ReadTask(OffsetRange("t", 0, 2, 40), SETTINGS, None, include_headers=include_headers)
     results = {}
-    for decoder in ("records", "columnar"):
+    for decoder in ("records", "columnar", "python"):
         monkeypatch.setenv(DECODER_ENV, decoder)
         results[decoder] = list(read_range(task, max_rows_per_batch=8))
     assert [b.num_rows for b in results["records"]] == [8, 8, 8, 8, 5]
     assert_same(results["records"], results["columnar"], include_headers)
+    assert_same(results["records"], results["python"], include_headers)
     monkeypatch.setenv(DECODER_ENV, "fastest")
     with pytest.raises(ValueError, match="KIPLING_PIPELINE_DECODER"):
         list(read_range(task))
