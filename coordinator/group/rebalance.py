@@ -331,6 +331,36 @@ class Rebalancer:
                 member, JoinGroupResult.failure(member.member_id, ErrorCode.NOT_COORDINATOR)
             )
             group.maybe_invoke_sync_callback(member, SyncGroupResult(ErrorCode.NOT_COORDINATOR))
+        self.stop_timers(group)
+
+    def on_group_converted(self, group: GroupMetadata) -> None:
+        """The group becomes a consumer group (KIP-848's online upgrade): whoever waits in JoinGroup
+        or SyncGroup is told to rejoin (REBALANCE_IN_PROGRESS), as Kafka's ``convertToConsumerGroup``
+        does, and the group's timers stop; its state stays until the conversion is written."""
+        for member in group.members:
+            group.maybe_invoke_join_callback(
+                member, JoinGroupResult.failure(member.member_id, ErrorCode.REBALANCE_IN_PROGRESS)
+            )
+            group.maybe_invoke_sync_callback(member, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        self.stop_timers(group)
+
+    def on_group_restored(self, group: GroupMetadata) -> None:
+        """The group is back after its conversion to a consumer group failed to be written. Its
+        waiting members were told to rejoin: a rebalance in progress goes on (its join deadline
+        starts again) and one that was completing starts anew; pending member ids are forgotten
+        (they join again as new); every member gets a full session."""
+        for member_id in group.pending_member_ids:
+            group.remove(member_id)
+        for member in group.members:
+            self.complete_and_schedule_next_heartbeat_expiration(group, member)
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            join = self._delayed_join_for(group)
+            self._rebalances.try_complete_else_watch(join, [GroupJoinKey(group.group_id)])
+        elif group.is_in(GroupState.COMPLETING_REBALANCE):
+            self.prepare_rebalance(group, "its conversion to a consumer group failed")
+
+    def stop_timers(self, group: GroupMetadata) -> None:
+        """Cancel the group's join and sync deadlines and its members' sessions."""
         self._rebalances.cancel_for_key(GroupJoinKey(group.group_id))
         self._rebalances.cancel_for_key(GroupSyncKey(group.group_id))
         for member_id in [*group.member_ids, *group.pending_member_ids]:

@@ -25,16 +25,24 @@ then, and a new leader loads whatever its log holds.
 Writes are ordered per group, not per partition of ``__consumer_offsets``: a write's records and its
 snapshot concern its own group only (Kafka's snapshots are the partition's, as its writes are
 batched per partition).
+
+A write may carry a :class:`Conversion` (KIP-848's online upgrade or downgrade, or an empty group
+changing kind): the other kind's records go into the same batch, so the log holds the group as one
+kind or the other, never half converted. Taken back, the conversion's ``undo`` puts the previous
+group back in the catalog, the group is restored to the write's snapshot, and ``resume`` restarts
+what runs on it (its members' timers); once the write stands (written, or maybe written), its
+``finish`` completes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import structlog
 
 from coordinator.group.consumer.group import ConsumerGroup, ConsumerGroupSnapshot
+from coordinator.group.log import OffsetsRecord
 from protocol.error_codes import ErrorCode
 
 _log = structlog.get_logger("kipling.groups.consumer")
@@ -66,12 +74,36 @@ def write_error(error: ErrorCode) -> ErrorCode:
     return error
 
 
+def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Conversion:
+    """What a write that changes the group's kind adds to it: the records of the other kind, in the
+    same batch as the consumer group's own (``leading`` before them, ``trailing`` after them, as
+    Kafka orders them), how to put the previous group back if the batch fails, and what to do once
+    it stands."""
+
+    leading: Sequence[OffsetsRecord] = ()
+    """Records written before the consumer group's (an upgrade: the classic group's tombstone)."""
+    trailing: Sequence[OffsetsRecord] = ()
+    """Records written after them (a downgrade: the consumer group's tombstones, the classic group)."""
+    undo: Callable[[], None] = field(default=_nothing)
+    """Put the group as it was before the conversion back in the catalog."""
+    resume: Callable[[], None] = field(default=_nothing)
+    """Once the group put back is restored to the write's snapshot: restart its timers."""
+    finish: Callable[[], None] = field(default=_nothing)
+    """The conversion stands: complete it (start the classic group's rebalance, ...)."""
+
+
 @dataclass(eq=False, slots=True)
 class _Write:
     done: WriteDone
     snapshot: ConsumerGroupSnapshot | None
     """The group before this write's records; None for a write without records."""
     existed: bool
+    conversion: Conversion | None = None
     written: bool = False
     answered: bool = False
 
@@ -84,11 +116,17 @@ class PendingWrites:
         self._in_flight: dict[ConsumerGroup, list[_Write]] = {}
 
     def track(
-        self, group: ConsumerGroup, snapshot: ConsumerGroupSnapshot, existed: bool, done: WriteDone
+        self,
+        group: ConsumerGroup,
+        snapshot: ConsumerGroupSnapshot,
+        existed: bool,
+        done: WriteDone,
+        conversion: Conversion | None = None,
     ) -> Callable[[ErrorCode], None]:
         """A write whose records were just applied to ``group`` (``snapshot``: the group before
-        them); returns the callback for the log's answer, which may run before this returns."""
-        write = _Write(done, snapshot, existed)
+        them), converting the group when ``conversion`` is given; returns the callback for the
+        log's answer, which may run before this returns."""
+        write = _Write(done, snapshot, existed, conversion)
         self._in_flight.setdefault(group, []).append(write)
         return lambda error: self._settle(group, write, error)
 
@@ -109,10 +147,12 @@ class PendingWrites:
         writes = self._in_flight[group]
         if error is ErrorCode.NONE:
             write.written = True
+            _finish(write)
         else:
             _log.warning("writing consumer group records failed", group=group.group_id, error=error.name)
             if error in _MAYBE_WRITTEN:
                 writes.remove(write)
+                _finish(write)
                 self._answer(write, write_error(error))
             else:
                 self._take_back(group, writes, write, error)
@@ -124,7 +164,12 @@ class PendingWrites:
         failed = writes[index:]
         del writes[index:]
         assert write.snapshot is not None
+        conversions = [w.conversion for w in failed if w.conversion is not None]
+        for conversion in reversed(conversions):
+            conversion.undo()
         self._revert(group, write.snapshot, write.existed)
+        for conversion in conversions:
+            conversion.resume()
         if len(failed) > 1:
             _log.warning(
                 "later writes of the consumer group were built on the failed one and fail with it",
@@ -150,4 +195,9 @@ class PendingWrites:
         write.done(error)
 
 
-__all__ = ["PendingWrites", "WriteDone", "write_error"]
+def _finish(write: _Write) -> None:
+    if write.conversion is not None:
+        write.conversion.finish()
+
+
+__all__ = ["Conversion", "PendingWrites", "WriteDone", "write_error"]
