@@ -22,6 +22,16 @@ written) and :meth:`GroupCoordinator.consumer_group_describe` serve them
 groups of either kind. ``topics`` gives the broker's topic metadata, from which their subscriptions
 are resolved.
 
+Conversions between the two kinds (KIP-848's online upgrade and downgrade, an empty group of one
+kind giving way to the other: :mod:`~coordinator.group.migration`) are each one batch in the log,
+holding the old group's tombstones and the new group's records with those of the request that
+triggered it; the new group replaces the old one in the catalog at once. If the batch fails, the
+old group is put back: a classic group in the state it had (its waiting members, already told
+REBALANCE_IN_PROGRESS as Kafka tells them, rejoin it; a rebalance in progress resumes), or the
+consumer group as it was before the request, its members' timers restarted (whoever joined the
+classic group meanwhile is told to rejoin). A downgraded group's rebalance starts only once its
+batch is written, so the classic members are not told to rejoin a group that may not stand.
+
 Moving with leadership of ``__consumer_offsets``: :meth:`GroupCoordinator.begin_loading` (optional;
 requests for the partition's groups then answer COORDINATOR_LOAD_IN_PROGRESS),
 :meth:`GroupCoordinator.load_partition` with the partition's records, and
@@ -56,10 +66,11 @@ from coordinator.group.consumer.service import (
     random_member_id,
 )
 from coordinator.group.consumer.timers import MemberTimers
+from coordinator.group.consumer.writes import Conversion
 from coordinator.group.group import GroupMetadata
 from coordinator.group.join import JoinService, MemberIdSuffix, random_member_id_suffix
 from coordinator.group.loader import rebuild_groups
-from coordinator.group.log import GroupLog, LoggedEntry, TxnProducer
+from coordinator.group.log import GroupLog, LoggedEntry, TxnProducer, group_write_error
 from coordinator.group.member import JoinCallback, SyncCallback
 from coordinator.group.membership import MembershipService
 from coordinator.group.migration import (
@@ -71,7 +82,7 @@ from coordinator.group.migration import (
 from coordinator.group.offset_service import OffsetService
 from coordinator.group.offsets import OffsetAndMetadata
 from coordinator.group.rebalance import Rebalancer
-from coordinator.group.records import group_tombstone
+from coordinator.group.records import group_metadata_record, group_tombstone
 from coordinator.group.requests import (
     JoinGroupRequest,
     MemberIdentity,
@@ -88,7 +99,6 @@ from coordinator.group.results import (
     ListGroupsResult,
     OffsetDeleteResult,
     OffsetFetchResult,
-    SyncGroupResult,
     TopicPartition,
 )
 from coordinator.group.state import GroupState
@@ -152,7 +162,9 @@ class GroupCoordinator:
         )
         host = _ConsumerGroupHost(self._catalog, self._store)
         host.downgrade = self._downgrade
+        host.downgrade_replaced = self._downgrade_replaced
         host.upgrade = self._upgrade
+        host.replace_empty = self._replace_empty_classic_group
         self._consumer = ConsumerGroupService(
             config,
             clock,
@@ -220,7 +232,8 @@ class GroupCoordinator:
     def _yield_consumer_group(self, request: JoinGroupRequest, callback: JoinCallback) -> bool:
         """Before a JoinGroup: a consumer group with members takes it (a classic-protocol member
         of the consumer group); an empty one becomes an empty classic group with its offsets (its
-        records are deleted)."""
+        records are deleted, in one batch; a batch the log refuses puts the consumer group back and
+        answers the JoinGroup with the write's error)."""
         group_id = request.group_id
         group = self._catalog.consumer_group(group_id)
         if group is None:
@@ -234,15 +247,64 @@ class GroupCoordinator:
         classic = GroupMetadata(group_id, GroupState.EMPTY, self._clock)
         classic.offsets = group.offsets
         self._catalog.add(classic)
-        self._store.append_tombstones(group_id, tombstones, lambda: None)
+        appending = True
+        refused: list[ErrorCode] = []
+
+        def written(error: ErrorCode) -> None:
+            if error is ErrorCode.NONE:
+                return
+            _log.warning("deleting the empty consumer group failed", group=group_id, error=error.name)
+            if appending:
+                refused.append(error)
+
+        self._store.append_records(group_id, tombstones, written)
+        appending = False
+        if refused:
+            self._catalog.remove(classic)
+            classic.transition_to(GroupState.DEAD)
+            if self._reinstall_consumer_group(group):
+                self._consumer.on_group_loaded(group)
+            callback(JoinGroupResult.failure(request.member_id, group_write_error(refused[0])))
+            return True
         _log.info("empty consumer group converted to a classic group", group=group_id)
         return False
 
-    def _upgrade(self, group_id: str) -> tuple[ConsumerGroup, list[ConsumerGroupRecord]] | None:
+    def _replace_empty_classic_group(self, group_id: str) -> tuple[ConsumerGroup, Conversion] | None:
+        """Before a joining ConsumerGroupHeartbeat: an empty classic group gives way to an empty
+        consumer group with its offsets; the heartbeat's write carries the classic group's tombstone
+        (Kafka's ``maybeDeleteEmptyClassicGroup``) and, if it fails, brings the classic group back."""
+        classic = self._catalog.get(group_id)
+        if classic is None:
+            return None
+        if classic.is_in(GroupState.DEAD):
+            self._catalog.remove(classic)
+            return None
+        if not classic.is_in(GroupState.EMPTY):
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        self._catalog.remove(classic)
+        group = ConsumerGroup(group_id)
+        group.offsets = classic.offsets
+        self._catalog.add_consumer_group(group)
+
+        def finish() -> None:
+            if not classic.is_in(GroupState.DEAD):
+                classic.transition_to(GroupState.DEAD)
+            _log.info("empty classic group converted to a consumer group", group=group_id)
+
+        conversion = Conversion(
+            leading=(group_tombstone(group_id),),
+            undo=lambda: self._reinstall_classic_group(classic, group),
+            finish=finish,
+        )
+        return group, conversion
+
+    def _upgrade(self, group_id: str) -> tuple[ConsumerGroup, list[ConsumerGroupRecord], Conversion] | None:
         """KIP-848's online upgrade (:mod:`~coordinator.group.migration`): a classic group with
         members gives way to a consumer group holding them; whoever waits in JoinGroup or SyncGroup
-        is told to rejoin (REBALANCE_IN_PROGRESS), the classic group's timers stop and its record is
-        deleted. A group that may not be converted is refused with GROUP_ID_NOT_FOUND."""
+        is told to rejoin (REBALANCE_IN_PROGRESS) and the classic group's timers stop. The
+        heartbeat's write carries the classic group's tombstone before the consumer group's records,
+        and brings the classic group back if it fails. A group that may not be converted is refused
+        with GROUP_ID_NOT_FOUND."""
         classic = self._catalog.get(group_id)
         if classic is None or classic.is_in(GroupState.DEAD) or classic.is_in(GroupState.EMPTY):
             return None
@@ -259,53 +321,130 @@ class GroupCoordinator:
                 f"Cannot upgrade the classic group {group_id} to consumer group because the embedded "
                 "consumer protocol is malformed.",
             ) from exc
-        for member in classic.members:
-            classic.maybe_invoke_join_callback(
-                member, JoinGroupResult.failure(member.member_id, ErrorCode.REBALANCE_IN_PROGRESS)
-            )
-            classic.maybe_invoke_sync_callback(member, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
-        self._rebalancer.on_group_unloaded(classic)
+        self._rebalancer.on_group_converted(classic)
         self._catalog.remove(classic)
         group = ConsumerGroup(group_id)
         group.offsets = classic.offsets
         self._catalog.add_consumer_group(group)
-        self._store.append_tombstones(group_id, [group_tombstone(group_id)], lambda: None)
-        _log.info(
-            "classic group converted to a consumer group",
-            group=group_id,
-            members=classic.size,
-            epoch=classic.generation_id,
-        )
-        return group, records
 
-    def _downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
-        """KIP-848's online downgrade (:mod:`~coordinator.group.migration`): the consumer group's
-        records are deleted, the classic group written, and a rebalance starts."""
-        if not can_downgrade(self.config, group, leaving_member_id):
+        def finish() -> None:
+            if not classic.is_in(GroupState.DEAD):
+                classic.transition_to(GroupState.DEAD)
+            _log.info(
+                "classic group converted to a consumer group",
+                group=group_id,
+                members=classic.size,
+                epoch=classic.generation_id,
+            )
+
+        conversion = Conversion(
+            leading=(group_tombstone(group_id),),
+            undo=lambda: self._reinstall_classic_group(classic, group),
+            finish=finish,
+        )
+        return group, records, conversion
+
+    def _reinstall_classic_group(self, classic: GroupMetadata, group: ConsumerGroup) -> None:
+        """Undo a conversion to ``group`` whose write failed: the classic group is back (if the
+        partition is still ours and nothing else took the id meanwhile)."""
+        group_id = classic.group_id
+        self._consumer.on_group_unloaded(group)
+        self._catalog.remove_consumer_group(group)
+        if (
+            classic.is_in(GroupState.DEAD)
+            or not self._catalog.owns(self._catalog.partition_for(group_id))
+            or self._catalog.get(group_id) is not None
+            or self._catalog.consumer_group(group_id) is not None
+        ):
+            _log.warning("not restoring the classic group: its place is taken", group=group_id)
+            if not classic.is_in(GroupState.DEAD):
+                classic.transition_to(GroupState.DEAD)
+            return
+        self._catalog.add(classic)
+        self._rebalancer.on_group_restored(classic)
+        _log.warning("converting the classic group was not written: restored it", group=group_id)
+
+    def _reinstall_consumer_group(self, group: ConsumerGroup) -> bool:
+        """Undo a conversion of ``group`` to a classic group whose write failed (once the classic
+        group is gone from the catalog): the consumer group is back (its members' timers are the
+        caller's, once the group is as it was). False if its place is taken."""
+        group_id = group.group_id
+        if (
+            not self._catalog.owns(self._catalog.partition_for(group_id))
+            or self._catalog.get(group_id) is not None
+            or self._catalog.consumer_group(group_id) is not None
+        ):
+            _log.warning("not restoring the consumer group: its place is taken", group=group_id)
             return False
+        group.dead = False
+        self._catalog.add_consumer_group(group)
+        _log.warning("converting the consumer group was not written: restored it", group=group_id)
+        return True
+
+    def _downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> Conversion | None:
+        """KIP-848's online downgrade when ``leaving_member_id`` leaves or is fenced
+        (:mod:`~coordinator.group.migration`): None if the group may not be downgraded, else the
+        conversion to write, which starts a rebalance once it stands."""
+        if not can_downgrade(self.config, group, leaving_member_id):
+            return None
+        return self._convert_to_classic_group(group, leaving_member_id, rebalance=True)
+
+    def _downgrade_replaced(self, group: ConsumerGroup, generation: int, rebalance: bool) -> Conversion:
+        """KIP-848's online downgrade once a classic static member replaced the last member using
+        the consumer protocol (the caller checked ``can_downgrade_with_replaced_member``)."""
+        return self._convert_to_classic_group(group, None, rebalance, generation)
+
+    def _convert_to_classic_group(
+        self,
+        group: ConsumerGroup,
+        leaving_member_id: str | None,
+        rebalance: bool,
+        generation: int | None = None,
+    ) -> Conversion:
+        """Kafka's ``convertToClassicGroup``: the classic group takes the consumer group's place at
+        once (its members' sessions start); the conversion carries the consumer group's tombstones
+        and the classic group's record, to be written in the batch of the request that triggered it.
+        Once it stands, a rebalance starts if ``rebalance`` (the classic members rejoin and their
+        leader assigns again); if it fails, the consumer group comes back (and whoever joined the
+        classic group meanwhile is told to rejoin)."""
         group_id = group.group_id
         classic, assignments = classic_group_from(
-            group, leaving_member_id, self._consumer.topics, self._clock
+            group, leaving_member_id, self._consumer.topics, self._clock, generation
         )
-        tombstones = [to_offsets_record(r) for r in group_tombstones(group)]
+        trailing = [to_offsets_record(r) for r in group_tombstones(group)]
+        trailing.append(group_metadata_record(classic, assignments))
         self._catalog.remove_consumer_group(group)
         self._consumer.on_group_unloaded(group)
         self._catalog.add(classic)
-        self._store.append_tombstones(group_id, tombstones, lambda: None)
-        self._store.store_group(classic, assignments, lambda _error: None)
         for member in classic.members:
             self._rebalancer.complete_and_schedule_next_heartbeat_expiration(classic, member)
-        self._rebalancer.maybe_prepare_rebalance(
-            classic, f"Downgrade group {group_id} from consumer to classic."
-        )
-        _log.info(
-            "consumer group converted to a classic group",
-            group=group_id,
-            left=leaving_member_id,
-            members=classic.size,
-            generation=classic.generation_id,
-        )
-        return True
+
+        def finish() -> None:
+            if rebalance and self._catalog.get(group_id) is classic:
+                self._rebalancer.maybe_prepare_rebalance(
+                    classic, f"Downgrade group {group_id} from consumer to classic."
+                )
+            _log.info(
+                "consumer group converted to a classic group",
+                group=group_id,
+                left=leaving_member_id,
+                members=classic.size,
+                generation=classic.generation_id,
+            )
+
+        def undo() -> None:
+            self._rebalancer.on_group_converted(classic)
+            if classic.is_in(GroupState.DEAD) or not self._catalog.remove(classic):
+                _log.warning("not restoring the consumer group: the classic group is gone", group=group_id)
+                return
+            classic.transition_to(GroupState.DEAD)
+            self._reinstall_consumer_group(group)
+
+        def resume() -> None:
+            if self._catalog.consumer_group(group_id) is group:
+                self._consumer.on_group_loaded(group)
+
+        return Conversion(trailing=tuple(trailing), undo=undo, resume=resume, finish=finish)
 
     def _consumer_group_with_classic_api(self, group_id: str, api: GroupApi) -> ConsumerGroup | None:
         """The consumer group that serves a classic SyncGroup/Heartbeat/LeaveGroup for ``group_id``
@@ -621,16 +760,25 @@ class _ConsumerGroupHost:
     def __init__(self, catalog: GroupCatalog, store: GroupStore) -> None:
         self._catalog = catalog
         self._store = store
-        self.downgrade: Callable[[ConsumerGroup, str], bool] = lambda _group, _member_id: False
-        self.upgrade: Callable[[str], tuple[ConsumerGroup, list[ConsumerGroupRecord]] | None] = (
+        self.downgrade: Callable[[ConsumerGroup, str], Conversion | None] = lambda _group, _member_id: None
+        self.downgrade_replaced: Callable[[ConsumerGroup, int, bool], Conversion] = _unset
+        self.upgrade: Callable[[str], tuple[ConsumerGroup, list[ConsumerGroupRecord], Conversion] | None] = (
             lambda _group_id: None
         )
+        self.replace_empty: Callable[[str], tuple[ConsumerGroup, Conversion] | None] = lambda _group_id: None
         """Set by the coordinator, which holds what a classic group needs."""
 
-    def convert_to_classic_group(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+    def convert_to_classic_group(self, group: ConsumerGroup, leaving_member_id: str) -> Conversion | None:
         return self.downgrade(group, leaving_member_id)
 
-    def upgrade_classic_group(self, group_id: str) -> tuple[ConsumerGroup, list[ConsumerGroupRecord]] | None:
+    def convert_replaced_to_classic_group(
+        self, group: ConsumerGroup, generation: int, rebalance: bool
+    ) -> Conversion:
+        return self.downgrade_replaced(group, generation, rebalance)
+
+    def upgrade_classic_group(
+        self, group_id: str
+    ) -> tuple[ConsumerGroup, list[ConsumerGroupRecord], Conversion] | None:
         return self.upgrade(group_id)
 
     @property
@@ -649,26 +797,21 @@ class _ConsumerGroupHost:
     def remove_consumer_group(self, group: ConsumerGroup) -> None:
         self._catalog.remove_consumer_group(group)
 
-    def replace_empty_classic_group(self, group_id: str) -> ConsumerGroup | None:
-        classic = self._catalog.get(group_id)
-        if classic is None:
-            return None
-        if classic.is_in(GroupState.DEAD):
-            self._catalog.remove(classic)
-            return None
-        if not classic.is_in(GroupState.EMPTY):
-            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-        classic.transition_to(GroupState.DEAD)
-        self._catalog.remove(classic)
-        group = ConsumerGroup(group_id)
-        group.offsets = classic.offsets
-        self._catalog.add_consumer_group(group)
-        if classic.generation_id > 0:
-            self._store.append_tombstones(group_id, [group_tombstone(group_id)], lambda: None)
-        _log.info("empty classic group converted to a consumer group", group=group_id)
-        return group
+    def replace_empty_classic_group(self, group_id: str) -> tuple[ConsumerGroup, Conversion] | None:
+        return self.replace_empty(group_id)
 
     def append(
-        self, group_id: str, records: Sequence[ConsumerGroupRecord], done: Callable[[ErrorCode], None]
+        self,
+        group_id: str,
+        records: Sequence[ConsumerGroupRecord],
+        done: Callable[[ErrorCode], None],
+        conversion: Conversion | None = None,
     ) -> None:
-        self._store.append_records(group_id, [to_offsets_record(r) for r in records], done)
+        batch = [to_offsets_record(r) for r in records]
+        if conversion is not None:
+            batch = [*conversion.leading, *batch, *conversion.trailing]
+        self._store.append_records(group_id, batch, done)
+
+
+def _unset(_group: ConsumerGroup, _generation: int, _rebalance: bool) -> Conversion:
+    raise RuntimeError("the coordinator sets the downgrade")

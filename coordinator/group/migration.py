@@ -12,9 +12,21 @@ every member left joined with the classic protocol, the group becomes a classic 
 ``group.consumer.migration.policy`` is ``downgrade`` or ``bidirectional`` and the members left fit
 in ``group.max.size``. The classic group is Stable at a generation equal to the group epoch (the
 classic members' generation when reconciled), with protocol type ``consumer``, each member holding
-its target assignment serialized with the consumer protocol, and it keeps the group's offsets; the
-coordinator then writes the consumer group's tombstones and the classic group's record, and starts
-a rebalance, so the classic members rejoin and their leader assigns again.
+its target assignment serialized with the consumer protocol, and it keeps the group's offsets; once
+the conversion is written a rebalance starts, so the classic members rejoin and their leader
+assigns again. The same happens when a classic JoinGroup's static member replaces the static member
+that was the last one using the consumer protocol (``validateOnlineDowngradeWithReplacedMember``;
+the group's size is unchanged): the classic group holds the joining member in place of the
+replaced one, with its partitions, at the group epoch before the join, and rebalances only if the
+joining member brings another subscription or is not at that epoch.
+
+Every conversion is one write (:class:`~coordinator.group.consumer.writes.Conversion`): the old
+group's tombstones and the new group's records, with the triggering request's own records, go into
+``__consumer_offsets`` as one batch (an upgrade: the classic group's tombstone, then the consumer
+group's records; a downgrade: the request's records, the consumer group's tombstones, then the
+classic group's record), so a reload finds the group as one kind or the other. The new group
+takes the old one's place at once, as Kafka applies a write before it is durable; a batch that
+fails puts the old group back (:mod:`~coordinator.group.coordinator`).
 """
 
 from __future__ import annotations
@@ -63,13 +75,32 @@ def can_downgrade(config: GroupCoordinatorConfig, group: ConsumerGroup, leaving_
     return len(others) <= config.group_max_size
 
 
+def can_downgrade_with_replaced_member(
+    config: GroupCoordinatorConfig, group: ConsumerGroup, replaced_member_id: str
+) -> bool:
+    """Kafka's ``validateOnlineDowngradeWithReplacedMember``: a classic JoinGroup's static member
+    replaces ``replaced_member_id``, and every other member uses the classic protocol already;
+    the policy allows a downgrade and the group (the same size once replaced) fits a classic
+    group."""
+    if not all(m.uses_classic_protocol for m in group.members.values() if m.member_id != replaced_member_id):
+        return False
+    if config.group_consumer_migration_policy.lower() not in DOWNGRADE_POLICIES:
+        return False
+    return group.num_members <= config.group_max_size
+
+
 def classic_group_from(
-    group: ConsumerGroup, leaving_member_id: str, topics: TopicLookup, clock: Clock
+    group: ConsumerGroup,
+    leaving_member_id: str | None,
+    topics: TopicLookup,
+    clock: Clock,
+    generation: int | None = None,
 ) -> tuple[GroupMetadata, Mapping[str, bytes]]:
-    """The classic group the consumer group becomes without ``leaving_member_id``, and each
-    member's assignment (the bytes the group record carries)."""
+    """The classic group the consumer group becomes without ``leaving_member_id`` (None: with all
+    its members, as after a static member's replacement), at ``generation`` (by default the
+    group epoch), and each member's assignment (the bytes the group record carries)."""
     classic = GroupMetadata(group.group_id, GroupState.STABLE, clock)
-    classic.generation_id = group.group_epoch
+    classic.generation_id = group.group_epoch if generation is None else generation
     classic.protocol_type = CONSUMER_PROTOCOL_TYPE
     classic.current_state_timestamp = clock.time_ms()
     for member in group.members.values():
@@ -176,6 +207,7 @@ __all__ = [
     "DOWNGRADE_POLICIES",
     "UPGRADE_POLICIES",
     "can_downgrade",
+    "can_downgrade_with_replaced_member",
     "can_upgrade",
     "classic_group_from",
     "consumer_group_records_from",

@@ -26,7 +26,9 @@ group's writes before it are written, and one that fails (but for a timeout wait
 after which the records are in the log) puts the group back as it was before it and fails every
 later write of the group, which was computed from it (:mod:`~coordinator.group.consumer.writes`).
 The log refuses a batch before the append returns, so a refused write is taken back before the
-next operation is applied.
+next operation is applied. A heartbeat that converts the group (KIP-848's online upgrade or
+downgrade, an empty classic group giving way) writes the conversion's records in its own batch,
+and a failure puts the previous group back (:class:`~coordinator.group.consumer.writes.Conversion`).
 
 Subscription metadata is recomputed on every heartbeat from the broker's topic metadata (Kafka
 recomputes on a change notification or a refresh deadline; the outcome is the same, at the cost
@@ -92,7 +94,7 @@ from coordinator.group.consumer.records import (
 )
 from coordinator.group.consumer.target_assignment import build_target_assignment
 from coordinator.group.consumer.timers import REBALANCE, SESSION, MemberTimers
-from coordinator.group.consumer.writes import PendingWrites, WriteDone, write_error
+from coordinator.group.consumer.writes import Conversion, PendingWrites, WriteDone, write_error
 from metadata.topics import TopicLookup
 from protocol.error_codes import ErrorCode, KafkaError
 from server_common.config.group_config import GroupConfigBounds, GroupConsumerSettings, effective_group_config
@@ -137,29 +139,48 @@ class ConsumerGroupHost(Protocol):
 
     def remove_consumer_group(self, group: ConsumerGroup) -> None: ...
 
-    def replace_empty_classic_group(self, group_id: str) -> ConsumerGroup | None:
+    def replace_empty_classic_group(self, group_id: str) -> tuple[ConsumerGroup, Conversion] | None:
         """If ``group_id`` is an empty classic group, replace it by an empty consumer group with its
-        offsets and return that; None if there is no classic group of that id. A classic group
-        with members raises KafkaError(GROUP_ID_NOT_FOUND)."""
+        offsets and return that with the conversion the heartbeat's write carries (the classic
+        group's tombstone; undone if the write fails); None if there is no classic group of that
+        id. A classic group with members raises KafkaError(GROUP_ID_NOT_FOUND)."""
         ...
 
-    def upgrade_classic_group(self, group_id: str) -> tuple[ConsumerGroup, list[ConsumerGroupRecord]] | None:
+    def upgrade_classic_group(
+        self, group_id: str
+    ) -> tuple[ConsumerGroup, list[ConsumerGroupRecord], Conversion] | None:
         """KIP-848's online upgrade: if ``group_id`` is a classic group with members that may
         become a consumer group, replace it by an empty consumer group (with its offsets) and return
-        that with the records that make its members; None if there is no such classic group. A
-        classic group with members that may not be converted raises KafkaError(GROUP_ID_NOT_FOUND)."""
+        that with the records that make its members and the conversion the heartbeat's write
+        carries; None if there is no such classic group. A classic group with members that may not
+        be converted raises KafkaError(GROUP_ID_NOT_FOUND)."""
         ...
 
-    def convert_to_classic_group(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+    def convert_to_classic_group(self, group: ConsumerGroup, leaving_member_id: str) -> Conversion | None:
         """KIP-848's online downgrade: if ``leaving_member_id`` is the last member not using the
-        classic protocol and the policy allows it, turn the group into a classic group without it
-        (records written, rebalance started) and return True; else False, nothing done."""
+        classic protocol and the policy allows it, put a classic group without it in the group's
+        place and return the conversion to write (its ``finish`` starts the rebalance); else None,
+        nothing done."""
+        ...
+
+    def convert_replaced_to_classic_group(
+        self, group: ConsumerGroup, generation: int, rebalance: bool
+    ) -> Conversion:
+        """The online downgrade once a classic static member replaced the last member not using the
+        classic protocol (the caller checked it may): a classic group of the group's members as they
+        stand, at ``generation``, takes its place; the conversion's ``finish`` starts a rebalance
+        if ``rebalance``."""
         ...
 
     def append(
-        self, group_id: str, records: Sequence[ConsumerGroupRecord], done: Callable[[ErrorCode], None]
+        self,
+        group_id: str,
+        records: Sequence[ConsumerGroupRecord],
+        done: Callable[[ErrorCode], None],
+        conversion: Conversion | None = None,
     ) -> None:
-        """Write the records as one batch; ``done`` gets the log's error (NONE once committed)."""
+        """Write the records (between the conversion's leading and trailing ones) as one batch;
+        ``done`` gets the log's error (NONE once committed)."""
         ...
 
 
@@ -215,20 +236,25 @@ class ConsumerGroupService:
         if error is not None:
             callback(ConsumerGroupHeartbeatResult.failure(error))
             return
+        conversion: Conversion | None = None
         try:
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 group, records, result = self._leave(request)
-                if result.member_epoch == LEAVE_GROUP_MEMBER_EPOCH and self._host.convert_to_classic_group(
-                    group, request.member_id
-                ):
-                    callback(result)
-                    return
+                if result.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+                    conversion = self._host.convert_to_classic_group(group, request.member_id)
+                    if conversion is not None:
+                        records = []  # Kafka writes the conversion's records only
             else:
-                group, records, result = self._heartbeat(request)
+                group, records, result, conversion = self._heartbeat(request)
         except KafkaError as failure:
             callback(ConsumerGroupHeartbeatResult.failure(failure.code, failure.message))
             return
-        self._write(group, records, lambda error: callback(result if error is None else _failed(error)))
+        self._write(
+            group,
+            records,
+            lambda error: callback(result if error is None else _failed(error)),
+            None if conversion is None else (lambda: conversion),
+        )
 
     def _invalid(self, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResult | None:
         """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid`` (INVALID_REQUEST,
@@ -283,11 +309,24 @@ class ConsumerGroupService:
 
     def _heartbeat(
         self, request: ConsumerGroupHeartbeatRequest
-    ) -> tuple[ConsumerGroup, list[ConsumerGroupRecord], ConsumerGroupHeartbeatResult]:
+    ) -> tuple[ConsumerGroup, list[ConsumerGroupRecord], ConsumerGroupHeartbeatResult, Conversion | None]:
         group_id = request.group_id
         records: list[ConsumerGroupRecord] = []
         create = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH
-        group = self._group_for_heartbeat(group_id, create, records)
+        group, conversion = self._group_for_heartbeat(group_id, create, records)
+        try:
+            found, records, result = self._heartbeat_in(group, request, records)
+            return found, records, result, conversion
+        except KafkaError:
+            if conversion is not None:
+                conversion.undo()  # nothing is written: the group is as it was
+            raise
+
+    def _heartbeat_in(
+        self, group: ConsumerGroup, request: ConsumerGroupHeartbeatRequest, records: list[ConsumerGroupRecord]
+    ) -> tuple[ConsumerGroup, list[ConsumerGroupRecord], ConsumerGroupHeartbeatResult]:
+        group_id = request.group_id
+        create = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         member_id = request.member_id
         self._check_not_full(group, member_id)
         if member_id == "":
@@ -424,32 +463,33 @@ class ConsumerGroupService:
 
     def _group_for_heartbeat(
         self, group_id: str, create: bool, records: list[ConsumerGroupRecord]
-    ) -> ConsumerGroup:
+    ) -> tuple[ConsumerGroup, Conversion | None]:
         """Kafka's ``getOrMaybeCreateConsumerGroup``: the consumer group, or a new one on a join
         (an empty classic group of that id gives way, keeping its offsets; one with members is
         converted, its conversion records added to ``records`` and applied, when the migration
-        policy allows it: :mod:`~coordinator.group.migration`)."""
+        policy allows it: :mod:`~coordinator.group.migration`), with the conversion the
+        heartbeat's write must carry if the group was a classic one."""
         group = self._host.consumer_group(group_id)
         if group is not None:
-            return group
+            return group, None
         if not create:
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
         upgraded = self._host.upgrade_classic_group(group_id)
         if upgraded is not None:
-            group, conversion = upgraded
-            for record in conversion:
+            group, converted_records, conversion = upgraded
+            for record in converted_records:
                 apply(record, _Groups(self._host, group))
                 if isinstance(record, MemberSubscriptionRecord) and record.member is not None:
                     classic = record.member.classic_member_metadata
                     self._schedule_session_timeout(
                         group_id, record.member_id, None if classic is None else classic.session_timeout_ms
                     )
-            records += conversion
-            return group
-        converted = self._host.replace_empty_classic_group(group_id)
-        if converted is not None:
-            return converted
-        return ConsumerGroup(group_id)
+            records += converted_records
+            return group, conversion
+        replaced = self._host.replace_empty_classic_group(group_id)
+        if replaced is not None:
+            return replaced
+        return ConsumerGroup(group_id), None
 
     def _check_not_full(self, group: ConsumerGroup, member_id: str) -> None:
         limit = self._config.group_consumer_max_size
@@ -650,8 +690,10 @@ class ConsumerGroupService:
             )
             return
         _log.info("member fenced from the consumer group", group=group_id, member=member_id, reason=reason)
-        if self._host.convert_to_classic_group(group, member_id):
+        conversion = self._host.convert_to_classic_group(group, member_id)
+        if conversion is not None:
             self._timers.cancel_all(group_id, member_id)
+            self._write(group, [], lambda _error: None, lambda: conversion)
             return
         self._write(group, self._fence(group, member), lambda _error: None)
 
@@ -712,18 +754,26 @@ class ConsumerGroupService:
         group: ConsumerGroup,
         records: list[ConsumerGroupRecord],
         done: WriteDone,
+        convert: Callable[[], Conversion | None] | None = None,
     ) -> None:
         """Apply ``records`` now and write them; ``done`` gets None once they and the group's
         earlier writes are written (at once for no records and nothing in flight), else the error
-        the member must see (:mod:`~coordinator.group.consumer.writes`)."""
-        if not records:
+        the member must see (:mod:`~coordinator.group.consumer.writes`). ``convert``, called once
+        the records are applied, may change the group's kind: its conversion's records go into the
+        same batch, and a failed batch undoes it."""
+        if not records and convert is None:
             self._writes.read(group, done)
             return
         existed = self._host.consumer_group(group.group_id) is group
         snapshot = group.snapshot()
         for record in records:
             apply(record, _Groups(self._host, group))
-        self._host.append(group.group_id, records, self._writes.track(group, snapshot, existed, done))
+        conversion = None if convert is None else convert()
+        if not records and conversion is None:
+            self._writes.read(group, done)
+            return
+        written = self._writes.track(group, snapshot, existed, done, conversion)
+        self._host.append(group.group_id, records, written, conversion)
 
     def _revert(self, group: ConsumerGroup, snapshot: ConsumerGroupSnapshot, existed: bool) -> None:
         current = self._host.consumer_group(group.group_id)
@@ -742,6 +792,13 @@ class ConsumerGroupService:
 
     def new_member_id(self) -> str:
         return self._new_member_id()
+
+    def convert_replaced_to_classic_group(
+        self, group: ConsumerGroup, generation: int, rebalance: bool
+    ) -> Conversion:
+        """The online downgrade after a classic static member replaced the last consumer-protocol
+        member (:meth:`ConsumerGroupHost.convert_replaced_to_classic_group`)."""
+        return self._host.convert_replaced_to_classic_group(group, generation, rebalance)
 
     @property
     def timers(self) -> MemberTimers:
