@@ -16,6 +16,11 @@ member like any other, with its ClassicMemberMetadata (session timeout, protocol
   still owns, and so reconciles one JoinGroup at a time;
 * LeaveGroup removes it and bumps the group epoch.
 
+A classic static member whose JoinGroup replaces the static member that was the last one using
+the consumer protocol turns the group into a classic group (Kafka's
+``validateOnlineDowngradeWithReplacedMember``, :mod:`~coordinator.group.migration`): the join's
+records and the conversion's are written as one batch, and the JoinGroup is answered once it is.
+
 A member told to rejoin must do so within its rebalance timeout, and one that joined must sync
 within it, else it is fenced; its session timeout is its own. Kipling answers a classic Heartbeat
 and LeaveGroup at once (their API is synchronous here) where Kafka waits for earlier writes.
@@ -45,7 +50,9 @@ from coordinator.group.consumer.records import (
 )
 from coordinator.group.consumer.service import ConsumerGroupService
 from coordinator.group.consumer.timers import JOIN, SYNC
+from coordinator.group.consumer.writes import Conversion
 from coordinator.group.member import JoinCallback, SyncCallback
+from coordinator.group.migration import can_downgrade_with_replaced_member
 from coordinator.group.requests import UNKNOWN_MEMBER_ID, JoinGroupRequest, MemberIdentity, SyncGroupRequest
 from coordinator.group.results import JoinGroupResult, LeaveGroupResult, MemberLeaveResult, SyncGroupResult
 from protocol import consumer_protocol
@@ -127,6 +134,12 @@ class ClassicMembers:
             ) from exc
         records: list[ConsumerGroupRecord] = []
         instance_id = request.group_instance_id
+        # Kafka's validateOnlineDowngradeWithReplacedMember: the static member this join replaces
+        # was the last one using the consumer protocol.
+        replaced = None if instance_id is None else group.static_member(instance_id)
+        downgrade = replaced is not None and can_downgrade_with_replaced_member(
+            service.config, group, replaced.member_id
+        )
         member: ConsumerGroupMember
         if instance_id is None:
             found = group.member(member_id)
@@ -172,6 +185,9 @@ class ClassicMembers:
                 callback(JoinGroupResult.failure(request.member_id, error))
                 return
             timers.cancel(JOIN, group_id, member_id)
+            if downgrade:
+                callback(result)  # a member of the classic group now, whose session has started
+                return
             service.schedule_session_timeout(group_id, member_id, request.session_timeout_ms)
             timers.schedule(
                 SYNC,
@@ -189,7 +205,29 @@ class ClassicMembers:
             epoch=reconciled.member_epoch,
             state=reconciled.state.name,
         )
-        service.write(group, records, written)
+        if not downgrade:
+            service.write(group, records, written)
+            return
+        assert replaced is not None
+        subscription_changed = updated.subscribed_topic_names != replaced.subscribed_topic_names
+        generation = group.group_epoch
+
+        def convert() -> Conversion:
+            # The join's records are applied: the group holds the joining member in place of the
+            # replaced one. The classic group is at the group epoch before the join (Kafka builds
+            # it from the group as it was); a rebalance follows if the member brings another
+            # subscription or is not at that epoch.
+            rebalance = subscription_changed or reconciled.member_epoch != generation
+            _log.info(
+                "a classic static member replaced the last consumer-protocol member: downgrading",
+                group=group_id,
+                member=member_id,
+                replaced=replaced.member_id,
+                rebalance=rebalance,
+            )
+            return service.convert_replaced_to_classic_group(group, generation, rebalance)
+
+        service.write(group, records, written, convert)
 
     def _owned(self, subscription: consumer_protocol.Subscription) -> list[tuple[uuid.UUID, tuple[int, ...]]]:
         """The owned partitions, by topic id (topics unknown to the broker are left out)."""

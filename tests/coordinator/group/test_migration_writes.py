@@ -16,14 +16,17 @@ import pytest
 
 from coordinator.group.log import AppendCallback, OffsetsRecord, TxnProducer
 from coordinator.group.requests import MemberIdentity
+from protocol.consumer_protocol import decode_assignment
 from protocol.error_codes import ErrorCode
 from tests.coordinator.group.consumer_helpers import Consumer, ConsumerHarness
 from tests.coordinator.group.helpers import config
 from tests.coordinator.group.test_classic_members_of_consumer_groups import (
+    REBALANCE_MS,
     SESSION_MS,
     ClassicConsumer,
     _classic_group,
     _mixed_group,
+    settle,
 )
 
 pytestmark = pytest.mark.timeout(30)
@@ -297,3 +300,149 @@ def test_after_a_refused_conversion_the_log_loads_the_group_as_it_was(h: Consume
     assert h.coordinator.consumer_group("group") is None
     classic = h.coordinator.group("group")
     assert classic is not None and set(classic.member_ids) == {c1.member_id, c2.member_id}
+
+
+# -- a classic static member replacing the last consumer-protocol member ------------------------------
+
+
+def _static_mixed_group(h: ConsumerHarness) -> tuple[Consumer, ClassicConsumer]:
+    """A static consumer-protocol member "a" (instance "i-a") and a classic member, settled; then
+    "a" leaves for a while (epoch -2), keeping its instance id and partitions."""
+    a = Consumer(h, "a", ("t",), instance_id="i-a")
+    assert a.heartbeat().error is ErrorCode.NONE
+    c = ClassicConsumer(h)
+    assert c.join() is ErrorCode.NONE
+    settle([a], [c])
+    assert a.leave(-2).error is ErrorCode.NONE
+    return a, c
+
+
+def _static_classic_join(h: ConsumerHarness, instance_id: str) -> ClassicConsumer:
+    """A classic consumer with ``instance_id`` joins (two steps); returns it once joined."""
+    replacement = ClassicConsumer(h)
+    protocols = replacement._protocols()
+    first = h.join(
+        "group",
+        "",
+        protocols=protocols,
+        instance_id=instance_id,
+        session_ms=SESSION_MS,
+        rebalance_ms=REBALANCE_MS,
+    ).value
+    assert first.error is ErrorCode.MEMBER_ID_REQUIRED
+    replacement.member_id = first.member_id
+    return replacement
+
+
+def test_a_classic_static_member_replacing_the_last_kip848_member_downgrades(h: ConsumerHarness) -> None:
+    _a, c = _static_mixed_group(h)
+    group = h.coordinator.consumer_group("group")
+    assert group is not None
+    epoch = group.group_epoch
+    a_partitions = group.member("a").assigned_partitions  # type: ignore[union-attr]
+    replacement = _static_classic_join(h, "i-a")
+    with recorded(h) as batches:
+        joined = h.join(
+            "group",
+            replacement.member_id,
+            protocols=replacement._protocols(),
+            instance_id="i-a",
+            session_ms=SESSION_MS,
+            rebalance_ms=REBALANCE_MS,
+        ).value
+    assert joined.error is ErrorCode.NONE and joined.generation_id == epoch
+    # One batch: the replacement's records, the consumer group's tombstones, the classic group.
+    assert len(batches) == 1
+    kinds = [kind(r) for r in batches[0]]
+    assert kinds[-1] == ("classic", False)
+    assert all(k[0] == "consumer" for k in kinds[:-1])
+    assert ("consumer", False) in kinds and ("consumer", True) in kinds
+    assert h.coordinator.consumer_group("group") is None
+    classic = h.coordinator.group("group")
+    assert classic is not None and classic.state.value == "Stable" and classic.generation_id == epoch
+    assert set(classic.member_ids) == {replacement.member_id, c.member_id}
+    assert classic.static_members == {"i-a": replacement.member_id}
+    # The replacement takes over the partitions of the member it replaced; the other goes on.
+    synced = h.sync(
+        "group", replacement.member_id, joined.generation_id, instance_id="i-a", protocol_type="consumer"
+    ).value
+    assert synced.error is ErrorCode.NONE
+    got = {p for tp in decode_assignment(synced.assignment).partitions for p in tp.partitions}
+    assert got == {p for parts in a_partitions.values() for p in parts}
+    assert h.heartbeat("group", c.member_id, c.generation) is ErrorCode.NONE
+    # The log holds the classic group only.
+    h.reload()
+    assert h.coordinator.consumer_group("group") is None
+    reloaded = h.coordinator.group("group")
+    assert reloaded is not None and set(reloaded.member_ids) == {replacement.member_id, c.member_id}
+
+
+def test_a_refused_replacement_downgrade_leaves_the_consumer_group_as_it_was(h: ConsumerHarness) -> None:
+    _a, c = _static_mixed_group(h)
+    group = h.coordinator.consumer_group("group")
+    assert group is not None
+    members = dict(group.members)
+    replacement = _static_classic_join(h, "i-a")
+    h.log.fail_with = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    refused = h.join(
+        "group",
+        replacement.member_id,
+        protocols=replacement._protocols(),
+        instance_id="i-a",
+        session_ms=SESSION_MS,
+        rebalance_ms=REBALANCE_MS,
+    ).value
+    assert refused.error is ErrorCode.NOT_COORDINATOR
+    assert h.coordinator.group("group") is None
+    assert h.coordinator.consumer_group("group") is group and dict(group.members) == members
+    assert group.static_member("i-a").member_id == "a"  # type: ignore[union-attr]
+    h.log.fail_with = None
+    assert c.heartbeat() is ErrorCode.NONE
+    # "a"'s session runs again: when it expires, fencing the last consumer-protocol member
+    # downgrades the group.
+    for _ in range(12):
+        h.advance(SESSION_MS // 2)
+        h.heartbeat("group", c.member_id, c.generation)
+        if h.coordinator.group("group") is not None:
+            break
+    classic = h.coordinator.group("group")
+    assert classic is not None and classic.member_ids == [c.member_id]
+
+
+def test_no_replacement_downgrade_under_the_upgrade_policy(h: ConsumerHarness) -> None:
+    h = ConsumerHarness(config(group_consumer_migration_policy="upgrade"))
+    h.topics.create("t", 4)
+    _static_mixed_group(h)
+    replacement = _static_classic_join(h, "i-a")
+    joined = h.join(
+        "group",
+        replacement.member_id,
+        protocols=replacement._protocols(),
+        instance_id="i-a",
+        session_ms=SESSION_MS,
+        rebalance_ms=REBALANCE_MS,
+    ).value
+    assert joined.error is ErrorCode.NONE
+    group = h.coordinator.consumer_group("group")
+    assert group is not None and h.coordinator.group("group") is None
+    assert group.static_member("i-a").member_id == replacement.member_id  # type: ignore[union-attr]
+
+
+def test_a_replacement_with_another_subscription_downgrades_into_a_rebalance(h: ConsumerHarness) -> None:
+    h.topics.create("u", 2)
+    _a, c = _static_mixed_group(h)
+    replacement = _static_classic_join(h, "i-a")
+    replacement.topics = ("t", "u")
+    joined = h.join(
+        "group",
+        replacement.member_id,
+        protocols=replacement._protocols(),
+        instance_id="i-a",
+        session_ms=SESSION_MS,
+        rebalance_ms=REBALANCE_MS,
+    ).value
+    assert joined.error is ErrorCode.NONE
+    classic = h.coordinator.group("group")
+    assert classic is not None and h.coordinator.consumer_group("group") is None
+    assert classic.state.value == "PreparingRebalance"
+    assert h.heartbeat("group", c.member_id, c.generation) is ErrorCode.REBALANCE_IN_PROGRESS
