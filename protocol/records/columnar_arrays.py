@@ -176,9 +176,12 @@ def gather_spans(
 ) -> int:
     """Copy the spans (start, length; -1 null) of ``buf`` one after the other into ``data`` from
     ``data_pos`` on and write each one's end into ``offsets[first_row + i + 1]``; return the new
-    end. The kernel's gather, or numpy's fancy indexing without it (same result)."""
+    end. The kernel's gather, or numpy's fancy indexing without it (same result). A span outside
+    ``buf``, or no room for it in ``data``, raises ``IndexError``."""
     if compiled and _kernel is not None:
         end: int = _kernel.gather_spans(buf, starts, lengths, offsets, data, first_row, data_pos)
+        if end < 0:
+            raise IndexError("a span lies outside its buffer, or the data buffer has no room for it")
         return end
     n = len(starts)
     sizes = np.maximum(lengths, 0)

@@ -34,7 +34,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 __all__ = ["OK", "gather_spans", "walk_records"]
 
@@ -202,20 +204,52 @@ def walk_records(buf: Any, pos: int, end: int, count: int) -> tuple[Any, Any, An
     return columns, header_rows[:rows], header_counts[:rows], header_fields[:fields], status, pos
 
 
+def _copy_intrinsic(typing_context: Any, dst: Any, dst_pos: Any, src: Any, src_pos: Any, length: Any) -> Any:
+    """``dst[dst_pos : dst_pos + length] = src[src_pos : src_pos + length]`` as one ``memcpy``,
+    unchecked (the caller checks the bounds). numba's slice assignment took ~80 ns per 100-byte
+    value (a view per slice, an overlap check, a byte loop LLVM cannot vectorize for fear of
+    aliasing); ``memcpy`` takes ~6."""
+    signature = types.void(dst, dst_pos, src, src_pos, length)
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        dst_value, dst_index, src_value, src_index, count = args
+        dst_array = context.make_array(sig.args[0])(context, builder, dst_value)
+        src_array = context.make_array(sig.args[2])(context, builder, src_value)
+        _raw_memcpy(
+            builder,
+            builder.gep(dst_array.data, [dst_index]),
+            builder.gep(src_array.data, [src_index]),
+            count,
+            1,
+        )
+        return context.get_dummy_value()
+
+    return signature, codegen
+
+
+_raw_memcpy: Any = cgutils.raw_memcpy
+_copy: Any = intrinsic(_copy_intrinsic)
+
+
 @_compile
 def gather_spans(
     buf: Any, starts: Any, lengths: Any, offsets: Any, data: Any, first_row: int, data_pos: int
 ) -> int:
     """Copy the spans ``buf[starts[i] : starts[i] + lengths[i]]`` (length -1: null, nothing) one
     after the other into ``data`` from ``data_pos`` on, writing each one's end into
-    ``offsets[first_row + i + 1]`` (an Arrow binary array's offsets); returns the new end of data.
-    Spans must lie inside ``buf`` and ``data`` must have room: the callers' decoder checked both.
+    ``offsets[first_row + i + 1]`` (an Arrow binary array's offsets); returns the new end of data,
+    or -1 (having copied only some) if a span lies outside ``buf`` or ``data`` has no room for it.
+    ``buf`` and ``data`` are contiguous uint8 arrays.
     """
+    size = buf.shape[0]
+    room = data.shape[0]
     for i in range(starts.shape[0]):
         length = lengths[i]
         if length > 0:
             start = starts[i]
-            data[data_pos : data_pos + length] = buf[start : start + length]
+            if start < 0 or start + length > size or data_pos + length > room:
+                return -1
+            _copy(data, data_pos, buf, start, length)
             data_pos += length
         offsets[first_row + i + 1] = data_pos
     return data_pos

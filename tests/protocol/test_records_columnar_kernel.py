@@ -259,3 +259,12 @@ def test_gather_kernel_and_numpy_fallback_agree(
         assert end == total and out[data_pos:].tobytes() == expected
         results.append(offsets.tolist())
     assert results[0] == results[1]
+
+
+def test_the_compiled_gather_refuses_spans_outside_its_buffers() -> None:
+    buf = as_uint8(b"0123456789")
+    for starts, lengths, room in (([8], [3], 10), ([-1], [2], 10), ([0, 5], [5, 5], 9)):
+        offsets = np.zeros(len(starts) + 1, np.int32)
+        data = np.zeros(room, np.uint8)
+        with pytest.raises(IndexError):
+            gather_spans(buf, np.array(starts, np.int64), np.array(lengths, np.int64), offsets, data, 0, 0)
