@@ -109,6 +109,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.scaling
 	$(BIN)/python -m bench.replication
 	$(BIN)/python -m bench.reassignment
+	$(BIN)/python -m bench.decoder
 	$(BIN)/python -m bench.spark_read
 	$(BIN)/python -m bench.transactions
 	$(BIN)/python -m bench.cleaner
