@@ -3,7 +3,7 @@
 :mod:`protocol.records.columnar` gives a batch's fields as one flat Python list; a bulk reader then
 spends more time turning that list into buffers than the walk took. Here the same columns come as one
 (6, count) int64 array, each field a contiguous row, ready to become Arrow arrays without a copy.
-They are decoded by :func:`protocol.records.columnar_kernel.walk_records` (numba, ~10-30 ns per
+They are decoded by :func:`protocol.records.columnar_kernel.walk_records` (numba, ~30-50 ns per
 record) when numba is installed, else by the pure-Python walk of :mod:`protocol.records.columnar`
 (the reference, ~0.5 µs per record) whose list is then converted. Callers choose with ``compiled``;
 :data:`KERNEL_AVAILABLE` says whether the kernel can be used at all. Both give the same verdict on
