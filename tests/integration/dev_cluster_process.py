@@ -94,7 +94,9 @@ class DevCluster:
     def pids(self) -> dict[str, int]:
         return {name: int(pid) for name, pid in STARTED.findall(self.err())}
 
-    def wait_until_serving(self, timeout_s: float = 15.0) -> None:
+    def wait_until_serving(self, timeout_s: float = 60.0) -> None:
+        """Until every broker answers ApiVersions: a bound for a machine busy with other tests (a
+        start takes a few seconds, two voters may need several elections), not a speed check."""
         deadline = time.monotonic() + timeout_s
         pending = list(self.ports)
         while pending:
