@@ -70,6 +70,7 @@ __all__ = [
     "VALUE_LENGTH",
     "VALUE_START",
     "RecordColumns",
+    "batch_record_stream",
     "decode_batch_columns",
     "decode_record_columns",
 ]
@@ -159,6 +160,20 @@ def decode_batch_columns(
     unless ``verify_crc`` is false; malformed input raises :class:`CorruptRecordError` (or
     :class:`~protocol.errors.UnsupportedMagicError`), as :func:`~protocol.records.iter_records` does.
     """
+    header, stream, start, end = batch_record_stream(buf, pos, max_decompressed_size, verify_crc=verify_crc)
+    return header, decode_record_columns(stream, start, end, header.records_count)
+
+
+def batch_record_stream(
+    buf: Buffer, pos: int, max_decompressed_size: int, *, verify_crc: bool
+) -> tuple[RecordBatchHeader, Buffer, int, int]:
+    """The batch at ``pos``: its header and where its records lie, ``(header, stream, start, end)``.
+
+    An uncompressed batch's records are ``buf[start:end]`` itself; a compressed one's are its
+    decompressed stream (at most ``max_decompressed_size`` bytes); an empty batch (compaction
+    leaves them) has none. The CRC is checked unless ``verify_crc`` is false. Shared by every
+    columnar decoder, so each gets the same checks and errors.
+    """
     header = verify_batch(buf, pos) if verify_crc else read_header(buf, pos)
     size = header.size
     if len(buf) - pos < size:
@@ -166,13 +181,12 @@ def decode_batch_columns(
             f"record batch at {pos} declares {size} bytes but only {len(buf) - pos} remain"
         )
     codec = header.compression
-    count = header.records_count
     if codec == CompressionType.NONE:
-        return header, decode_record_columns(buf, pos + HEADER_SIZE, pos + size, count)
-    if count == 0 and size == HEADER_SIZE:
-        return header, decode_record_columns(b"", 0, 0, 0)  # compaction leaves empty batches
+        return header, buf, pos + HEADER_SIZE, pos + size
+    if header.records_count == 0 and size == HEADER_SIZE:
+        return header, b"", 0, 0
     stream = decompress(codec, memoryview(buf)[pos + HEADER_SIZE : pos + size], max_decompressed_size)
-    return header, decode_record_columns(stream, 0, len(stream), count)
+    return header, stream, 0, len(stream)
 
 
 def decode_record_columns(buf: Buffer, pos: int, end: int, count: int) -> RecordColumns:

@@ -19,14 +19,14 @@ import numpy as np
 import numpy.typing as npt
 
 from protocol.errors import CorruptRecordError
-from protocol.records.batch import HEADER_SIZE, RecordBatchHeader, read_header, verify_batch
+from protocol.records.batch import RecordBatchHeader
 from protocol.records.columnar import (
     FIELDS_PER_HEADER,
     FIELDS_PER_RECORD,
     RecordColumns,
+    batch_record_stream,
     decode_record_columns,
 )
-from protocol.records.compression import CompressionType, decompress
 from protocol.records.reader import DEFAULT_MAX_DECOMPRESSED_SIZE
 
 try:
@@ -92,20 +92,8 @@ def decode_batch_arrays(
     An uncompressed batch is decoded in place (spans index ``buf``); a compressed one's spans index
     its decompressed stream. ``compiled`` uses the kernel when it is available.
     """
-    header = verify_batch(buf, pos) if verify_crc else read_header(buf, pos)
-    size = header.size
-    if len(buf) - pos < size:
-        raise CorruptRecordError(
-            f"record batch at {pos} declares {size} bytes but only {len(buf) - pos} remain"
-        )
-    codec = header.compression
-    count = header.records_count
-    if codec == CompressionType.NONE:
-        return header, decode_record_arrays(buf, pos + HEADER_SIZE, pos + size, count, compiled=compiled)
-    if count == 0 and size == HEADER_SIZE:
-        return header, decode_record_arrays(b"", 0, 0, 0, compiled=compiled)
-    stream = decompress(codec, memoryview(buf)[pos + HEADER_SIZE : pos + size], max_decompressed_size)
-    return header, decode_record_arrays(stream, 0, len(stream), count, compiled=compiled)
+    header, stream, start, end = batch_record_stream(buf, pos, max_decompressed_size, verify_crc=verify_crc)
+    return header, decode_record_arrays(stream, start, end, header.records_count, compiled=compiled)
 
 
 def decode_record_arrays(
