@@ -20,6 +20,21 @@ What a fetched slice may contain, and what is done with it:
 * a gap above the log start (compaction, markers): not data loss;
 * no progress at all for ``kafkaConsumer.pollTimeoutMs``: the task fails with a timeout, as Spark's does.
 
+One fetch ahead: once a response is known good (no error, records past the position, the range not
+finished by it), the next Fetch is sent *before* that response is decoded, so the broker reads and
+sends the next slice while this process decodes and hands Arrow to Spark. The consumer has already
+moved its position past the response (:meth:`Consumer.fetch` does), and the decoding moves
+:attr:`RangeReader.position` to the same place, so the request ahead asks for exactly what the next
+sequential fetch would have asked for. It is an asyncio task on the session's loop, not a thread: the
+request leaves on the socket at once (one loop turn), the broker (another process) does its part
+while this one decodes, and the response waits in the socket buffer until the next round reads it.
+Decoding stays on the loop's thread, so the builder and the reader's state have one owner, and the
+Python-side work of the fetch client (response parsing, asyncio) does not fight the decoder for the
+GIL. At most one response is ahead (bounded by ``kafka.max.partition.fetch.bytes``), and only after a
+good response: every error path (retries, OffsetOutOfRange, data loss, no progress) runs exactly as
+without it, because there is then nothing in flight. Closing the reader cancels a fetch still ahead
+(Spark stopping early, or a failure). ``KIPLING_PIPELINE_PREFETCH=0`` turns it off (benchmarks).
+
 Records are decoded batch by batch into numpy columns (:mod:`protocol.records.columnar_arrays`, whose
 compiled kernel walks the records) and turned into Arrow by
 :meth:`RecordBatchBuilder.append_record_batches`, with no Python work per record (bench/README.md,
@@ -49,6 +64,7 @@ import structlog
 from client.consumer import Consumer, FetchedPartition, FetchResult
 from client.errors import AuthenticationFailedError, ClientError, KafkaResponseError
 from client.fetch_session import TopicPartition
+from client.tasks import cancel_and_wait
 from pipeline.arrow import DEFAULT_MAX_ROWS_PER_BATCH, RecordBatchBuilder
 from pipeline.cluster import BrokerSession, ClusterClient
 from pipeline.errors import KiplingReadTimeoutError
@@ -65,6 +81,9 @@ DECODER_ENV = "KIPLING_PIPELINE_DECODER"
 when numba is installed), ``python`` (the pure-Python walk) or ``records`` (one :class:`DecodedRecord`
 per record, the path before the columnar one; for benchmarks only)."""
 DECODERS = ("columnar", "python", "records")
+
+PREFETCH_ENV = "KIPLING_PIPELINE_PREFETCH"
+"""Environment variable: ``0`` turns off the fetch ahead of decoding (on by default; for benchmarks)."""
 
 _Taken = TypeVar("_Taken")
 
@@ -120,6 +139,7 @@ class RangeReader:
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        prefetch: bool = True,
     ) -> None:
         self.task = task
         self.tp = task.range.tp
@@ -133,6 +153,9 @@ class RangeReader:
         self._consumer: FetchingConsumer | None = None
         self._refresh_leader = False
         self._last_progress = clock()
+        self._prefetch = prefetch
+        self._ahead: asyncio.Task[FetchResult] | None = None
+        """The fetch sent before the previous response was decoded; only ever on ``self._consumer``."""
         self.skipped_offsets = 0
         """Offsets given up as lost (failOnDataLoss=false)."""
 
@@ -156,7 +179,7 @@ class RangeReader:
             if consumer is None:
                 continue
             try:
-                result = await consumer.fetch()
+                result = await self._fetch(consumer)
             except KafkaResponseError:
                 raise
             except ClientError as exc:
@@ -176,6 +199,8 @@ class RangeReader:
                     )
                 await self._lost_consumer(f"fetch answered {fetched.error.name}")
                 continue
+            if self._prefetch and self.position < fetched.next_offset < self.end:
+                await self._fetch_ahead(consumer)
             taken = take(fetched)
             if taken is None:
                 await self._no_progress()
@@ -185,11 +210,29 @@ class RangeReader:
         return None
 
     async def close(self) -> None:
+        await self._drop_ahead()
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             await consumer.close()
 
     # -- internals ---------------------------------------------------------------------------------
+
+    async def _fetch(self, consumer: FetchingConsumer) -> FetchResult:
+        """The fetch already ahead, if one is, else a new one."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            return await ahead
+        return await consumer.fetch()
+
+    async def _fetch_ahead(self, consumer: FetchingConsumer) -> None:
+        """Send the next fetch now, before the current response is decoded; one loop turn sends it."""
+        self._ahead = asyncio.ensure_future(consumer.fetch())
+        await asyncio.sleep(0)
+
+    async def _drop_ahead(self) -> None:
+        """Cancel a fetch still ahead (its answer is dropped when it comes); collect its outcome."""
+        ahead, self._ahead = self._ahead, None
+        await cancel_and_wait(ahead)  # its failure no longer matters: nobody wants its answer
 
     def _take(self, fetched: FetchedPartition) -> list[DecodedRecord] | None:
         """Records of [position, end) in ``fetched``; None when no whole batch came back."""
@@ -251,6 +294,7 @@ class RangeReader:
     async def _lost_consumer(self, why: str) -> None:
         """Drop the consumer and look the leader up again, within the poll timeout."""
         _log.info("fetch retry", topic=self.tp.topic, partition=self.tp.partition, why=why)
+        await self._drop_ahead()
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             with contextlib.suppress(ClientError):
@@ -316,7 +360,12 @@ def read_range(
         isolation_level=task.isolation_level,
     ) as session:
         client = session.client
-        reader = RangeReader(task, _consumer_opener(client, task), _range_lookup(client, task.range.tp))
+        reader = RangeReader(
+            task,
+            _consumer_opener(client, task),
+            _range_lookup(client, task.range.tp),
+            prefetch=os.environ.get(PREFETCH_ENV, "1") != "0",
+        )
         try:
             if decoder != "records":
                 while session.run(reader.append_next(builder)) is not None:
@@ -374,4 +423,4 @@ def _range_lookup(client: ClusterClient, tp: TopicPartition) -> AvailableRange:
     return available_range
 
 
-__all__ = ["DECODER_ENV", "RangeReader", "ReadTask", "read_range"]
+__all__ = ["DECODER_ENV", "PREFETCH_ENV", "RangeReader", "ReadTask", "read_range"]

@@ -114,6 +114,11 @@ class FakeConsumer:
         self.position = -1
         self.fetches = 0
         self.closed = False
+        self.fail_fetches: dict[int, Exception] = {}
+        """Fetch number (1-based) -> the exception that fetch raises."""
+        self.block_fetches: dict[int, asyncio.Event] = {}
+        """Fetch number (1-based) -> an event that fetch waits for before answering."""
+        self.cancelled = 0
 
     def assign(self, tp: TopicPartition, offset: int) -> None:
         assert tp == TP
@@ -123,6 +128,15 @@ class FakeConsumer:
 
     async def fetch(self, timeout_s: float | None = None) -> FetchResult:
         self.fetches += 1
+        number = self.fetches
+        if number in self.fail_fetches:
+            raise self.fail_fetches[number]
+        if number in self.block_fetches:
+            try:
+                await self.block_fetches[number].wait()
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
         if self.errors:
             error, raw = self.errors.pop(0), b""
         else:
@@ -163,8 +177,33 @@ class Harness:
         self.now += seconds
 
     def read(
-        self, start: int, end: int, *, fail_on_data_loss: bool = True, poll_timeout_ms: int = 10_000
+        self,
+        start: int,
+        end: int,
+        *,
+        fail_on_data_loss: bool = True,
+        poll_timeout_ms: int = 10_000,
+        prefetch: bool = True,
     ) -> tuple[list[int], RangeReader]:
+        reader = self.reader(start, end, fail_on_data_loss=fail_on_data_loss, poll_timeout_ms=poll_timeout_ms)
+        reader._prefetch = prefetch
+
+        async def run() -> list[int]:
+            offsets: list[int] = []
+            try:
+                while (records := await reader.next_records()) is not None:
+                    assert records, "next_records returned an empty list"
+                    offsets.extend(r.offset for r in records)
+                    self.now += 0.01
+            finally:
+                await reader.close()
+            return offsets
+
+        return asyncio.run(run()), reader
+
+    def reader(
+        self, start: int, end: int, *, fail_on_data_loss: bool = True, poll_timeout_ms: int = 10_000
+    ) -> RangeReader:
         task = ReadTask(
             OffsetRange("t", 0, start, end),
             SETTINGS,
@@ -173,20 +212,9 @@ class Harness:
             poll_timeout_ms=poll_timeout_ms,
             retry_interval_ms=100,
         )
-        reader = RangeReader(
+        return RangeReader(
             task, self.open_consumer, self.available_range, clock=lambda: self.now, sleep=self.sleep
         )
-
-        async def run() -> list[int]:
-            offsets: list[int] = []
-            while (records := await reader.next_records()) is not None:
-                assert records, "next_records returned an empty list"
-                offsets.extend(r.offset for r in records)
-                self.now += 0.01
-            await reader.close()
-            return offsets
-
-        return asyncio.run(run()), reader
 
 
 def test_reads_exactly_the_range_across_compressed_batches() -> None:
@@ -283,3 +311,75 @@ def test_read_committed_skips_aborted_transactions_on_both_decoders() -> None:
     )
     table = builder.flush()
     assert table is not None and table.column("offset").to_pylist() == [3, 4, 5, 6, 9, 10]
+
+
+def test_the_next_fetch_is_sent_before_a_response_is_decoded() -> None:
+    log = FakeLog()
+    for _ in range(4):
+        log.append(5)
+    harness = Harness(log)
+    reader = harness.reader(0, 20)
+
+    async def first_round() -> int:
+        records = await reader.next_records()
+        assert records is not None and [r.offset for r in records] == [0, 1, 2, 3, 4]
+        sent = harness.consumers[0].fetches
+        await reader.close()
+        return sent
+
+    assert asyncio.run(first_round()) == 2  # the fetch at 5 left before the records of 0..4 came back
+    for end in (20, 17):  # ends on a batch boundary, and inside a batch: no fetch past the range
+        with_ahead, without = Harness(log), Harness(log)
+        assert with_ahead.read(0, end)[0] == without.read(0, end, prefetch=False)[0] == list(range(end))
+        assert with_ahead.consumers[0].fetches == without.consumers[0].fetches == 4
+
+
+def test_closing_early_cancels_the_fetch_ahead() -> None:
+    log = FakeLog()
+    log.append(5)
+    log.append(5)
+    harness = Harness(log)
+    reader = harness.reader(0, 10)
+
+    async def one_round_then_close() -> None:
+        assert await reader.next_records() is not None
+        consumer = harness.consumers[0]
+        consumer.block_fetches[2] = asyncio.Event()  # the fetch ahead is still waiting for its answer
+        await reader.close()
+        assert consumer.closed and consumer.cancelled == 0  # it had already answered: collected
+
+    asyncio.run(one_round_then_close())
+    harness = Harness(log)
+    reader = harness.reader(0, 10)
+
+    async def blocked_ahead_then_close() -> None:
+        await reader._consumer_at_position()
+        consumer = harness.consumers[0]
+        consumer.block_fetches[2] = asyncio.Event()
+        assert await reader.next_records() is not None
+        await reader.close()
+        assert consumer.closed and consumer.cancelled == 1
+
+    asyncio.run(blocked_ahead_then_close())
+
+
+def test_a_failed_fetch_ahead_is_retried_on_a_fresh_consumer() -> None:
+    from client.errors import ConnectionClosedError
+
+    log = FakeLog()
+    for _ in range(3):
+        log.append(4)
+    harness = Harness(log)
+    original = harness.open_consumer
+
+    async def open_consumer(refresh: bool) -> FakeConsumer:
+        consumer = await original(refresh)
+        if len(harness.consumers) == 1:
+            consumer.fail_fetches[2] = ConnectionClosedError("lost")  # the fetch ahead
+        return consumer
+
+    harness.open_consumer = open_consumer  # type: ignore[method-assign]
+    offsets, reader = harness.read(0, 12)
+    assert offsets == list(range(12)) and reader.skipped_offsets == 0
+    assert harness.refreshes == [False, True]
+    assert harness.consumers[1].position == 12
