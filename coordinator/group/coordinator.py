@@ -281,22 +281,7 @@ class GroupCoordinator:
             return None
         if not classic.is_in(GroupState.EMPTY):
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-        self._catalog.remove(classic)
-        group = ConsumerGroup(group_id)
-        group.offsets = classic.offsets
-        self._catalog.add_consumer_group(group)
-
-        def finish() -> None:
-            if not classic.is_in(GroupState.DEAD):
-                classic.transition_to(GroupState.DEAD)
-            _log.info("empty classic group converted to a consumer group", group=group_id)
-
-        conversion = Conversion(
-            leading=(group_tombstone(group_id),),
-            undo=lambda: self._reinstall_classic_group(classic, group),
-            finish=finish,
-        )
-        return group, conversion
+        return self._replace_classic_group(classic, "empty classic group converted to a consumer group")
 
     def _upgrade(self, group_id: str) -> tuple[ConsumerGroup, list[ConsumerGroupRecord], Conversion] | None:
         """KIP-848's online upgrade (:mod:`~coordinator.group.migration`): a classic group with
@@ -322,6 +307,21 @@ class GroupCoordinator:
                 "consumer protocol is malformed.",
             ) from exc
         self._rebalancer.on_group_converted(classic)
+        group, conversion = self._replace_classic_group(
+            classic,
+            "classic group converted to a consumer group",
+            members=classic.size,
+            epoch=classic.generation_id,
+        )
+        return group, records, conversion
+
+    def _replace_classic_group(
+        self, classic: GroupMetadata, done: str, **logged: int
+    ) -> tuple[ConsumerGroup, Conversion]:
+        """``classic`` gives way to a consumer group with its offsets; the conversion's write
+        carries the classic group's tombstone first, brings the classic group back if it fails, and
+        logs ``done`` once it stands."""
+        group_id = classic.group_id
         self._catalog.remove(classic)
         group = ConsumerGroup(group_id)
         group.offsets = classic.offsets
@@ -330,19 +330,14 @@ class GroupCoordinator:
         def finish() -> None:
             if not classic.is_in(GroupState.DEAD):
                 classic.transition_to(GroupState.DEAD)
-            _log.info(
-                "classic group converted to a consumer group",
-                group=group_id,
-                members=classic.size,
-                epoch=classic.generation_id,
-            )
+            _log.info(done, group=group_id, **logged)
 
         conversion = Conversion(
             leading=(group_tombstone(group_id),),
             undo=lambda: self._reinstall_classic_group(classic, group),
             finish=finish,
         )
-        return group, records, conversion
+        return group, conversion
 
     def _reinstall_classic_group(self, classic: GroupMetadata, group: ConsumerGroup) -> None:
         """Undo a conversion to ``group`` whose write failed: the classic group is back (if the
