@@ -150,7 +150,7 @@ class ClassicMembers:
                 member = existing
             else:
                 member = service.static_member(
-                    group, member_id, JOIN_GROUP_MEMBER_EPOCH, instance_id, (), True, records
+                    group, member_id, JOIN_GROUP_MEMBER_EPOCH, instance_id, (), True, records, classic=True
                 )
         updated = replace(
             member,

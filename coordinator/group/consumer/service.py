@@ -528,7 +528,14 @@ class ConsumerGroupService:
         owned: Iterable[tuple[uuid.UUID, Iterable[int]]] | None,
         create: bool,
         records: list[ConsumerGroupRecord],
+        *,
+        classic: bool = False,
     ) -> ConsumerGroupMember:
+        """The static member ``instance_id`` as this request sees it. Joining: a new member, or the
+        one it replaces under the new member id. A ConsumerGroupHeartbeat may replace only a member
+        that left with epoch -2 (UNRELEASED_INSTANCE_ID otherwise); a classic JoinGroup (``classic``)
+        replaces it whatever its state, as classic static membership always has (Kafka's
+        getOrMaybeSubscribeStaticConsumerGroupMember): the replaced member's next request is fenced."""
         existing = group.static_member(instance_id)
         if create:
             if existing is None:
@@ -540,7 +547,7 @@ class ConsumerGroupService:
                 )
                 found = group.member(member_id)
                 return found if found is not None else ConsumerGroupMember(member_id)
-            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if not classic and existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 raise KafkaError(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"Static member {member_id} with instance id {instance_id} cannot join the group "

@@ -377,6 +377,31 @@ def test_a_classic_static_member_replacing_the_last_kip848_member_downgrades(h: 
     assert reloaded is not None and set(reloaded.member_ids) == {replacement.member_id, c.member_id}
 
 
+def test_a_classic_static_join_replaces_an_active_kip848_static_member(h: ConsumerHarness) -> None:
+    """Classic static membership replaces the instance's member whatever its state (Kafka's
+    getOrMaybeSubscribeStaticConsumerGroupMember checks epoch -2 only for ConsumerGroupHeartbeat):
+    here the replaced member never left, the group downgrades, and the old member is fenced."""
+    a = Consumer(h, "a", ("t",), instance_id="i-a")
+    assert a.heartbeat().error is ErrorCode.NONE
+    c = ClassicConsumer(h)
+    assert c.join() is ErrorCode.NONE
+    settle([a], [c])
+    replacement = _static_classic_join(h, "i-a")
+    joined = h.join(
+        "group",
+        replacement.member_id,
+        protocols=replacement._protocols(),
+        instance_id="i-a",
+        session_ms=SESSION_MS,
+        rebalance_ms=REBALANCE_MS,
+    ).value
+    assert joined.error is ErrorCode.NONE
+    assert h.coordinator.consumer_group("group") is None
+    classic = h.coordinator.group("group")
+    assert classic is not None and classic.static_members == {"i-a": replacement.member_id}
+    assert a.heartbeat().error is not ErrorCode.NONE  # the replaced member is out
+
+
 def test_a_refused_replacement_downgrade_leaves_the_consumer_group_as_it_was(h: ConsumerHarness) -> None:
     _a, c = _static_mixed_group(h)
     group = h.coordinator.consumer_group("group")
