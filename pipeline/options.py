@@ -62,6 +62,8 @@ POLL_TIMEOUT_MS = "kafkaconsumer.polltimeoutms"
 FETCH_OFFSET_NUM_RETRIES = "fetchoffset.numretries"
 FETCH_OFFSET_RETRY_INTERVAL_MS = "fetchoffset.retryintervalms"
 GROUP_ID_PREFIX = "groupidprefix"
+PUSH_FILTERS = "pushfilters"
+"""kipling's own: let a batch reader take Spark's pushed filters (pipeline.pushdown says why opt-in)."""
 TOPIC = "topic"
 
 READ_KEYS = frozenset(
@@ -83,6 +85,7 @@ READ_KEYS = frozenset(
         FETCH_OFFSET_NUM_RETRIES,
         FETCH_OFFSET_RETRY_INTERVAL_MS,
         GROUP_ID_PREFIX,
+        PUSH_FILTERS,
     }
 )
 SPARK_ENGINE_KEYS = frozenset({"checkpointlocation", "queryname"})
@@ -281,6 +284,9 @@ class ReadOptions:
     max_partition_fetch_bytes: int = DEFAULT_MAX_PARTITION_FETCH_BYTES
     fetch_max_wait_ms: int = DEFAULT_FETCH_MAX_WAIT_MS
     isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+    push_filters: bool = False
+    """Batch reads take ``partition``/``offset`` filters from Spark (needs
+    ``spark.sql.python.filterPushdown.enabled``); :mod:`pipeline.pushdown`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,6 +369,7 @@ def parse_read_options(options: Mapping[str, str], mode: Mode) -> ReadOptions:
         or DEFAULT_MAX_PARTITION_FETCH_BYTES,
         fetch_max_wait_ms=_non_negative_int(params, FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MAX_WAIT_MS),
         isolation_level=_isolation_level(params),
+        push_filters=parse_bool(params, PUSH_FILTERS, False),
     )
 
 

@@ -19,7 +19,7 @@ the task side in :mod:`pipeline.fetch`; the sink in :mod:`pipeline.sink`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -30,6 +30,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    Filter,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
@@ -68,6 +69,7 @@ from pipeline.offsets import (
     split_ranges,
 )
 from pipeline.options import Assign, BrokerAddress, ReadOptions, parse_read_options, parse_write_options
+from pipeline.pushdown import PushedBounds, push_filters
 from protocol.error_codes import ErrorCode
 
 FORMAT = "kipling"
@@ -120,6 +122,8 @@ class KiplingDataSource(DataSource):
         configure_worker_logging()
         options = parse_read_options(self.options, "batch")
         _check_schema(schema, options)
+        if options.push_filters:
+            return KiplingFilteringBatchReader(options)
         return KiplingBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -156,12 +160,15 @@ class KiplingBatchReader(DataSourceReader):
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
+        self.bounds = PushedBounds()
+        """What pushed filters allow (:class:`KiplingFilteringBatchReader`); everything otherwise."""
 
     def partitions(self) -> list[InputPartition]:
         options = self.options
         with _session(options) as session:
             tps = session.partitions(options.subscription, missing_topics="error")
             ranges = plan_batch(tps, options.starting, options.ending, session)
+            ranges = self.bounds.narrow(ranges)
             ranges = split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
             leaders = _leaders(session, ranges)
         _log.info("batch planned", tasks=len(ranges), offsets=sum(r.size for r in ranges))
@@ -169,6 +176,20 @@ class KiplingBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from _read(partition)
+
+
+class KiplingFilteringBatchReader(KiplingBatchReader):
+    """The batch reader with ``pushFilters``: ``partition`` and ``offset`` predicates narrow the plan.
+
+    A separate class because Spark fails any reader that implements ``pushFilters`` while
+    ``spark.sql.python.filterPushdown.enabled`` is false (the default): the ``pushFilters`` option
+    chooses it (:mod:`pipeline.pushdown`).
+    """
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        self.bounds, left = push_filters(filters)
+        _log.info("filters pushed", bounds=str(self.bounds), left=len(left), pushed=len(filters) - len(left))
+        return left
 
 
 class KiplingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

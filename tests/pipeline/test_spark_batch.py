@@ -96,3 +96,33 @@ def test_batch_read_over_sasl_ssl(spark: SparkSession, secured_broker: SecuredBr
         reader = reader.option(f"kafka.{key}", value)
     rows = reader.option("subscribe", topic).option("includeHeaders", "true").load().collect()
     assert as_produced(rows) == produced
+
+
+def test_partition_and_offset_filters_are_pushed_into_the_plan(
+    spark: SparkSession, broker: BrokerProcess
+) -> None:
+    """With ``pushFilters`` (and Spark's pushdown setting), ``partition``/``offset`` predicates leave
+    fewer and shorter tasks; the answer is the same as Spark filtering every record."""
+    topic = new_topic(broker.bootstrap, "batch-pushdown", partitions=2)
+    produced = produce(broker.bootstrap, topic, 60, partitions=(0, 1), with_headers=False)
+    expected = sorted(p.offset for p in produced if p.partition == 1 and 10 <= p.offset < 25)
+    assert len(expected) == 15
+    where = "offset >= 10 AND offset < 25 AND partition = 1"
+    plain = read(spark, broker, subscribe=topic, maxRecordsPerPartition="10")
+    assert plain.filter(where).count() == 15  # Spark's own filtering, without pushdown
+    assert plain.filter(where).rdd.getNumPartitions() == 6  # 2 partitions of 30 offsets, 10 a task
+    conf = "spark.sql.python.filterPushdown.enabled"
+    before = spark.conf.get(conf) or "false"
+    spark.conf.set(conf, "true")
+    try:
+        pushed = read(spark, broker, subscribe=topic, pushFilters="true", maxRecordsPerPartition="10")
+        filtered = pushed.filter(where)
+        assert filtered.count() == 15
+        assert sorted(r["offset"] for r in filtered.select("offset").collect()) == expected
+        # Only [10, 25) of partition 1 is planned: two tasks, not six.
+        assert filtered.rdd.getNumPartitions() == 2
+        assert pushed.filter("offset IN (3, 12) AND partition IN (0, 1)").count() == 4
+        nothing = pushed.filter("offset > 1000")  # no range left: Spark's one empty InputPartition(None)
+        assert nothing.rdd.getNumPartitions() == 1 and nothing.count() == 0
+    finally:
+        spark.conf.set(conf, before)
