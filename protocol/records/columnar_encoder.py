@@ -21,7 +21,7 @@ can be encoded from the whole column without a gather copy. numba's cache handli
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -36,7 +36,14 @@ from protocol.records.compression import CompressionType
 from protocol.records.compression import compress as compress_with
 from protocol.sentinels import NO_LEADER_EPOCH
 
-__all__ = ["BinaryColumn", "build_batch_columns", "encode_record_stream", "murmur2_column"]
+__all__ = [
+    "BinaryColumn",
+    "ColumnPiece",
+    "build_batch_columns",
+    "build_batch_pieces",
+    "encode_record_stream",
+    "murmur2_column",
+]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 Int64Array = npt.NDArray[np.int64]
@@ -252,11 +259,30 @@ def encode_record_stream(
     return out[: int(used)].tobytes()
 
 
+@dataclass(frozen=True, slots=True)
+class ColumnPiece:
+    """Rows of one pair of columns, in the order they go into a batch; ``timestamps[i]`` is the
+    timestamp of ``rows[i]``. A batch may be made of several (rows buffered from several inputs)."""
+
+    keys: BinaryColumn
+    values: BinaryColumn
+    rows: Int64Array
+    timestamps: Int64Array
+
+
 def build_batch_columns(
     keys: BinaryColumn,
     values: BinaryColumn,
     rows: Int64Array,
     timestamps: Int64Array,
+    **fields: Any,
+) -> bytes:
+    """One v2 batch of ``rows`` of one pair of columns: :func:`build_batch_pieces` of one piece."""
+    return build_batch_pieces([ColumnPiece(keys, values, rows, timestamps)], **fields)
+
+
+def build_batch_pieces(
+    pieces: Sequence[ColumnPiece],
     *,
     base_offset: int = 0,
     partition_leader_epoch: int = NO_LEADER_EPOCH,
@@ -266,18 +292,27 @@ def build_batch_columns(
     compression: CompressionType | int = CompressionType.NONE,
     timestamp_type: TimestampType | int = TimestampType.CREATE_TIME,
 ) -> bytes:
-    """One v2 batch of ``rows`` (at least one), byte-for-byte what ``build_batch`` makes of the
-    same records without headers and the same arguments."""
-    if rows.shape[0] == 0:
+    """One v2 batch of the pieces' rows (at least one), byte-for-byte what ``build_batch`` makes of
+    the same records without headers and the same arguments."""
+    pieces = [piece for piece in pieces if piece.rows.shape[0]]
+    if not pieces:
         raise EncodeError("a columnar batch needs at least one record")
     codec = _codec(compression, 0)
     attributes = _attributes(0, codec, timestamp_type, False, False)
-    base_timestamp = int(timestamps[0])
-    max_timestamp = int(timestamps.max())
-    payload = encode_record_stream(keys, values, rows, timestamps, base_timestamp)
+    base_timestamp = int(pieces[0].timestamps[0])
+    max_timestamp = max(int(piece.timestamps.max()) for piece in pieces)
+    streams = []
+    count = 0
+    for piece in pieces:
+        streams.append(
+            encode_record_stream(
+                piece.keys, piece.values, piece.rows, piece.timestamps, base_timestamp, count
+            )
+        )
+        count += int(piece.rows.shape[0])
+    payload = b"".join(streams)
     if codec != CompressionType.NONE:
         payload = compress_with(codec, payload)
-    count = int(rows.shape[0])
     try:
         return _assemble(
             payload,

@@ -21,7 +21,9 @@ from protocol.errors import EncodeError  # noqa: E402
 from protocol.records import CompressionType, Record, build_batch  # noqa: E402
 from protocol.records.columnar_encoder import (  # noqa: E402
     BinaryColumn,
+    ColumnPiece,
     build_batch_columns,
+    build_batch_pieces,
     murmur2_column,
 )
 from protocol.records.reader import iter_records  # noqa: E402
@@ -90,6 +92,22 @@ def test_same_bytes_as_build_batch_and_reads_back(
     assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in decoded] == [
         (base_offset + i, rec.timestamp, rec.key, rec.value, []) for i, rec in enumerate(records)
     ]
+
+
+@SETTINGS
+@given(data=rows_and_selection(), cut=st.integers(0, 60), codec=st.sampled_from(list(CompressionType)))
+def test_pieces_make_one_batch(data: Rows, cut: int, codec: CompressionType) -> None:
+    """Rows buffered from two inputs (here: two cuts of one selection) encode as one build_batch."""
+    keys, values, selected, timestamps = data
+    cut = min(cut, len(selected))
+    key_column, value_column = BinaryColumn.from_values(keys), BinaryColumn.from_values(values)
+    rows, stamps = np.array(selected, np.int64), np.array(timestamps, np.int64)
+    pieces = [
+        ColumnPiece(key_column, value_column, rows[:cut], stamps[:cut]),
+        ColumnPiece(key_column, value_column, rows[cut:], stamps[cut:]),
+    ]
+    records = [Record(values[row], keys[row], (), ts) for row, ts in zip(selected, timestamps, strict=True)]
+    assert build_batch_pieces(pieces, compression=codec) == build_batch(records, compression=codec)
 
 
 def test_extreme_timestamp_deltas_match() -> None:
