@@ -13,10 +13,12 @@ Only plain integer literals are used (``type(value) is int``); anything else (ot
 filter kinds, ``NOT``, string or float literals) is left to Spark untouched. Filters can only narrow a
 range, never widen it, so a query's answer is the same with or without them.
 
-``timestamp`` is not pushed: a lower bound could start each range at ListOffsets-by-timestamp's answer
-(the first offset whose timestamp is at least the bound, so nothing before it can match), but an upper
-bound cannot end a range (CreateTime timestamps are not ordered by offset), and that lower bound alone
-was left for later.
+* ``timestamp`` with ``>``, ``>=`` or ``=`` (a timezone-aware datetime, as Spark sends a TIMESTAMP
+  literal): each range starts at the first offset whose timestamp is at least the bound, the answer of
+  ListOffsets by timestamp that ``startingTimestamp`` uses (:func:`narrow_to_timestamp`); no record
+  before that offset can match. The filter stays with Spark (records after it may still not match:
+  CreateTime timestamps are not ordered by offset). Upper bounds (``<``, ``<=``) are not pushed for the
+  same reason: no offset is known past which every timestamp is too late.
 
 Spark refuses a reader that implements ``pushFilters`` unless ``spark.sql.python.filterPushdown.enabled``
 is true (``DATA_SOURCE_PUSHDOWN_DISABLED``; it is false by default), and the data source cannot read
@@ -26,6 +28,7 @@ the user sets together with that configuration (:class:`pipeline.source.KiplingF
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -39,10 +42,13 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
-from pipeline.offsets import OffsetRange
+from pipeline.offsets import OffsetLookup, OffsetRange
+from protocol.sentinels import UNKNOWN_OFFSET
 
 PARTITION_COLUMN = ("partition",)
 OFFSET_COLUMN = ("offset",)
+TIMESTAMP_COLUMN = ("timestamp",)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +61,13 @@ class PushedBounds:
     """The lowest offset wanted (None: no bound)."""
     end: int | None = None
     """The first offset not wanted (None: no bound)."""
+    since_ms: int | None = None
+    """The lowest record timestamp (ms) that can match (None: no bound); :func:`narrow_to_timestamp`."""
 
     def narrow(self, ranges: Iterable[OffsetRange]) -> list[OffsetRange]:
         """``ranges`` cut to these bounds; ranges left empty are dropped. Without bounds (nothing
         pushed) the plan is left exactly as it was, empty ranges included."""
-        if self == PushedBounds():
+        if replace(self, since_ms=None) == PushedBounds():
             return list(ranges)
         out = []
         for r in ranges:
@@ -88,9 +96,38 @@ def push_filters(filters: Sequence[Filter]) -> tuple[PushedBounds, list[Filter]]
     return bounds, left
 
 
+def narrow_to_timestamp(
+    ranges: Sequence[OffsetRange], since_ms: int | None, lookup: OffsetLookup
+) -> list[OffsetRange]:
+    """Start each range (one per partition) at its first offset with a timestamp at or after
+    ``since_ms``; where no record has one yet, at the log end offset (nothing below it can match).
+    Ranges left empty are dropped; without a bound the ranges are returned as they are."""
+    if since_ms is None or not ranges:
+        return list(ranges)
+    tps = list(dict.fromkeys(r.tp for r in ranges))
+    found = lookup.offsets_for_times(dict.fromkeys(tps, since_ms))
+    unmatched = [tp for tp in tps if found.get(tp, UNKNOWN_OFFSET) == UNKNOWN_OFFSET]
+    first = {tp: offset for tp, offset in found.items() if offset != UNKNOWN_OFFSET}
+    if unmatched:
+        first.update(lookup.latest(unmatched))
+    out = []
+    for r in ranges:
+        start = max(r.start, first.get(r.tp, r.start))
+        if start < r.end:
+            out.append(replace(r, start=start))
+    return out
+
+
 def _push_one(bounds: PushedBounds, f: Filter) -> tuple[PushedBounds | None, bool]:
     """``bounds`` narrowed by ``f`` and whether that applies ``f`` exactly; (None, False): not pushable."""
     attribute = getattr(f, "attribute", None)
+    if attribute == TIMESTAMP_COLUMN:
+        since = _epoch_ms_floor(getattr(f, "value", None))
+        if since is None or not isinstance(f, (EqualTo, GreaterThan, GreaterThanOrEqual)):
+            return None, False
+        if bounds.since_ms is not None:
+            since = max(since, bounds.since_ms)
+        return replace(bounds, since_ms=since), False
     if attribute == PARTITION_COLUMN:
         if isinstance(f, EqualTo) and _is_int(f.value):
             return _with_partitions(bounds, {f.value}), True
@@ -124,6 +161,14 @@ def _is_int(value: object) -> bool:
     return type(value) is int
 
 
+def _epoch_ms_floor(value: object) -> int | None:
+    """Milliseconds since the epoch of an aware datetime, rounded down (a record's timestamp is whole
+    milliseconds: one below the bound cannot match ``>=``); None for anything else."""
+    if not isinstance(value, datetime.datetime) or value.tzinfo is None:
+        return None
+    return ((value - _EPOCH) // datetime.timedelta(microseconds=1)) // 1000
+
+
 def _with_partitions(bounds: PushedBounds, wanted: set[int]) -> PushedBounds:
     partitions = frozenset(wanted) if bounds.partitions is None else bounds.partitions & wanted
     return replace(bounds, partitions=partitions)
@@ -141,4 +186,4 @@ def _with_offsets(bounds: PushedBounds, start: int | None, end: int | None) -> P
     return replace(bounds, start=start, end=end)
 
 
-__all__ = ["PushedBounds", "push_filters"]
+__all__ = ["PushedBounds", "narrow_to_timestamp", "push_filters"]

@@ -69,7 +69,7 @@ from pipeline.offsets import (
     split_ranges,
 )
 from pipeline.options import Assign, BrokerAddress, ReadOptions, parse_read_options, parse_write_options
-from pipeline.pushdown import PushedBounds, push_filters
+from pipeline.pushdown import PushedBounds, narrow_to_timestamp, push_filters
 from protocol.error_codes import ErrorCode
 
 FORMAT = "kipling"
@@ -168,7 +168,7 @@ class KiplingBatchReader(DataSourceReader):
         with _session(options) as session:
             tps = session.partitions(options.subscription, missing_topics="error")
             ranges = plan_batch(tps, options.starting, options.ending, session)
-            ranges = self.bounds.narrow(ranges)
+            ranges = narrow_to_timestamp(self.bounds.narrow(ranges), self.bounds.since_ms, session)
             ranges = split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
             leaders = _leaders(session, ranges)
         _log.info("batch planned", tasks=len(ranges), offsets=sum(r.size for r in ranges))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
+from collections.abc import Iterable, Mapping
+
 import pytest
 
 pytest.importorskip("pyspark")
@@ -18,10 +21,11 @@ from pyspark.sql.datasource import (
     Not,
 )
 
+from client.fetch_session import TopicPartition
 from pipeline.errors import KiplingOptionError
 from pipeline.offsets import OffsetRange
 from pipeline.options import parse_read_options
-from pipeline.pushdown import PushedBounds, push_filters
+from pipeline.pushdown import PushedBounds, narrow_to_timestamp, push_filters
 
 RANGES = [OffsetRange("t", 0, 0, 100), OffsetRange("t", 1, 50, 60), OffsetRange("t", 2, 0, 0)]
 
@@ -98,3 +102,56 @@ def test_push_filters_is_an_opt_in_read_option() -> None:
     assert parse_read_options({**base, "pushFilters": "true"}, "batch").push_filters is True
     with pytest.raises(KiplingOptionError):
         parse_read_options({**base, "pushFilters": "maybe"}, "batch")
+
+
+class FakeLookup:
+    """ListOffsets answers: the first offset at or after each timestamp (-1 when none), and log ends."""
+
+    def __init__(self, first: dict[int, int], ends: dict[int, int]) -> None:
+        self.first, self.ends = first, ends
+        self.asked: list[dict[TopicPartition, int]] = []
+
+    def earliest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        raise AssertionError("not needed")
+
+    def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self.ends[tp.partition] for tp in partitions}
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        self.asked.append(dict(timestamps))
+        return {tp: self.first[tp.partition] for tp in timestamps}
+
+
+def test_timestamp_lower_bounds_are_pushed_and_still_applied_by_spark() -> None:
+    at = datetime.datetime(2024, 1, 1, 0, 0, 1, 500, tzinfo=datetime.UTC)  # 1 704 067 201 000.5 ms
+    ms = 1_704_067_201_000
+    for f in (
+        GreaterThan(("timestamp",), at),
+        GreaterThanOrEqual(("timestamp",), at),
+        EqualTo(("timestamp",), at),
+    ):
+        bounds, left = push_filters([f])
+        assert bounds == PushedBounds(since_ms=ms) and left == [f]  # rounded down: never too late
+    later = at.astimezone(datetime.timezone(datetime.timedelta(hours=2))) + datetime.timedelta(seconds=2)
+    bounds, _ = push_filters([GreaterThan(("timestamp",), at), GreaterThan(("timestamp",), later)])
+    assert bounds.since_ms == ms + 2000
+    untouched = [
+        LessThan(("timestamp",), at),
+        GreaterThan(("timestamp",), at.replace(tzinfo=None)),  # no zone: not this column's instant
+        In(("timestamp",), (at,)),
+    ]
+    bounds, left = push_filters(untouched)
+    assert bounds == PushedBounds() and left == untouched
+
+
+def test_narrow_to_timestamp_starts_each_range_at_the_first_matching_offset() -> None:
+    ranges = [OffsetRange("t", 0, 0, 100), OffsetRange("t", 1, 50, 60), OffsetRange("t", 2, 10, 20)]
+    # p0: first match at 30; p1: at 40, below the range's start; p2: no record that late, log end 25.
+    lookup = FakeLookup(first={0: 30, 1: 40, 2: -1}, ends={2: 25})
+    assert narrow_to_timestamp(ranges, 123, lookup) == [
+        OffsetRange("t", 0, 30, 100),
+        OffsetRange("t", 1, 50, 60),
+    ]
+    assert lookup.asked == [{TopicPartition("t", p): 123 for p in (0, 1, 2)}]
+    lookup = FakeLookup(first={}, ends={})
+    assert narrow_to_timestamp(ranges, None, lookup) == ranges and lookup.asked == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import TYPE_CHECKING
 
 import pytest
@@ -111,6 +112,8 @@ def test_partition_and_offset_filters_are_pushed_into_the_plan(
     plain = read(spark, broker, subscribe=topic, maxRecordsPerPartition="10")
     assert plain.filter(where).count() == 15  # Spark's own filtering, without pushdown
     assert plain.filter(where).rdd.getNumPartitions() == 6  # 2 partitions of 30 offsets, 10 a task
+    from pyspark.sql import functions
+
     conf = "spark.sql.python.filterPushdown.enabled"
     before = spark.conf.get(conf) or "false"
     spark.conf.set(conf, "true")
@@ -122,6 +125,13 @@ def test_partition_and_offset_filters_are_pushed_into_the_plan(
         # Only [10, 25) of partition 1 is planned: two tasks, not six.
         assert filtered.rdd.getNumPartitions() == 2
         assert pushed.filter("offset IN (3, 12) AND partition IN (0, 1)").count() == 4
+        since_ms = sorted(p.timestamp_ms for p in produced)[20]  # record i has BASE + i s: from i = 20 on
+        since = datetime.datetime.fromtimestamp(since_ms / 1000, tz=datetime.UTC)
+        late = pushed.filter(functions.col("timestamp") >= functions.lit(since))
+        assert sorted(
+            (r["partition"], r["offset"]) for r in late.select("partition", "offset").collect()
+        ) == sorted((p.partition, p.offset) for p in produced if p.timestamp_ms >= since_ms)
+        assert late.rdd.getNumPartitions() == 4  # [10, 30) of both partitions, 10 offsets a task
         nothing = pushed.filter("offset > 1000")  # no range left: Spark's one empty InputPartition(None)
         assert nothing.rdd.getNumPartitions() == 1 and nothing.count() == 0
     finally:
