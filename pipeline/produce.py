@@ -15,11 +15,13 @@ would duplicate or reorder rows behind the caller's back.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import structlog
 
@@ -30,12 +32,18 @@ from client.partitioner import partition_for_key
 from client.producer import Producer
 from pipeline.arrow import OutgoingRecord, outgoing_records
 from pipeline.cluster import BrokerSession, ClusterClient
+from pipeline.columnar_sink import assign_partitions, binary_column, row_sizes
 from pipeline.errors import KiplingWriteError
 from pipeline.options import BrokerAddress, WriteOptions
 from protocol.error_codes import ErrorCode
-from protocol.records import Record
+from protocol.records import Record, build_batch
+from protocol.records.columnar_encoder import BinaryColumn, ColumnPiece, build_batch_pieces
 
 _log = structlog.get_logger("kipling.pipeline.produce")
+
+COLUMNAR_DEFAULT = os.environ.get("KIPLING_PIPELINE_COLUMNAR_SINK", "1") != "0"
+"""Whether the sink encodes eligible inputs with the compiled path (``KIPLING_PIPELINE_COLUMNAR_SINK=0``
+turns it off, for comparison)."""
 
 RECORD_OVERHEAD_BYTES = 21
 """Rough per-record framing (length, attributes, deltas, lengths) for sizing batches."""
@@ -65,6 +73,8 @@ class PartitionedWriter:
         self._topics: dict[str, _TopicInfo] = {}
         self._buffers: dict[TopicPartition, list[Record]] = {}
         self._buffer_bytes: dict[TopicPartition, int] = {}
+        self._pieces: dict[TopicPartition, list[ColumnPiece]] = {}
+        self._rng = np.random.default_rng()
         self._producers: dict[BrokerAddress, tuple[KafkaConnection, Producer]] = {}
         self._slots: dict[BrokerAddress, asyncio.Semaphore] = {}
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -99,9 +109,64 @@ class PartitionedWriter:
         if self._buffer_bytes[tp] >= self._options.batch_size:
             await self._send(tp)
 
+    def columnar(self, schema: pa.Schema) -> bool:
+        """Whether inputs of ``schema`` can take :meth:`add_batch`: every row goes to the ``topic``
+        option's topic, and no row names a partition or carries headers."""
+        names = set(schema.names)
+        return self._options.topic is not None and not names & {"partition", "headers"}
+
+    async def add_batch(self, batch: pa.RecordBatch) -> None:
+        """Add every row of ``batch`` (its schema :meth:`columnar`) as :meth:`add` would, row by row:
+        the same partitions, sticky switches and sends (:mod:`pipeline.columnar_sink`), without a
+        Python object per row; rows of one input share its timestamp."""
+        self._raise_failures()
+        topic = self._options.topic
+        assert topic is not None  # checked by columnar()
+        count = batch.num_rows
+        if count == 0:
+            return
+        info = await self._topic(topic)
+        values = binary_column(batch.column("value"))
+        names = batch.schema.names
+        keys = binary_column(batch.column("key")) if "key" in names else BinaryColumn.nulls(count)
+        sizes = row_sizes(keys, values, RECORD_OVERHEAD_BYTES)
+        buffered = np.array(
+            [self._buffer_bytes.get(TopicPartition(topic, p), 0) for p in range(info.num_partitions)],
+            np.int64,
+        )
+        assignment = assign_partitions(
+            keys, sizes, buffered, info.sticky, self._options.batch_size, self._rng
+        )
+        info.sticky = assignment.sticky
+        timestamp = int(time.time() * 1000)
+        order = np.argsort(assignment.partitions, kind="stable")
+        ordered = assignment.partitions[order]
+        wanted = np.arange(info.num_partitions)
+        starts = np.searchsorted(ordered, wanted, "left")
+        ends = np.searchsorted(ordered, wanted, "right")
+        taken = starts.copy()
+
+        def take(partition: int, upto: int) -> None:
+            rows = order[taken[partition] : upto]
+            taken[partition] = upto
+            if rows.shape[0]:
+                piece = ColumnPiece(keys, values, rows, np.full(rows.shape[0], timestamp, np.int64))
+                self._pieces.setdefault(TopicPartition(topic, partition), []).append(piece)
+
+        for partition, row in zip(
+            assignment.sent_partitions.tolist(), assignment.sent_rows.tolist(), strict=True
+        ):
+            start, end = int(starts[partition]), int(ends[partition])
+            take(partition, start + int(np.searchsorted(order[start:end], row, "right")))
+            await self._send(TopicPartition(topic, partition), switch_sticky=False)
+        for partition in range(info.num_partitions):
+            take(partition, int(ends[partition]))
+            if assignment.buffered[partition]:
+                self._buffer_bytes[TopicPartition(topic, partition)] = int(assignment.buffered[partition])
+
     async def finish(self) -> WriteSummary:
         """Send what is buffered and wait for every acknowledgement."""
-        for tp in list(self._buffers):
+        for tp in list(self._buffers) + list(self._pieces):
             await self._send(tp)
         if self._in_flight:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
@@ -136,39 +201,46 @@ class PartitionedWriter:
         self._topics[topic] = info
         return info
 
-    async def _send(self, tp: TopicPartition) -> None:
+    async def _send(self, tp: TopicPartition, *, switch_sticky: bool = True) -> None:
+        """Send ``tp``'s buffer; moves the sticky partition on if it was the one (``add_batch``'s
+        pass already did)."""
         records = self._buffers.pop(tp, None)
+        pieces = self._pieces.pop(tp, None)
         self._buffer_bytes.pop(tp, None)
-        if not records:
+        if records:
+            batch = build_batch(records, compression=self._options.compression)
+            count = len(records)
+        elif pieces:
+            batch = build_batch_pieces(pieces, compression=self._options.compression)
+            count = sum(int(piece.rows.shape[0]) for piece in pieces)
+        else:
             return
         info = self._topics[tp.topic]
-        if tp.partition == info.sticky and info.num_partitions > 1:
+        if switch_sticky and tp.partition == info.sticky and info.num_partitions > 1:
             info.sticky = random.choice([p for p in range(info.num_partitions) if p != tp.partition])
         address = info.leaders[tp.partition]
         producer = await self._producer(address)
         slots = self._slots.setdefault(address, asyncio.Semaphore(self._options.max_in_flight))
         await slots.acquire()
-        task = asyncio.create_task(self._produce(producer, tp, records, slots))
+        task = asyncio.create_task(self._produce(producer, tp, batch, count, slots))
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
 
     async def _produce(
-        self, producer: Producer, tp: TopicPartition, records: list[Record], slots: asyncio.Semaphore
+        self, producer: Producer, tp: TopicPartition, batch: bytes, count: int, slots: asyncio.Semaphore
     ) -> None:
         try:
-            await producer.send(tp.topic, tp.partition, records)
+            await producer.send_batch(tp.topic, tp.partition, batch)
         except (KafkaResponseError, ClientError) as exc:
             self._errors.append(
-                KiplingWriteError(
-                    f"producing {len(records)} records to {tp.topic}-{tp.partition} failed: {exc}"
-                )
+                KiplingWriteError(f"producing {count} records to {tp.topic}-{tp.partition} failed: {exc}")
             )
             return
         finally:
             slots.release()
-        self.summary.records += len(records)
+        self.summary.records += count
         key = f"{tp.topic}-{tp.partition}"
-        self.summary.by_partition[key] = self.summary.by_partition.get(key, 0) + len(records)
+        self.summary.by_partition[key] = self.summary.by_partition.get(key, 0) + count
 
     async def _producer(self, address: BrokerAddress) -> Producer:
         """The producer on the current connection to ``address`` (a new one after a reconnect)."""
@@ -191,14 +263,23 @@ class PartitionedWriter:
             raise first
 
 
-def write_batches(options: WriteOptions, batches: Iterable[pa.RecordBatch]) -> WriteSummary:
-    """Produce every row of ``batches`` (one Spark task's input); raises on the first failure."""
+def write_batches(
+    options: WriteOptions, batches: Iterable[pa.RecordBatch], *, columnar: bool = COLUMNAR_DEFAULT
+) -> WriteSummary:
+    """Produce every row of ``batches`` (one Spark task's input); raises on the first failure.
+
+    Inputs without headers or partition column going to the ``topic`` option's topic take the
+    compiled path (:meth:`PartitionedWriter.add_batch`) unless ``columnar`` is False (the bench
+    compares both); the others go row by row."""
     with BrokerSession(options.connection) as session:
         writer = PartitionedWriter(session.client, options)
 
         async def run() -> WriteSummary:
             try:
                 for batch in batches:
+                    if columnar and writer.columnar(batch.schema):
+                        await writer.add_batch(batch)
+                        continue
                     for row in outgoing_records(batch):
                         await writer.add(row)
                 return await writer.finish()
