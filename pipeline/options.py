@@ -325,6 +325,11 @@ def parse_read_options(options: Mapping[str, str], mode: Mode) -> ReadOptions:
             raise KiplingOptionError("ending offset not valid in streaming queries")
         if ENDING_OFFSETS_BY_TIMESTAMP in params or ENDING_TIMESTAMP in params:
             raise KiplingOptionError("ending timestamp not valid in streaming queries")
+        if parse_bool(params, PUSH_FILTERS, False):
+            raise KiplingOptionError(
+                "pushFilters applies to batch reads only: a streaming query reads every record "
+                "from its offsets (filter it in Spark)"
+            )
     subscription = parse_subscription(params)
     connection = parse_connection(params, "consumer")
     min_partitions = _positive_int(params, MIN_PARTITIONS, "minPartitions must be positive")

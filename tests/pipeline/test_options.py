@@ -197,6 +197,12 @@ def test_streaming_refuses_ending_options(key: str, message: str) -> None:
         parse("stream", subscribe="a", **{key: '{"a":{"0":1}}'})
 
 
+def test_streaming_refuses_push_filters_rather_than_ignoring_it() -> None:
+    with pytest.raises(KiplingOptionError, match="pushFilters applies to batch reads only"):
+        parse("stream", subscribe="a", pushFilters="true")
+    assert parse("batch", subscribe="a", pushFilters="true").push_filters
+
+
 def test_spark_engine_options_and_group_id_are_tolerated() -> None:
     options = parse(
         "stream", subscribe="a", checkpointLocation="/tmp/x", **{"kafka.group.id": "g", "groupIdPrefix": "p"}
