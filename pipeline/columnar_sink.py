@@ -2,8 +2,9 @@
 
 :class:`pipeline.produce.PartitionedWriter` takes one row at a time: a Python object per row, a
 murmur2 in Python per key, a :class:`~protocol.records.Record` per row. For an input whose rows all
-go to the ``topic`` option's topic, with no ``partition`` or ``headers`` column, the same decisions
-are taken here over the Arrow buffers: murmur2 of every key by a numba kernel
+go to the ``topic`` option's topic, without a ``headers`` column, the same decisions are taken here
+over the Arrow buffers: a row's own ``partition`` where it has one, else murmur2 of its key by a numba
+kernel
 (:func:`protocol.records.columnar_encoder.murmur2_column`), then one compiled sequential pass that
 replays :meth:`PartitionedWriter.add`'s rule exactly: a keyed row goes to
 ``toPositive(murmur2(key)) % numPartitions``, a keyless row to the topic's sticky partition; every
@@ -118,14 +119,18 @@ def assign_partitions(
     sticky: int,
     batch_size: int,
     rng: np.random.Generator,
+    explicit: Int64Array | None = None,
 ) -> Assignment:
     """Partition every row as :meth:`pipeline.produce.PartitionedWriter.add` does (module docstring).
 
     ``buffered`` holds the bytes already buffered per partition (its length is the partition count)
-    and is not modified; ``rng`` draws the sticky partition's successors."""
+    and is not modified; ``rng`` draws the sticky partition's successors; ``explicit`` is a row's
+    own partition (a ``partition`` column, checked by the caller), -1 where it has none."""
     num_partitions = int(buffered.shape[0])
     hashes = murmur2_column(keys)
     keyed = np.where(hashes >= 0, (hashes & 0x7FFFFFFF) % num_partitions, -1).astype(np.int64)
+    if explicit is not None:
+        keyed = np.where(explicit >= 0, explicit, keyed).astype(np.int64)
     state = buffered.astype(np.int64, copy=True)
     # each switch follows a send of the sticky partition: at most one per row
     steps = rng.integers(0, max(num_partitions - 1, 1), size=len(sizes), dtype=np.int64)

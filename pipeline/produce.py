@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import structlog
 
@@ -111,9 +112,8 @@ class PartitionedWriter:
 
     def columnar(self, schema: pa.Schema) -> bool:
         """Whether inputs of ``schema`` can take :meth:`add_batch`: every row goes to the ``topic``
-        option's topic, and no row names a partition or carries headers."""
-        names = set(schema.names)
-        return self._options.topic is not None and not names & {"partition", "headers"}
+        option's topic and no row carries headers."""
+        return self._options.topic is not None and "headers" not in schema.names
 
     async def add_batch(self, batch: pa.RecordBatch) -> None:
         """Add every row of ``batch`` (its schema :meth:`columnar`) as :meth:`add` would, row by row:
@@ -130,12 +130,13 @@ class PartitionedWriter:
         names = batch.schema.names
         keys = binary_column(batch.column("key")) if "key" in names else BinaryColumn.nulls(count)
         sizes = row_sizes(keys, values, RECORD_OVERHEAD_BYTES)
+        explicit = _explicit_partitions(batch, topic, info.num_partitions) if "partition" in names else None
         buffered = np.array(
             [self._buffer_bytes.get(TopicPartition(topic, p), 0) for p in range(info.num_partitions)],
             np.int64,
         )
         assignment = assign_partitions(
-            keys, sizes, buffered, info.sticky, self._options.batch_size, self._rng
+            keys, sizes, buffered, info.sticky, self._options.batch_size, self._rng, explicit
         )
         info.sticky = assignment.sticky
         timestamp = int(time.time() * 1000)
@@ -263,12 +264,28 @@ class PartitionedWriter:
             raise first
 
 
+def _explicit_partitions(batch: pa.RecordBatch, topic: str, num_partitions: int) -> npt.NDArray[np.int64]:
+    """The ``partition`` column as int64, -1 for null; refuses a partition outside the topic as
+    :meth:`PartitionedWriter.add` does (its first such row's)."""
+    column = batch.column("partition")
+    explicit = np.asarray(column.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+    wrong = np.flatnonzero(
+        column.is_valid().to_numpy(zero_copy_only=False) & ((explicit < 0) | (explicit >= num_partitions))
+    )
+    if wrong.shape[0]:
+        raise KiplingWriteError(
+            f"Invalid partition given with record: {int(explicit[wrong[0]])} is not in the range "
+            f"[0...{num_partitions}) of topic {topic}"
+        )
+    return explicit
+
+
 def write_batches(
     options: WriteOptions, batches: Iterable[pa.RecordBatch], *, columnar: bool = COLUMNAR_DEFAULT
 ) -> WriteSummary:
     """Produce every row of ``batches`` (one Spark task's input); raises on the first failure.
 
-    Inputs without headers or partition column going to the ``topic`` option's topic take the
+    Inputs without a headers column going to the ``topic`` option's topic take the
     compiled path (:meth:`PartitionedWriter.add_batch`) unless ``columnar`` is False (the bench
     compares both); the others go row by row."""
     with BrokerSession(options.connection) as session:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st  # noqa: E402
 from client.partitioner import partition_for_key  # noqa: E402
 from pipeline.cluster import BrokerSession  # noqa: E402
 from pipeline.columnar_sink import assign_partitions, binary_column, row_sizes  # noqa: E402
+from pipeline.errors import KiplingWriteError  # noqa: E402
 from pipeline.fetch import ReadTask, read_range  # noqa: E402
 from pipeline.offsets import OffsetRange  # noqa: E402
 from pipeline.options import Subscribe, parse_read_options, parse_write_options  # noqa: E402
@@ -41,13 +42,20 @@ def model(
     sticky: int,
     batch_size: int,
     steps: list[int],
+    explicit: list[int | None],
 ) -> tuple[list[int], list[tuple[int, int]], list[int], int]:
     """``PartitionedWriter.add`` row by row, its random successor taken from ``steps``."""
     buffered = list(buffered)
     partitions, sent = [], []
     used = 0
     for row, (key, value) in enumerate(zip(keys, values, strict=True)):
-        partition = sticky if key is None else partition_for_key(key, len(buffered))
+        own = explicit[row]
+        if own is not None:
+            partition = own
+        elif key is None:
+            partition = sticky
+        else:
+            partition = partition_for_key(key, len(buffered))
         partitions.append(partition)
         buffered[partition] += RECORD_OVERHEAD_BYTES + len(key or b"") + len(value)
         if buffered[partition] >= batch_size:
@@ -73,13 +81,24 @@ def test_assignment_is_the_row_paths(
     values = data.draw(st.lists(st.binary(max_size=30), min_size=len(keys), max_size=len(keys)))
     buffered = data.draw(st.lists(st.integers(0, 100), min_size=num_partitions, max_size=num_partitions))
     sticky = data.draw(st.integers(0, num_partitions - 1))
+    own = st.one_of(st.none(), st.integers(0, num_partitions - 1))
+    nones: list[int | None] = [None] * len(keys)
+    explicit: list[int | None] = data.draw(
+        st.one_of(st.just(nones), st.lists(own, min_size=len(keys), max_size=len(keys)))
+    )
     key_column = BinaryColumn.from_values(keys)
     sizes = row_sizes(key_column, BinaryColumn.from_values(list(values)), RECORD_OVERHEAD_BYTES)
     got = assign_partitions(
-        key_column, sizes, np.array(buffered, np.int64), sticky, batch_size, np.random.default_rng(seed)
+        key_column,
+        sizes,
+        np.array(buffered, np.int64),
+        sticky,
+        batch_size,
+        np.random.default_rng(seed),
+        np.array([-1 if p is None else p for p in explicit], np.int64),
     )
     steps = np.random.default_rng(seed).integers(0, max(num_partitions - 1, 1), size=len(keys)).tolist()
-    partitions, sent, left, new_sticky = model(keys, values, buffered, sticky, batch_size, steps)
+    partitions, sent, left, new_sticky = model(keys, values, buffered, sticky, batch_size, steps, explicit)
     assert got.partitions.tolist() == partitions
     assert list(zip(got.sent_partitions.tolist(), got.sent_rows.tolist(), strict=True)) == sent
     assert got.buffered.tolist() == left
@@ -126,17 +145,18 @@ def _read(bootstrap: str, topic: str) -> dict[int, list[tuple[bytes | None, byte
     return out
 
 
-@pytest.mark.parametrize("compression", ["none", "lz4"])
-def test_both_paths_write_the_same_rows(broker: BrokerProcess, compression: str) -> None:
+@pytest.mark.parametrize(("compression", "own_partitions"), [("none", False), ("lz4", False), ("none", True)])
+def test_both_paths_write_the_same_rows(
+    broker: BrokerProcess, compression: str, own_partitions: bool
+) -> None:
     count = 3000
     keys = [None if i % 3 == 0 else f"key-{i % 97}" for i in range(count)]
-    values = [f"value-{i}-".encode() * (i % 7) for i in range(count)]
-    batches = [
-        pa.record_batch({"key": pa.array(keys, pa.string()), "value": pa.array(values, pa.binary())}).slice(
-            start, 1000
-        )
-        for start in range(0, count, 1000)
-    ]
+    values = [f"{i}:".encode() + b"value" * (i % 7) for i in range(count)]  # unique
+    columns = {"key": pa.array(keys, pa.string()), "value": pa.array(values, pa.binary())}
+    own = [i % 4 if i % 5 == 0 else None for i in range(count)]
+    if own_partitions:
+        columns["partition"] = pa.array(own, pa.int32())
+    batches = [pa.record_batch(columns).slice(start, 1000) for start in range(0, count, 1000)]
     written = {}
     for columnar in (False, True):
         topic = new_topic(broker.bootstrap, "columnar-sink", partitions=4)
@@ -153,12 +173,28 @@ def test_both_paths_write_the_same_rows(broker: BrokerProcess, compression: str)
         written[columnar] = _read(broker.bootstrap, topic)
     for partitions in written.values():
         assert sum(len(rows) for rows in partitions.values()) == count
-    keyed = {
-        columnar: {p: [row for row in rows if row[0] is not None] for p, rows in partitions.items()}
+    placed = {  # rows whose partition is not the sticky one's random choice
+        columnar: {
+            p: [row for row in rows if row[0] is not None or (own_partitions and row in pinned)]
+            for p, rows in partitions.items()
+        }
         for columnar, partitions in written.items()
+        for pinned in [{(None, values[i]) for i in range(count) if own[i] is not None and keys[i] is None}]
     }
-    assert keyed[True] == keyed[False]  # same partitions, same order per key
-    for partition, rows in keyed[True].items():
-        for key, _ in rows:
-            assert key is not None
-            assert partition_for_key(key, 4) == partition
+    assert placed[True] == placed[False]  # same partitions, same order
+    for partition, rows in placed[True].items():
+        for key, value in rows:
+            row = values.index(value)
+            if own_partitions and own[row] is not None:
+                assert own[row] == partition
+            else:
+                assert key is not None
+                assert partition_for_key(key, 4) == partition
+
+
+def test_a_partition_outside_the_topic_fails_the_task(broker: BrokerProcess) -> None:
+    topic = new_topic(broker.bootstrap, "columnar-sink-bad", partitions=2)
+    options = parse_write_options({"kafka.bootstrap.servers": broker.bootstrap, "topic": topic})
+    batch = pa.record_batch({"value": pa.array([b"a", b"b"]), "partition": pa.array([1, 2], pa.int32())})
+    with pytest.raises(KiplingWriteError, match=r"2 is not in the range \[0...2\)"):
+        write_batches(options, [batch], columnar=True)
