@@ -111,6 +111,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.reassignment
 	$(BIN)/python -m bench.decoder
 	$(BIN)/python -m bench.spark_read
+	$(BIN)/python -m bench.spark_write
 	$(BIN)/python -m bench.transactions
 	$(BIN)/python -m bench.cleaner
 	$(BIN)/python -m bench.tls
