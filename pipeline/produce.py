@@ -6,6 +6,10 @@ were acknowledged leaves them written, and Spark's retry writes them again; noth
 them: murmur2 of the key modulo the partition count for keyed rows (so kipling and Kafka clients agree
 on a key's partition), and a "sticky" partition, changed after every batch, for rows without a key.
 
+Inputs without a headers column going to the ``topic`` option's topic take a compiled path
+(:mod:`pipeline.columnar_sink`, :mod:`protocol.records.columnar_encoder`): the same partitions, sticky
+switches and batches, decided and encoded over the Arrow buffers without a Python object per row.
+
 Batches fill up to ``kafka.batch.size`` bytes per partition and are sent with at most
 ``kafka.max.in.flight.requests.per.connection`` requests in flight per leader. A broker error or a lost
 connection fails the task with :class:`KiplingWriteError`: retrying a produce whose outcome is unknown
@@ -208,6 +212,8 @@ class PartitionedWriter:
         records = self._buffers.pop(tp, None)
         pieces = self._pieces.pop(tp, None)
         self._buffer_bytes.pop(tp, None)
+        if records and pieces:  # one task's inputs share a schema, so one path: never both
+            raise KiplingWriteError(f"rows of {tp.topic}-{tp.partition} were buffered by both sink paths")
         if records:
             batch = build_batch(records, compression=self._options.compression)
             count = len(records)
