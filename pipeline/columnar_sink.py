@@ -17,30 +17,19 @@ encodes each sent chunk with the compiled encoder.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-from numba import njit
 
 from protocol.records.columnar_encoder import BinaryColumn, murmur2_column
+from protocol.records.compiled import compiled
 
 __all__ = ["Assignment", "assign_partitions", "binary_column", "row_sizes"]
 
 Int64Array = npt.NDArray[np.int64]
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _compile(fn: _F) -> _F:
-    """``njit(cache=True, nogil=True)``, or without cache where no cache location is writable (as
-    :mod:`protocol.records.columnar_kernel`)."""
-    try:
-        return cast(_F, njit(cache=True, nogil=True)(fn))
-    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-        return cast(_F, njit(nogil=True)(fn))
 
 
 def binary_column(array: pa.Array) -> BinaryColumn:
@@ -72,7 +61,7 @@ def row_sizes(keys: BinaryColumn, values: BinaryColumn, overhead: int) -> Int64A
     return (key_lengths + value_lengths + overhead).astype(np.int64)
 
 
-@_compile
+@compiled
 def _assign_kernel(
     keyed: Any, sizes: Any, buffered: Any, sticky: int, batch_size: int, steps: Any
 ) -> tuple[Any, Any, Any, int, int]:

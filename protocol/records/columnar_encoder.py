@@ -21,17 +21,17 @@ can be encoded from the whole column without a gather copy. numba's cache handli
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
 from protocol.errors import EncodeError
 from protocol.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, TimestampType
 from protocol.records.builder import _assemble, _attributes, _codec
+from protocol.records.compiled import compiled, compiled_helper
 from protocol.records.compression import CompressionType
 from protocol.records.compression import compress as compress_with
 from protocol.sentinels import NO_LEADER_EPOCH
@@ -45,24 +45,11 @@ __all__ = [
     "murmur2_column",
 ]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
 Int64Array = npt.NDArray[np.int64]
 
 MAX_RECORD_FRAMING = 32
 """Bytes a record takes beyond its key and value at most: length (5), attributes (1), timestamp
 delta (10), offset delta (5), key and value lengths (5 each), header count (1)."""
-
-
-def _compile(fn: _F) -> _F:
-    """``njit(cache=True, nogil=True)``, or without cache where no cache location is writable."""
-    try:
-        return cast(_F, njit(cache=True, nogil=True)(fn))
-    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-        return cast(_F, njit(nogil=True)(fn))
-
-
-def _helper(fn: _F) -> _F:
-    return cast(_F, njit(nogil=True)(fn))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +77,7 @@ class BinaryColumn:
         return cls(np.zeros(count + 1, np.int64), np.zeros(0, np.uint8), np.zeros(count, np.bool_))
 
 
-@_helper
+@compiled_helper
 def _zigzag_size(value: Any) -> Any:
     """Bytes of ``value`` as a zigzag varlong."""
     zigzag = np.uint64((value << 1) ^ (value >> 63))
@@ -101,7 +88,7 @@ def _zigzag_size(value: Any) -> Any:
     return size
 
 
-@_helper
+@compiled_helper
 def _put_zigzag(out: Any, pos: int, value: Any) -> int:
     zigzag = np.uint64((value << 1) ^ (value >> 63))
     while zigzag >= np.uint64(0x80):
@@ -112,7 +99,7 @@ def _put_zigzag(out: Any, pos: int, value: Any) -> int:
     return pos + 1
 
 
-@_compile
+@compiled
 def _encode_kernel(
     out: Any,
     rows: Any,
@@ -167,7 +154,7 @@ def _encode_kernel(
     return pos
 
 
-@_compile
+@compiled
 def _payload_bound(rows: Any, key_offsets: Any, value_offsets: Any) -> Any:
     """An upper bound of the record stream's size: keys, values and the most framing per record."""
     total: Any = 0
@@ -177,7 +164,7 @@ def _payload_bound(rows: Any, key_offsets: Any, value_offsets: Any) -> Any:
     return total + MAX_RECORD_FRAMING * rows.shape[0]
 
 
-@_compile
+@compiled
 def _murmur2_kernel(offsets: Any, data: Any, valid: Any, rows: Any) -> Any:
     """Kafka's murmur2 of each row's key (uint32 as int64), -1 for a null key."""
     m = np.uint32(0x5BD1E995)

@@ -34,39 +34,24 @@ This module only walks and gathers bytes; it knows nothing of batches, codecs or
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from protocol.records.compiled import compiled, compiled_helper
+
 __all__ = ["OK", "gather_spans", "walk_records"]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
 
 OK = -1
 """``walk_records``' status when every record decoded; otherwise the status is the index of the
 record that failed."""
 
 
-def _compile(fn: _F) -> _F:
-    """``njit(cache=True, nogil=True)``, or without cache where no cache location is writable."""
-    try:
-        return cast(_F, njit(cache=True, nogil=True)(fn))
-    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-        return cast(_F, njit(nogil=True)(fn))
-
-
-def _helper(fn: _F) -> _F:
-    """A helper of the compiled functions, compiled (and cached) with them. Not numba's
-    ``inline="always"``: LLVM inlines these anyway, and the walk took twice as long with numba's
-    own inlining (66 against 28 ns per record)."""
-    return cast(_F, njit(nogil=True)(fn))
-
-
-@_helper
+@compiled_helper
 def _varint(buf: Any, pos: int, end: int) -> tuple[Any, int]:
     """A zigzag varint of at most 5 bytes and 32 bits at ``pos``: (value, next position), or
     (0, -1) if it is longer, wider, or runs past ``end``."""
@@ -84,7 +69,7 @@ def _varint(buf: Any, pos: int, end: int) -> tuple[Any, int]:
     return 0, -1
 
 
-@_helper
+@compiled_helper
 def _varlong(buf: Any, pos: int, end: int) -> tuple[Any, int]:
     """A zigzag varint of at most 10 bytes and 64 bits at ``pos``, as :func:`_varint` does."""
     byte = np.int64(buf[pos]) if pos < end else np.int64(0x80)
@@ -108,7 +93,7 @@ def _varlong(buf: Any, pos: int, end: int) -> tuple[Any, int]:
     return 0, -1
 
 
-@_compile
+@compiled
 def _grow(array: Any, used: int, need: int) -> Any:
     if used + need <= array.shape[0]:
         return array
@@ -117,7 +102,7 @@ def _grow(array: Any, used: int, need: int) -> Any:
     return bigger
 
 
-@_compile
+@compiled
 def walk_records(buf: Any, pos: int, end: int, count: int) -> tuple[Any, Any, Any, Any, int, int]:
     """Decode exactly ``count`` records filling ``buf[pos:end]`` (``buf``: a uint8 array).
 
@@ -235,7 +220,7 @@ _raw_memcpy: Any = cgutils.raw_memcpy
 _copy: Any = intrinsic(_copy_intrinsic)
 
 
-@_compile
+@compiled
 def gather_spans(
     buf: Any, starts: Any, lengths: Any, offsets: Any, data: Any, first_row: int, data_pos: int
 ) -> int:
