@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -334,6 +335,18 @@ def _static_classic_join(h: ConsumerHarness, instance_id: str) -> ClassicConsume
     return replacement
 
 
+def _rejoin(h: ConsumerHarness, replacement: ClassicConsumer, instance_id: str) -> Any:
+    """The second step of :func:`_static_classic_join`: the JoinGroup with the member id given."""
+    return h.join(
+        "group",
+        replacement.member_id,
+        protocols=replacement._protocols(),
+        instance_id=instance_id,
+        session_ms=SESSION_MS,
+        rebalance_ms=REBALANCE_MS,
+    ).value
+
+
 def test_a_classic_static_member_replacing_the_last_kip848_member_downgrades(h: ConsumerHarness) -> None:
     _a, c = _static_mixed_group(h)
     group = h.coordinator.consumer_group("group")
@@ -342,14 +355,7 @@ def test_a_classic_static_member_replacing_the_last_kip848_member_downgrades(h: 
     a_partitions = group.member("a").assigned_partitions  # type: ignore[union-attr]
     replacement = _static_classic_join(h, "i-a")
     with recorded(h) as batches:
-        joined = h.join(
-            "group",
-            replacement.member_id,
-            protocols=replacement._protocols(),
-            instance_id="i-a",
-            session_ms=SESSION_MS,
-            rebalance_ms=REBALANCE_MS,
-        ).value
+        joined = _rejoin(h, replacement, "i-a")
     assert joined.error is ErrorCode.NONE and joined.generation_id == epoch
     # One batch: the replacement's records, the consumer group's tombstones, the classic group.
     assert len(batches) == 1
@@ -387,14 +393,7 @@ def test_a_classic_static_join_replaces_an_active_kip848_static_member(h: Consum
     assert c.join() is ErrorCode.NONE
     settle([a], [c])
     replacement = _static_classic_join(h, "i-a")
-    joined = h.join(
-        "group",
-        replacement.member_id,
-        protocols=replacement._protocols(),
-        instance_id="i-a",
-        session_ms=SESSION_MS,
-        rebalance_ms=REBALANCE_MS,
-    ).value
+    joined = _rejoin(h, replacement, "i-a")
     assert joined.error is ErrorCode.NONE
     assert h.coordinator.consumer_group("group") is None
     classic = h.coordinator.group("group")
@@ -409,14 +408,7 @@ def test_a_refused_replacement_downgrade_leaves_the_consumer_group_as_it_was(h: 
     members = dict(group.members)
     replacement = _static_classic_join(h, "i-a")
     h.log.fail_with = ErrorCode.NOT_LEADER_OR_FOLLOWER
-    refused = h.join(
-        "group",
-        replacement.member_id,
-        protocols=replacement._protocols(),
-        instance_id="i-a",
-        session_ms=SESSION_MS,
-        rebalance_ms=REBALANCE_MS,
-    ).value
+    refused = _rejoin(h, replacement, "i-a")
     assert refused.error is ErrorCode.NOT_COORDINATOR
     assert h.coordinator.group("group") is None
     assert h.coordinator.consumer_group("group") is group and dict(group.members) == members
@@ -439,14 +431,7 @@ def test_no_replacement_downgrade_under_the_upgrade_policy(h: ConsumerHarness) -
     h.topics.create("t", 4)
     _static_mixed_group(h)
     replacement = _static_classic_join(h, "i-a")
-    joined = h.join(
-        "group",
-        replacement.member_id,
-        protocols=replacement._protocols(),
-        instance_id="i-a",
-        session_ms=SESSION_MS,
-        rebalance_ms=REBALANCE_MS,
-    ).value
+    joined = _rejoin(h, replacement, "i-a")
     assert joined.error is ErrorCode.NONE
     group = h.coordinator.consumer_group("group")
     assert group is not None and h.coordinator.group("group") is None
@@ -458,14 +443,7 @@ def test_a_replacement_with_another_subscription_downgrades_into_a_rebalance(h: 
     _a, c = _static_mixed_group(h)
     replacement = _static_classic_join(h, "i-a")
     replacement.topics = ("t", "u")
-    joined = h.join(
-        "group",
-        replacement.member_id,
-        protocols=replacement._protocols(),
-        instance_id="i-a",
-        session_ms=SESSION_MS,
-        rebalance_ms=REBALANCE_MS,
-    ).value
+    joined = _rejoin(h, replacement, "i-a")
     assert joined.error is ErrorCode.NONE
     classic = h.coordinator.group("group")
     assert classic is not None and h.coordinator.consumer_group("group") is None
