@@ -106,6 +106,36 @@ def build_batch(
     else:
         base_timestamp = max_timestamp = NO_TIMESTAMP
     payload = _record_stream(records, base_timestamp, codec, compress)
+    return assemble_batch(
+        payload,
+        count=len(records),
+        attributes=attributes,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
+
+
+def assemble_batch(
+    payload: bytes,
+    *,
+    count: int,
+    attributes: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    base_offset: int,
+    partition_leader_epoch: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+) -> bytes:
+    """A v2 batch of ``count`` records whose (compressed) record stream is ``payload``: the header
+    fields in their order, the CRC; a field out of its range is EncodeError. Shared by every
+    encoder, the per-record :func:`build_batch` and the compiled columnar one."""
     try:
         return _assemble(
             payload,
@@ -113,13 +143,13 @@ def build_batch(
             partition_leader_epoch=partition_leader_epoch,
             fields_after_crc=(
                 attributes,
-                max(len(records) - 1, 0),
+                max(count - 1, 0),
                 base_timestamp,
                 max_timestamp,
                 producer_id,
                 producer_epoch,
                 base_sequence,
-                len(records),
+                count,
             ),
         )
     except struct.error as exc:

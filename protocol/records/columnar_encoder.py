@@ -20,7 +20,6 @@ can be encoded from the whole column without a gather copy. numba's cache handli
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -30,7 +29,7 @@ import numpy.typing as npt
 
 from protocol.errors import EncodeError
 from protocol.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, TimestampType
-from protocol.records.builder import _assemble, _attributes, _codec
+from protocol.records.builder import _attributes, _codec, assemble_batch
 from protocol.records.compiled import compiled, compiled_helper
 from protocol.records.compression import CompressionType
 from protocol.records.compression import compress as compress_with
@@ -300,21 +299,15 @@ def build_batch_pieces(
     payload = b"".join(streams)
     if codec != CompressionType.NONE:
         payload = compress_with(codec, payload)
-    try:
-        return _assemble(
-            payload,
-            base_offset=base_offset,
-            partition_leader_epoch=partition_leader_epoch,
-            fields_after_crc=(
-                attributes,
-                count - 1,
-                base_timestamp,
-                max_timestamp,
-                producer_id,
-                producer_epoch,
-                base_sequence,
-                count,
-            ),
-        )
-    except struct.error as exc:
-        raise EncodeError(f"record batch field out of range: {exc}") from exc
+    return assemble_batch(
+        payload,
+        count=count,
+        attributes=attributes,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
