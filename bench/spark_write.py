@@ -40,16 +40,9 @@ from typing import Any
 
 from bench import write_results
 from bench.broker_proc import ROOT, KiplingProcess
+from bench.spark_read import SPARK_CONF, SPARK_MASTER
 
 ARROW_ROWS = 10_000
-SPARK_MASTER = "local[2]"
-SPARK_CONF = {
-    "spark.driver.memory": "4g",
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.sql.session.timeZone": "UTC",
-}
 
 
 def arrow_batches(rows: int, value_bytes: int, key_bytes: int) -> list[Any]:
